@@ -1,0 +1,37 @@
+# specbench: the single entry point. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= 2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Torch first, pinned, so a CPU-only machine gets the CPU wheel rather than a multi-GB CUDA build.
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q "torch==$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/specbench roi --alpha 0.6 --alpha 0.8 --t-target 80 --t-draft 7
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check specbench tests benchmarks
+	$(VENV)/bin/ruff format --check specbench tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,234 @@
+"""The typed run configuration: one flat YAML file whose keys are these fields.
+
+Precedence: CLI flags > YAML file > defaults (`load_config(path, overrides)`). Validation errors
+become one `SpecbenchError` line naming the key, with the nearest valid key for a typo.
+YAML is read with `yaml.safe_load`; `trust_remote_code` is honoured only when a config sets it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specbench.errors import SpecbenchError
+
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """A Hugging Face model: hub id or local directory (`tiny-target` / `tiny-draft` name the
+    shipped pair)."""
+
+    model: str
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    device: str = "auto"  # "auto" = cuda if available else cpu
+    device_map: str | None = None  # e.g. "auto" for multi-GPU placement via accelerate
+    revision: str | None = None
+    trust_remote_code: bool = False
+    # Deliberately weaken a draft (for regression demos): Gaussian noise of this std added to
+    # its logits before processing. 0 = off.
+    logit_noise: float = Field(default=0.0, ge=0.0)
+
+
+class DraftSpec(ModelSpec):
+    """The drafter: a model (`method: model`) or model-free n-gram prompt lookup."""
+
+    method: Literal["model", "ngram"] = "model"
+    model: str = ""
+    prompt_lookup_min: int = Field(default=1, ge=1)
+    prompt_lookup_max: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> DraftSpec:
+        if self.method == "model" and not self.model:
+            raise ValueError("draft.model is required when draft.method is 'model'")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError("draft.prompt_lookup_min must be <= draft.prompt_lookup_max")
+        return self
+
+
+class DatasetSpec(_Strict):
+    """Where a workload's prompts come from: exactly one of `name`, `path`, `hf_id`."""
+
+    name: str | None = None  # a shipped set in datasets/ (e.g. "code", "tiny_code")
+    path: str | None = None  # a local JSONL / CSV / Parquet file, or a `save_to_disk` directory
+    hf_id: str | None = None  # a Hugging Face hub dataset id
+    hf_config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    format: Literal["auto", "specbench", "spec_bench", "jsonl", "csv", "parquet", "hf_disk"] = (
+        "auto"
+    )
+    prompt_field: str | None = None  # a single-turn prompt column
+    turns_field: str | None = None  # a list-of-user-turns column
+    id_field: str | None = None
+    reference_field: str | None = None
+    workload_field: str | None = None  # a column naming each row's workload / category
+    category_map: dict[str, str] = Field(default_factory=dict)  # category → workload
+    group_mt_bench: bool = True  # Spec-Bench: the 8 MT-bench categories → one "conversation"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        given = [k for k in ("name", "path", "hf_id") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("a dataset needs exactly one of 'name', 'path' or 'hf_id'")
+        return self
+
+
+class WorkloadSpec(_Strict):
+    name: str
+    dataset: DatasetSpec
+    n: int | None = Field(default=None, ge=1)  # sample this many prompts (None = all)
+    weight: float = Field(default=1.0, ge=0.0)  # traffic weight for the global recommendation
+
+
+class SamplingSpec(_Strict):
+    temperatures: list[float] = Field(default_factory=lambda: [0.0])
+    top_p: float = 1.0
+    top_k: int = Field(default=0, ge=0)
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temps(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("sampling.temperatures needs at least one value")
+        if any(t < 0 for t in v):
+            raise ValueError("sampling.temperatures must be >= 0 (0 = greedy)")
+        return v
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p(cls, v: float) -> float:
+        if not 0.0 < v <= 1.0:
+            raise ValueError("sampling.top_p must be in (0, 1]")
+        return v
+
+
+class DecisionSpec(_Strict):
+    margin: float = Field(default=0.05, ge=0.0)  # ON only if speedup CI low end > 1 + margin
+    ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    bootstrap: int = Field(default=2000, ge=100)
+    target_ci_halfwidth: float = Field(default=0.05, gt=0.0)  # for "too few prompts" warnings
+
+
+class RunConfig(_Strict):
+    name: str = "run"
+    backend: Literal["transformers"] = "transformers"
+    target: ModelSpec
+    draft: DraftSpec
+    workloads: list[WorkloadSpec]
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
+    gammas: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    max_new_tokens: int = Field(default=64, ge=1)
+    stop: list[str] = Field(default_factory=list)  # stop strings (EOS always stops)
+    chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
+    warmup: int = Field(default=1, ge=0)  # warm-up prompts per workload, reported apart
+    repeats: int = Field(default=1, ge=1)
+    seed: int = 0
+    output_dir: str = "reports/run"
+    decision: DecisionSpec = Field(default_factory=DecisionSpec)
+
+    @field_validator("gammas")
+    @classmethod
+    def _gammas(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("gammas needs at least one value")
+        if any(g < 1 for g in v):
+            raise ValueError("gammas must all be >= 1")
+        return sorted(set(v))
+
+    @field_validator("workloads")
+    @classmethod
+    def _workloads(cls, v: list[WorkloadSpec]) -> list[WorkloadSpec]:
+        if not v:
+            raise ValueError("workloads needs at least one workload")
+        names = [w.name for w in v]
+        if len(set(names)) != len(names):
+            raise ValueError("workload names must be unique")
+        return v
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid keys of the (sub)model at a validation-error location, for 'did you mean'."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        for cand in getattr(ann, "__args__", ()) or (ann,):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                current = cand
+                break
+        else:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """The first validation problem as one actionable line."""
+    first = err.errors()[0]
+    loc = tuple(first["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        valid = _fields_at(RunConfig, loc)
+        near = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f"; did you mean '{near[0]}'?" if near else f"; valid keys: {', '.join(valid)}"
+        return f"{source}: unknown key '{key}'{hint}"
+    if first["type"] == "missing":
+        return f"{source}: missing required key '{key}'"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    return f"{source}: {key}: {msg} (got {first.get('input')!r})"
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise SpecbenchError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecbenchError(f"{path}: invalid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise SpecbenchError(f"{path}: the config must be a YAML mapping of keys to values")
+    return data
+
+
+def parse_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise SpecbenchError(format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read a YAML config and apply CLI overrides (nested dicts merge key by key)."""
+    p = Path(path)
+    data = _deep_merge(read_yaml(p), overrides or {})
+    return parse_config(data, str(p))
+
+
+def dump_config(cfg: RunConfig) -> str:
+    """The resolved config as YAML (what a run stores as DIR/config.yaml)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
