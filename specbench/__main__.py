@@ -1,0 +1,5 @@
+"""`python -m specbench` runs the CLI."""
+
+from specbench.cli import main
+
+main()

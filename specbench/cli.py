@@ -1,0 +1,254 @@
+"""The `specbench` command line: thin typer commands over the core functions.
+
+Each command validates its options, calls one core function and hands the result to `report/`.
+User errors (`SpecbenchError`, bad option values) print one line on stderr and exit with code 2.
+
+    specbench roi --alpha 0.6
+    specbench roi --alpha 0.6 --t-target 80 --t-draft 7 --json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from specbench.errors import SpecbenchError
+
+app = typer.Typer(
+    name="specbench",
+    help="Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_COST_RATIO = 0.1
+
+
+@app.callback()
+def _root() -> None:
+    """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a SpecbenchError into one line on stderr and exit code 2 (never a traceback)."""
+    try:
+        yield
+    except SpecbenchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _fail(message: str) -> None:
+    raise SpecbenchError(message)
+
+
+@app.command()
+def roi(
+    alpha: Annotated[
+        list[float] | None,
+        typer.Option("--alpha", help="Acceptance rate α in [0, 1] (repeatable)."),
+    ] = None,
+    accepted: Annotated[
+        float | None,
+        typer.Option(
+            "--accepted",
+            help="Measured mean tokens per round τ (incl. the bonus token) at --gamma; "
+            "α is solved from it.",
+        ),
+    ] = None,
+    t_target: Annotated[
+        float | None, typer.Option("--t-target", help="Baseline per-token latency T_ar in ms.")
+    ] = None,
+    t_draft: Annotated[
+        float | None, typer.Option("--t-draft", help="One draft step T_d in ms.")
+    ] = None,
+    cost_ratio: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-ratio",
+            help=f"T_d / T_ar; results are then relative to T_ar (default {DEFAULT_COST_RATIO} "
+            "when no timing is given).",
+        ),
+    ] = None,
+    verify_slope: Annotated[
+        float,
+        typer.Option(
+            "--verify-slope",
+            help="Extra verify cost per drafted token (ms; in units of T_ar with --cost-ratio).",
+        ),
+    ] = 0.0,
+    gamma_max: Annotated[
+        int, typer.Option("--gamma-max", help="Largest γ to consider (1..N).")
+    ] = 16,
+    gamma: Annotated[
+        int | None,
+        typer.Option(
+            "--gamma",
+            help="A single γ to evaluate; with --accepted, the γ at which τ was measured.",
+        ),
+    ] = None,
+    gpu_hour_usd: Annotated[
+        float | None, typer.Option("--gpu-hour-usd", help="Price of one GPU-hour in USD.")
+    ] = None,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs serving the target.")] = 1,
+    draft_memory_gib: Annotated[
+        float | None, typer.Option("--draft-memory-gib", help="Memory the draft adds (GiB).")
+    ] = None,
+    gpu_memory_gib: Annotated[
+        float | None, typer.Option("--gpu-memory-gib", help="Memory of one GPU (GiB).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+    ] = False,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Also write one row per scenario × γ here.")
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Also write a speedup-vs-γ PNG here.")
+    ] = None,
+) -> None:
+    """The analytic speculation model: best γ, speedup and break-even points, no GPU needed."""
+    from specbench.analysis import roi as model
+    from specbench.report import roi as render
+
+    with user_errors():
+        # --- validate: one line naming the option and the allowed range ---
+        if alpha and accepted is not None:
+            _fail("give either --alpha or --accepted, not both")
+        if not alpha and accepted is None:
+            _fail("give --alpha A (in [0, 1]) or --accepted TAU --gamma G")
+        for a in alpha or []:
+            if not 0.0 <= a <= 1.0:
+                _fail(f"--alpha must be in [0, 1], got {a:g}")
+        if gamma_max < 1:
+            _fail(f"--gamma-max must be >= 1, got {gamma_max}")
+        if gamma is not None and gamma < 1:
+            _fail(f"--gamma must be >= 1, got {gamma}")
+        if (t_target is None) != (t_draft is None):
+            _fail("--t-target and --t-draft go together: give both (in ms) or neither")
+        if cost_ratio is not None and t_target is not None:
+            _fail("give either --cost-ratio or --t-target/--t-draft, not both")
+        for name, value in (("--t-target", t_target), ("--t-draft", t_draft)):
+            if value is not None and value <= 0:
+                _fail(f"{name} must be a time > 0 ms, got {value:g}")
+        if cost_ratio is not None and cost_ratio <= 0:
+            _fail(f"--cost-ratio must be > 0, got {cost_ratio:g}")
+        if verify_slope < 0:
+            _fail(f"--verify-slope must be >= 0, got {verify_slope:g}")
+        if gpus < 1:
+            _fail(f"--gpus must be >= 1, got {gpus}")
+        for name, value in (
+            ("--gpu-hour-usd", gpu_hour_usd),
+            ("--draft-memory-gib", draft_memory_gib),
+            ("--gpu-memory-gib", gpu_memory_gib),
+        ):
+            if value is not None and value <= 0:
+                _fail(f"{name} must be > 0, got {value:g}")
+
+        relative = t_target is None
+        if relative and gpu_hour_usd is not None:
+            _fail("--gpu-hour-usd needs absolute timings: give --t-target and --t-draft in ms")
+        default_ratio = relative and cost_ratio is None
+        if relative:
+            t_target_ms, t_draft_ms = (
+                1.0,
+                cost_ratio if cost_ratio is not None else DEFAULT_COST_RATIO,
+            )
+        else:
+            assert t_target is not None and t_draft is not None
+            t_target_ms, t_draft_ms = t_target, t_draft
+
+        if accepted is not None:
+            if gamma is None:
+                _fail("--accepted needs --gamma G, the γ at which it was measured")
+            assert gamma is not None
+            if not 1.0 <= accepted <= gamma + 1:
+                _fail(f"--accepted must be in [1, {gamma + 1}] (1 to γ + 1) at --gamma {gamma}")
+            grid = list(range(1, gamma_max + 1))
+            inputs: list[tuple[float, float | None]] = [
+                (model.alpha_from_accepted(accepted, gamma), accepted)
+            ]
+        else:
+            grid = [gamma] if gamma is not None else list(range(1, gamma_max + 1))
+            inputs = [(a, None) for a in alpha or []]
+
+        scenarios = [
+            model.scenario(a, grid, t_target_ms, t_draft_ms, verify_slope, accepted=tau)
+            for a, tau in inputs
+        ]
+        econ = [
+            model.economics(
+                t_target_ms, sc.best.itl_ms, gpu_hour_usd, gpus, draft_memory_gib, gpu_memory_gib
+            )
+            for sc in scenarios
+        ]
+        note = (
+            f"No timing given: assuming T_d / T_ar = {DEFAULT_COST_RATIO} "
+            "(times in units of T_ar); pass --t-target/--t-draft or --cost-ratio."
+            if default_ratio
+            else None
+        )
+
+        if csv_path is not None:
+            render.write_csv(csv_path, scenarios)
+        if plot_path is not None:
+            from specbench.report.plots import plot_roi
+
+            plot_roi(plot_path, scenarios)
+
+        if as_json:
+            doc = {
+                "units": "t_target" if relative else "ms",
+                "note": note,
+                "scenarios": [
+                    render.scenario_to_dict(sc) | {"economics": render.economics_to_dict(e)}
+                    for sc, e in zip(scenarios, econ, strict=True)
+                ],
+            }
+            typer.echo(json.dumps(doc, indent=2))
+            return
+
+        console = Console()
+        if note:
+            console.print(f"[yellow]{note}[/yellow]")
+        for sc, e in zip(scenarios, econ, strict=True):
+            render.render_scenario(console, sc, relative, show_cost_ratio=relative)
+            console.print(render.verdict_line(sc, relative))
+            if e.usd_per_million_tokens_off is not None:
+                console.print(
+                    f"  cost per 10⁶ output tokens at batch 1: ${e.usd_per_million_tokens_off:.2f}"
+                    f" → ${e.usd_per_million_tokens_on:.2f}"
+                )
+            if e.draft_memory_share is not None:
+                console.print(
+                    f"  the draft takes {100 * e.draft_memory_share:.1f} % of GPU memory "
+                    f"for {sc.best.speedup:.2f}× lower latency"
+                )
+        for path, what in ((csv_path, "CSV"), (plot_path, "plot")):
+            if path is not None:
+                console.print(f"{what} written to {path}")
+
+
+def main() -> None:
+    """Console-script entry: click usage errors also become one line and exit code 2."""
+    args = sys.argv[1:] or ["--help"]
+    try:
+        rv = app(args=args, prog_name="specbench", standalone_mode=False)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: bad option value, unknown option
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(2)
+    sys.exit(rv if isinstance(rv, int) else 0)
