@@ -89,11 +89,15 @@ class RoundDecision:
 def accept_draft(
     draft_tokens: torch.Tensor,  # (γ,) int64
     p_target: torch.Tensor,  # (γ+1, V) processed target distributions at the γ+1 verified positions
-    q_draft: torch.Tensor,  # (γ, V) processed draft distributions the draft tokens were sampled from
+    q_draft: torch.Tensor | None,  # (γ, V) processed draft distributions; None = one-hot (n-gram)
     greedy: bool,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | None = None,  # on p_target's device
 ) -> RoundDecision:
-    """The exact acceptance rule for one round (THEORY §1)."""
+    """The exact acceptance rule for one round (THEORY §1).
+
+    A deterministic drafter (n-gram lookup) has q = one-hot at its token: the rule then accepts y
+    with probability p(y) and resamples a rejection from norm(max(0, p − one-hot)).
+    """
     gamma = int(draft_tokens.shape[0])
     if greedy:
         # One-hot p and q: accept iff y_i = argmax p_i; the correction is argmax p_i.
@@ -101,10 +105,13 @@ def accept_draft(
         matches = (target_argmax[:gamma] == draft_tokens).tolist()
         n = matches.index(False) if False in matches else gamma
         return RoundDecision(n, int(target_argmax[n]))
-    idx = torch.arange(gamma)
+    if q_draft is None:
+        q_draft = torch.zeros_like(p_target[:gamma])
+        q_draft.scatter_(-1, draft_tokens.unsqueeze(-1), 1.0)
+    idx = torch.arange(gamma, device=p_target.device)
     p_y = p_target[idx, draft_tokens]
     q_y = q_draft[idx, draft_tokens]
-    u = torch.rand(gamma, generator=generator)
+    u = torch.rand(gamma, generator=generator, device=p_target.device)
     # accept iff u < p/q  ⇔  u·q < p (no division; q(y) > 0 since y was sampled from q)
     rejected = (u * q_y >= p_y).tolist()
     if True not in rejected:

@@ -1,0 +1,206 @@
+"""The two decoding loops specbench measures, batch size 1: speculative and target-only.
+
+Both loops share prefill, sampling, stop handling and token counting (generated token ids are
+counted on both sides; text is never re-tokenized), so their tokens/s are comparable.
+
+Speculative round (THEORY §1): the drafter proposes y_1..y_k; the target runs once over
+[last, y_1..y_k] giving p_1..p_{k+1}; `accept_draft` keeps y_1..y_n and emits one more token; the
+target cache is cropped by the k − n rejected positions, the drafter rolls back its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from specbench.engine.drafters import Drafter
+from specbench.engine.lm import CachedLM
+from specbench.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
+from specbench.timing import Clock
+
+# A stop check returns the number of generated tokens to keep when a stop string has appeared.
+StopCheck = Callable[[list[int]], int | None]
+
+
+@dataclass
+class Rounds:
+    """Per-round measurements, one list entry per round (γ may vary under a policy)."""
+
+    gamma: list[int] = field(default_factory=list)  # γ asked for this round
+    drafted: list[int] = field(default_factory=list)  # tokens actually drafted (≤ γ; EOS stops)
+    accepted: list[int] = field(default_factory=list)
+    emitted: list[int] = field(default_factory=list)  # tokens kept (after stop truncation)
+    beta: list[list[float]] = field(default_factory=list)  # exact β at each drafted position
+    draft_top_prob: list[list[float]] = field(default_factory=list)
+    draft_ms: list[list[float]] = field(default_factory=list)
+    verify_ms: list[float] = field(default_factory=list)
+    overhead_ms: list[float] = field(default_factory=list)  # round wall time outside forwards
+
+
+@dataclass
+class Generation:
+    output_ids: list[int]
+    stop_reason: str  # "eos" | "max_new_tokens" | "stop_string"
+    ttft_ms: float  # target prefill + first token
+    wall_ms: float  # prefill start → last token
+    draft_prefill_ms: float = 0.0
+    rounds: Rounds | None = None  # speculative only
+    step_ms: list[float] = field(default_factory=list)  # baseline only: each decode step
+    forward_ms: list[float] = field(default_factory=list)  # baseline only: model forward part
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.output_ids)
+
+
+class _Stopper:
+    """Applies EOS, max_new_tokens and stop strings to a growing output, in that order."""
+
+    def __init__(self, eos_ids: frozenset[int], max_new_tokens: int, stop: StopCheck | None):
+        self.eos_ids, self.max_new_tokens, self.stop = eos_ids, max_new_tokens, stop
+        self.reason = ""
+
+    def extend(self, out: list[int], new: list[int]) -> int:
+        """Append what may be emitted of `new`; return how many were kept. Sets `reason` on stop."""
+        kept = 0
+        for tok in new:
+            out.append(tok)
+            kept += 1
+            if tok in self.eos_ids:
+                self.reason = "eos"
+                break
+            if len(out) >= self.max_new_tokens:
+                self.reason = "max_new_tokens"
+                break
+        if self.stop is not None:
+            cut = self.stop(out)
+            if cut is not None:
+                kept -= len(out) - cut
+                del out[cut:]
+                self.reason = "stop_string"
+        return kept
+
+
+def _pick(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    if params.greedy:
+        return int(logits.argmax())
+    return int(sample(process_logits(logits, params), generator))
+
+
+def baseline_generate(
+    target: CachedLM,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    max_new_tokens: int,
+    clock: Clock,
+    eos_ids: frozenset[int] = frozenset(),
+    stop: StopCheck | None = None,
+    generator: torch.Generator | None = None,
+) -> Generation:
+    """Target-only decoding with the same cache handling and sampling as the speculative loop."""
+    stopper = _Stopper(eos_ids, max_new_tokens, stop)
+    target.reset()
+    out: list[int] = []
+    step_ms: list[float] = []
+    forward_ms: list[float] = []
+    t_start = clock.now()
+    first = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
+    t_first = clock.now()
+    stopper.extend(out, [first])
+    while not stopper.reason:
+        t0 = clock.now()
+        logits = target.feed([out[-1]], keep=1)[-1]
+        t1 = clock.now()
+        tok = _pick(logits, params, generator)
+        t2 = clock.now()
+        forward_ms.append(t1 - t0)
+        step_ms.append(t2 - t0)
+        stopper.extend(out, [tok])
+    return Generation(
+        output_ids=out,
+        stop_reason=stopper.reason,
+        ttft_ms=t_first - t_start,
+        wall_ms=clock.now() - t_start,
+        step_ms=step_ms,
+        forward_ms=forward_ms,
+    )
+
+
+def speculative_generate(
+    target: CachedLM,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    gamma_for_round: Callable[[Rounds], int],
+    params: SamplingParams,
+    max_new_tokens: int,
+    clock: Clock,
+    eos_ids: frozenset[int] = frozenset(),
+    stop: StopCheck | None = None,
+    generator: torch.Generator | None = None,
+) -> Generation:
+    """Exact speculative decoding. `gamma_for_round` sees the rounds so far (a γ policy)."""
+    stopper = _Stopper(eos_ids, max_new_tokens, stop)
+    rounds = Rounds()
+    target.reset()
+    out: list[int] = []
+    t_start = clock.now()
+    first = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
+    t_first = clock.now()
+    stopper.extend(out, [first])
+    draft_prefill_ms = drafter.start(prompt_ids, first)
+    greedy = params.greedy
+    while not stopper.reason:
+        t_round = clock.now()
+        remaining = max_new_tokens - len(out)
+        # Never draft more than can be emitted: the round emits up to γ + 1 tokens.
+        gamma = max(1, min(gamma_for_round(rounds), remaining - 1))
+        proposal = drafter.propose(gamma)
+        k = len(proposal.tokens)
+        t_verify = clock.now()
+        logits = target.feed([out[-1], *proposal.tokens], keep=k + 1)  # (k+1, V)
+        verify_ms = clock.now() - t_verify
+        drafted = torch.tensor(proposal.tokens, dtype=torch.long, device=logits.device)
+        if greedy:
+            target_argmax = logits.argmax(dim=-1)  # (k+1,)
+            matches = (target_argmax[:k] == drafted).tolist()
+            n_accepted = matches.index(False) if False in matches else k
+            next_token = int(target_argmax[n_accepted])
+            beta = [float(m) for m in matches]  # one-hot p and q: β is the match indicator
+        else:
+            p_target = process_logits(logits, params)  # (k+1, V)
+            q_draft = proposal.q_draft
+            if q_draft is not None:
+                q_draft = q_draft.to(p_target.device)
+                beta = exact_beta(p_target[:k], q_draft).tolist()
+            else:  # one-hot q (n-gram): β = p(y)
+                beta = p_target[torch.arange(k, device=p_target.device), drafted].tolist()
+            decision = accept_draft(drafted, p_target, q_draft, greedy=False, generator=generator)
+            n_accepted, next_token = decision.n_accepted, decision.next_token
+        target.rollback(k - n_accepted)
+        drafter.commit(proposal, n_accepted, next_token)
+        kept = stopper.extend(out, [*proposal.tokens[:n_accepted], next_token])
+        round_ms = clock.now() - t_round
+        rounds.gamma.append(gamma)
+        rounds.drafted.append(k)
+        rounds.accepted.append(n_accepted)
+        rounds.emitted.append(kept)
+        rounds.beta.append(beta)
+        rounds.draft_top_prob.append(proposal.top_prob)
+        rounds.draft_ms.append(proposal.step_ms)
+        rounds.verify_ms.append(verify_ms)
+        rounds.overhead_ms.append(round_ms - verify_ms - sum(proposal.step_ms))
+    return Generation(
+        output_ids=out,
+        stop_reason=stopper.reason,
+        ttft_ms=t_first - t_start,
+        wall_ms=clock.now() - t_start,
+        draft_prefill_ms=draft_prefill_ms,
+        rounds=rounds,
+    )
+
+
+def fixed_gamma(gamma: int) -> Callable[[Rounds], int]:
+    """The fixed-γ policy."""
+    return lambda _rounds: gamma

@@ -1,0 +1,122 @@
+"""Run records: one self-describing JSON line per generated prompt, appended as soon as it exists.
+
+Every line carries the schema version, its kind ("baseline", "spec", "warmup_baseline",
+"warmup_spec", "failed") and its unit key (workload, temperature, γ, drafter, policy, prompt id,
+repeat). A record is never rewritten: `--resume` reads the file, skips the complete units and
+appends the rest; derived files (results.json, reports) are regenerated from the records.
+
+Schema history:
+  1 — first version (per-prompt lines holding per-round arrays).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import SpecbenchError
+
+SCHEMA_VERSION = 1
+RECORDS_FILE = "records.jsonl"
+
+
+@dataclass(frozen=True)
+class UnitKey:
+    """What makes a record unique within a run."""
+
+    kind: str  # "baseline" | "spec" (warm-ups and failures map to the kind they stand for)
+    workload: str
+    temperature: float
+    gamma: int  # 0 for the baseline
+    drafter: str
+    policy: str
+    prompt_id: str
+    repeat: int
+
+    @classmethod
+    def of(cls, rec: dict[str, Any]) -> UnitKey:
+        return cls(
+            kind=rec["unit_kind"],
+            workload=rec["workload"],
+            temperature=float(rec["temperature"]),
+            gamma=int(rec["gamma"]),
+            drafter=rec.get("drafter", ""),
+            policy=rec.get("policy", ""),
+            prompt_id=rec["prompt_id"],
+            repeat=int(rec.get("repeat", 0)),
+        )
+
+
+class RecordWriter:
+    """Appends JSON lines and flushes each to disk (a killed run loses at most the line in flight)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._fh.write(json.dumps({"schema": SCHEMA_VERSION, **record}) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the records of a file. A truncated last line (a killed run) is skipped with a warning;
+    a malformed line elsewhere or a newer schema is an error."""
+    if not path.is_file():
+        raise SpecbenchError(f"no records found: {path} does not exist")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if lineno == len(lines):
+                warnings.warn(
+                    f"{path}: line {lineno} is truncated (interrupted run); using the complete lines",
+                    stacklevel=2,
+                )
+                return
+            raise SpecbenchError(f"{path}: line {lineno} is not valid JSON") from None
+        schema = rec.get("schema") if isinstance(rec, dict) else None
+        if not isinstance(schema, int):
+            raise SpecbenchError(
+                f"{path}: line {lineno} has no schema version; not a specbench record"
+            )
+        if schema > SCHEMA_VERSION:
+            raise SpecbenchError(
+                f"{path}: line {lineno} has schema version {schema}, newer than this specbench "
+                f"understands ({SCHEMA_VERSION}); upgrade specbench"
+            )
+        yield rec
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    return list(iter_records(path))
+
+
+def repair_truncated_tail(path: Path) -> None:
+    """Cut a partial last line left by a killed run, so appended records start on a fresh line."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with path.open("r+b") as fh:
+            fh.truncate(cut)
