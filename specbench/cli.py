@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -236,6 +236,145 @@ def roi(
         for path, what in ((csv_path, "CSV"), (plot_path, "plot")):
             if path is not None:
                 console.print(f"{what} written to {path}")
+
+
+def _csv_ints(value: str, option: str) -> list[int]:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise SpecbenchError(
+            f"{option} takes comma-separated integers, e.g. 1,2,4,8; got '{value}'"
+        ) from None
+
+
+def _run_overrides(
+    cfg_data: dict[str, Any],
+    out: Path | None,
+    gammas: str | None,
+    workloads: str | None,
+    max_prompts: int | None,
+    temperature: list[float] | None,
+    device: str | None,
+    seed: int | None,
+) -> dict[str, Any]:
+    """CLI flags as config overrides (flags > file > defaults)."""
+    over: dict[str, Any] = {}
+    if out is not None:
+        over["output_dir"] = str(out)
+    if gammas is not None:
+        over["gammas"] = _csv_ints(gammas, "--gammas")
+    if temperature:
+        over["sampling"] = {"temperatures": list(temperature)}
+    if device is not None:
+        over["target"] = {"device": device}
+        over["draft"] = {"device": device}
+    if seed is not None:
+        over["seed"] = seed
+    wl_list = list(cfg_data.get("workloads") or [])
+    if workloads is not None:
+        wanted = [w.strip() for w in workloads.split(",") if w.strip()]
+        known = [w.get("name") for w in wl_list if isinstance(w, dict)]
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise SpecbenchError(
+                f"--workloads: unknown workload '{unknown[0]}'; the config has: {', '.join(map(str, known))}"
+            )
+        wl_list = [w for w in wl_list if w.get("name") in wanted]
+    if max_prompts is not None:
+        if max_prompts < 1:
+            raise SpecbenchError(f"--max-prompts must be >= 1, got {max_prompts}")
+        wl_list = [{**w, "n": min(int(w.get("n") or max_prompts), max_prompts)} for w in wl_list]
+    if workloads is not None or max_prompts is not None:
+        over["workloads"] = wl_list
+    return over
+
+
+@app.command()
+def run(
+    config: Annotated[
+        Path, typer.Argument(help="Run configuration (YAML), e.g. configs/tiny.yaml.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default: the config's output_dir).")
+    ] = None,
+    gammas: Annotated[str | None, typer.Option("--gammas", help="γ grid, e.g. 1,2,4,8.")] = None,
+    workloads: Annotated[
+        str | None, typer.Option("--workloads", help="Only these workloads, e.g. code,chat.")
+    ] = None,
+    max_prompts: Annotated[
+        int | None, typer.Option("--max-prompts", help="At most N prompts per workload.")
+    ] = None,
+    temperature: Annotated[
+        list[float] | None,
+        typer.Option("--temperature", help="Sampling temperature (repeatable; 0 = greedy)."),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed.")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Finish an interrupted run in DIR.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Discard the run already in DIR and start over.")
+    ] = False,
+) -> None:
+    """Measure speculative decoding on a model pair over the workloads, then report."""
+    from specbench.config import deep_merge, parse_config, read_yaml
+    from specbench.engine import runner
+    from specbench.report.console import render_summary
+    from specbench.report.progress import RichRunEvents
+    from specbench.report.writer import write_reports
+
+    with user_errors():
+        data = read_yaml(config)
+        over = _run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
+        cfg = parse_config(deep_merge(data, over), str(config))
+        out_dir = Path(cfg.output_dir)
+        console = Console()
+        console.print(f"specbench run: {cfg.name} → {out_dir}")
+        try:
+            with RichRunEvents(console) as events:
+                outcome = runner.run(
+                    cfg, out_dir, resume=resume, force=force, base_dir=config.parent, events=events
+                )
+        except KeyboardInterrupt:
+            typer.echo(
+                f"interrupted: the records written so far are kept in {out_dir}; "
+                "rerun with --resume to finish",
+                err=True,
+            )
+            raise typer.Exit(130) from None
+        for note in sorted(set(outcome.warnings)):
+            console.print(f"[yellow]warning[/yellow] {note}")
+        console.print(
+            f"{outcome.written} records written, {outcome.skipped} already complete, "
+            f"{len(outcome.failures)} failed"
+        )
+        results, _ = write_reports(out_dir)
+        render_summary(console, results)
+        console.print(
+            f"reports: {out_dir}/report.md, report.html, results.json, summary.csv, plots/"
+        )
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specbench run`.")],
+) -> None:
+    """Regenerate every report file of a run from its records (no model is loaded)."""
+    from specbench.report.console import render_summary
+    from specbench.report.writer import write_reports
+
+    with user_errors():
+        results, notes = write_reports(run_dir)
+        console = Console()
+        for note in notes:
+            console.print(f"[yellow]warning[/yellow] {note}")
+        render_summary(console, results)
+        console.print(
+            f"reports: {run_dir}/report.md, report.html, results.json, summary.csv, plots/"
+        )
 
 
 def main() -> None:

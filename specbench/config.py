@@ -191,11 +191,11 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     return f"{source}: {key}: {msg} (got {first.get('input')!r})"
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = v
     return out
@@ -225,7 +225,7 @@ def parse_config(data: dict[str, Any], source: str = "config") -> RunConfig:
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     """Read a YAML config and apply CLI overrides (nested dicts merge key by key)."""
     p = Path(path)
-    data = _deep_merge(read_yaml(p), overrides or {})
+    data = deep_merge(read_yaml(p), overrides or {})
     return parse_config(data, str(p))
 
 

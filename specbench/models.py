@@ -122,7 +122,7 @@ def resolve_model_path(name: str) -> str:
         if not (tiny_dir / "config.json").is_file():
             raise SpecbenchError(
                 f"the shipped tiny model '{name}' has not been built yet (no config.json in "
-                f"{tiny_dir}); build the tiny pair or reinstall specbench"
+                f"{tiny_dir}); build it with scripts/train_tiny_pair.py"
             )
         return str(tiny_dir)
     local = Path(name).expanduser()
@@ -182,7 +182,7 @@ def pick_dtype(spec_dtype: str, device: torch.device) -> torch.dtype:
     return explicit[spec_dtype]
 
 
-def _not_cached_message(repo_id: str, cache_dir: str | os.PathLike[str] | None) -> str:
+def _not_cached_message(repo_id: str, cache_dir: str | Path | None) -> str:
     from huggingface_hub import constants
 
     cache = cache_dir if cache_dir is not None else constants.HF_HUB_CACHE
@@ -193,13 +193,35 @@ def _not_cached_message(repo_id: str, cache_dir: str | os.PathLike[str] | None) 
     )
 
 
+def _hub_reachable(repo_id: str, revision: str | None) -> bool:
+    """One HEAD request, without retries: False when the hub cannot be reached at all.
+
+    Without this probe an air-gapped machine that did not set HF_HUB_OFFLINE waits through the
+    hub client's retries for every optional file (minutes, even for a fully cached model).
+    """
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, "config.json", revision=revision))
+    except HfHubHTTPError:
+        return True  # the hub answered (e.g. 401 or 404); hf_hub_download reports what it said
+    except Exception:  # DNS failure, refused connection, timeout, offline mode
+        return False
+    return True
+
+
 def _hub_config_file(
     repo_id: str,
     revision: str | None,
-    cache_dir: str | os.PathLike[str] | None,
+    cache_dir: str | Path | None,
     local_files_only: bool,
-) -> Path:
-    """Fetch (or find in the cache) a hub model's config.json, mapping hub errors to one line."""
+) -> tuple[Path, bool]:
+    """Fetch (or find in the cache) a hub model's config.json, mapping hub errors to one line.
+
+    Returns the file and whether the rest of the load must stay on local files (offline, or the
+    hub is unreachable).
+    """
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
@@ -210,17 +232,25 @@ def _hub_config_file(
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils import validate_repo_id
 
     try:
-        return Path(
-            hf_hub_download(
+        validate_repo_id(repo_id)
+        if not local_files_only and not _hub_reachable(repo_id, revision):
+            logger.warning(
+                "the Hugging Face hub is unreachable; loading '%s' from the local cache only "
+                "(set HF_HUB_OFFLINE=1 to skip this check)",
                 repo_id,
-                "config.json",
-                revision=revision,
-                cache_dir=cache_dir,
-                local_files_only=local_files_only,
             )
+            local_files_only = True
+        config_file = hf_hub_download(
+            repo_id,
+            "config.json",
+            revision=revision,
+            cache_dir=cache_dir,
+            local_files_only=local_files_only,
         )
+        return Path(config_file), local_files_only
     except HFValidationError:
         raise SpecbenchError(
             f"'{repo_id}' is neither a local model directory nor a valid hub id (org/name)"
@@ -294,7 +324,9 @@ def _check_architecture(config_dict: dict[str, Any], spec: ModelSpec) -> None:
     )
 
 
-def _load_failure(spec: ModelSpec, what: str, exc: Exception) -> SpecbenchError:
+def _load_failure(
+    spec: ModelSpec, what: str, exc: Exception, cache_dir: str | Path | None
+) -> SpecbenchError:
     """One line for an exception raised while transformers builds a model or tokenizer."""
     detail = _one_line(exc)
     if isinstance(exc, torch.OutOfMemoryError):
@@ -308,14 +340,14 @@ def _load_failure(spec: ModelSpec, what: str, exc: Exception) -> SpecbenchError:
             "(AutoModelForCausalLM); speculative decoding needs a decoder-only model"
         )
     if "couldn't connect" in detail or isinstance(exc, ConnectionError):
-        return SpecbenchError(_not_cached_message(spec.model, None))
+        return SpecbenchError(_not_cached_message(spec.model, cache_dir))
     return SpecbenchError(f"could not load the {what} of '{spec.model}': {detail}")
 
 
 def load_model(
     spec: ModelSpec,
     *,
-    cache_dir: str | os.PathLike[str] | None = None,
+    cache_dir: str | Path | None = None,
     local_files_only: bool | None = None,
 ) -> LoadedModel:
     """Load a spec's model and tokenizer, in eval mode on the picked device and dtype.
@@ -345,7 +377,7 @@ def load_model(
                 "(expected a folder written by save_pretrained)"
             )
     else:
-        config_file = _hub_config_file(path, spec.revision, cache_dir, offline)
+        config_file, offline = _hub_config_file(path, spec.revision, cache_dir, offline)
     _check_architecture(_read_config_dict(config_file, spec.model), spec)
 
     common: dict[str, Any] = {
@@ -359,17 +391,18 @@ def load_model(
             path, dtype=dtype, device_map=spec.device_map, **common
         )
     except Exception as exc:
-        raise _load_failure(spec, "weights", exc) from None
+        raise _load_failure(spec, "weights", exc, cache_dir) from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **common)
     except Exception as exc:
-        raise _load_failure(spec, "tokenizer", exc) from None
+        raise _load_failure(spec, "tokenizer", exc, cache_dir) from None
 
     if spec.device_map is None:
         try:
-            model = model.to(device)
+            module: torch.nn.Module = model  # typed as Module: transformers' `to` confuses mypy
+            module.to(device)  # in place
         except Exception as exc:
-            raise _load_failure(spec, f"weights onto {device}", exc) from None
+            raise _load_failure(spec, f"weights onto {device}", exc, cache_dir) from None
     else:
         device = next(model.parameters()).device
     model.eval()

@@ -23,7 +23,9 @@ class Prompt:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def conversation_messages(prompt: Prompt, answers: list[str], upto_turn: int) -> list[dict[str, str]]:
+def conversation_messages(
+    prompt: Prompt, answers: list[str], upto_turn: int
+) -> list[dict[str, str]]:
     """Messages for answering turn `upto_turn` (0-based): every earlier user turn followed by the
     model's answer to it, then the user turn being answered.
 

@@ -1,0 +1,486 @@
+"""`specbench run`: measure a pair over workloads × temperatures × γ and append records.
+
+Order, per workload × temperature: warm-up (written to warmup.jsonl, reported apart), the
+baseline over every prompt, then the speculative runs over the γ grid. Each prompt's record is
+appended to records.jsonl the moment it exists; `resume=True` skips units already there, so a
+killed run loses at most the prompt in flight. The core never prints: progress goes through the
+`RunEvents` callbacks (the CLI draws rich progress bars with them).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import shutil
+import subprocess
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from specbench.config import RunConfig, dump_config
+from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
+from specbench.engine.drafters import Drafter, ModelDrafter
+from specbench.engine.generate import (
+    Generation,
+    Rounds,
+    StopCheck,
+    baseline_generate,
+    fixed_gamma,
+    speculative_generate,
+)
+from specbench.engine.lm import CachedLM
+from specbench.errors import SpecbenchError
+from specbench.records import (
+    RECORDS_FILE,
+    RecordWriter,
+    UnitKey,
+    iter_records,
+    repair_truncated_tail,
+)
+from specbench.sampling import SamplingParams
+from specbench.timing import Clock
+
+DERIVED_FILES = ("results.json", "report.md", "report.html", "summary.csv", "warmup.jsonl")
+
+
+class RunEvents(Protocol):
+    def planned(self, total_units: int, already_done: int) -> None: ...
+    def unit_started(
+        self, workload: str, temperature: float, label: str, prompt_id: str
+    ) -> None: ...
+    def unit_finished(self, record: dict[str, Any]) -> None: ...
+
+
+class _SilentEvents:
+    def planned(self, total_units: int, already_done: int) -> None:
+        pass
+
+    def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:
+        pass
+
+    def unit_finished(self, record: dict[str, Any]) -> None:
+        pass
+
+
+@dataclass
+class RunOutcome:
+    out_dir: Path
+    written: int = 0
+    skipped: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run directory
+
+
+def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) -> set[UnitKey]:
+    """Create or validate DIR; return the units already complete (for --resume).
+
+    A directory holding a different run is refused unless `--force` (which clears it).
+    """
+    records = out_dir / RECORDS_FILE
+    stored_cfg = out_dir / "config.yaml"
+    new_cfg = dump_config(cfg)
+    if records.exists() and records.stat().st_size > 0:
+        if force:
+            for name in (RECORDS_FILE, "config.yaml", "env.json", *DERIVED_FILES):
+                (out_dir / name).unlink(missing_ok=True)
+            shutil.rmtree(out_dir / "plots", ignore_errors=True)
+        elif not resume:
+            raise SpecbenchError(
+                f"{out_dir} already holds a run; pass --resume to finish it or --force to start over"
+            )
+        elif stored_cfg.is_file() and stored_cfg.read_text() != new_cfg:
+            raise SpecbenchError(
+                f"{out_dir} holds a run with a different configuration; --resume needs the same "
+                "config and flags (or pass --force to start over)"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stored_cfg.write_text(new_cfg)
+    done: set[UnitKey] = set()
+    if records.exists():
+        repair_truncated_tail(records)
+        for rec in iter_records(records):
+            if rec["kind"] in ("baseline", "spec"):
+                done.add(UnitKey.of(rec))
+    return done
+
+
+def environment(cfg: RunConfig, target_device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    """What produced the numbers: versions, device, CPU/GPU model, specbench's git commit."""
+    import transformers
+
+    import specbench
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(target_device) if target_device.type == "cuda" else None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(specbench.__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "specbench": specbench.__version__,
+        "specbench_git_commit": commit or None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_threads": torch.get_num_threads(),
+        "device": str(target_device),
+        "gpu": gpu,
+        "cuda": torch.version.cuda,
+        "dtype": str(dtype).removeprefix("torch."),
+        "backend": cfg.backend,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# one unit = one prompt (all its turns) through one decoding setting
+
+
+def _unit_seed(seed: int, *parts: object) -> int:
+    return zlib.crc32("|".join(map(str, (seed, *parts))).encode()) & 0x7FFFFFFF
+
+
+def make_stop_check(tokenizer: Any, stop: list[str]) -> StopCheck | None:
+    """Number of tokens to keep once a stop string appears in the decoded output (the token that
+    completes the stop string is kept; nothing after it)."""
+    if not stop:
+        return None
+
+    def check(out: list[int]) -> int | None:
+        if not any(s in tokenizer.decode(out) for s in stop):
+            return None
+        for k in range(1, len(out) + 1):
+            if any(s in tokenizer.decode(out[:k]) for s in stop):
+                return k
+        return len(out)
+
+    return check
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _merge_rounds(total: Rounds, part: Rounds) -> None:
+    for name, values in asdict(part).items():
+        getattr(total, name).extend(values)
+
+
+def _rounded(values: Any, digits: int) -> Any:
+    if isinstance(values, float):
+        return round(values, digits)
+    if isinstance(values, list):
+        return [_rounded(v, digits) for v in values]
+    return values
+
+
+class Session:
+    """Loaded models and settings shared by every unit of a run."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        target: Any,
+        draft: Any | None,
+        vocab_size: int,
+        eos_ids: frozenset[int],
+    ) -> None:
+        self.cfg = cfg
+        self.target_loaded = target
+        self.draft_loaded = draft
+        self.tokenizer = target.tokenizer
+        self.device = target.device
+        self.clock = Clock(target.device)
+        self.target_lm = CachedLM(target.model, vocab_size)
+        self.draft_lm = CachedLM(draft.model, vocab_size) if draft is not None else None
+        self.eos_ids = eos_ids
+        self.stop = make_stop_check(self.tokenizer, cfg.stop)
+        max_pos = getattr(target.model.config, "max_position_embeddings", None)
+        self.max_context = None if max_pos is None else max(1, int(max_pos) - cfg.max_new_tokens)
+
+    def params(self, temperature: float) -> SamplingParams:
+        s = self.cfg.sampling
+        return SamplingParams(temperature=temperature, top_k=s.top_k, top_p=s.top_p)
+
+    def drafter(self, params: SamplingParams, generator: torch.Generator) -> Drafter:
+        if self.draft_lm is None:
+            raise SpecbenchError("draft.method must be 'model' in this version")
+        noise = self.cfg.draft.logit_noise
+        noise_gen = torch.Generator(device=self.draft_lm.device).manual_seed(
+            generator.initial_seed() + 1
+        )
+        return ModelDrafter(
+            self.draft_lm, params, self.clock, generator, self.eos_ids, noise, noise_gen
+        )
+
+    def run_prompt(
+        self, prompt: Prompt, temperature: float, gamma: int, seed: int
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Generate every turn of a prompt; return the record body and any truncation warnings."""
+        params = self.params(temperature)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        answers: list[str] = []
+        gens: list[Generation] = []
+        prompt_tokens: list[int] = []
+        notes: list[str] = []
+        rounds = Rounds()
+        for turn in range(len(prompt.turns)):
+            messages = conversation_messages(prompt, answers, turn)
+            ids, truncated = build_context_ids(
+                self.tokenizer, messages, self.cfg.chat_template, self.max_context
+            )
+            if truncated:
+                notes.append(f"prompt {prompt.id} turn {turn} truncated to {len(ids)} tokens")
+            prompt_tokens.append(len(ids))
+            with torch.inference_mode():
+                if gamma == 0:
+                    gen = baseline_generate(
+                        self.target_lm, ids, params, self.cfg.max_new_tokens, self.clock,
+                        self.eos_ids, self.stop, generator,
+                    )  # fmt: skip
+                else:
+                    gen = speculative_generate(
+                        self.target_lm, self.drafter(params, generator), ids, fixed_gamma(gamma),
+                        params, self.cfg.max_new_tokens, self.clock, self.eos_ids, self.stop,
+                        generator,
+                    )  # fmt: skip
+            gens.append(gen)
+            if gen.rounds is not None:
+                _merge_rounds(rounds, gen.rounds)
+            answers.append(self.tokenizer.decode(gen.output_ids, skip_special_tokens=True))
+        new_tokens = sum(g.new_tokens for g in gens)
+        wall_ms = sum(g.wall_ms for g in gens)
+        ttft_ms = [g.ttft_ms for g in gens]
+        decode_ms = wall_ms - sum(ttft_ms)
+        body: dict[str, Any] = {
+            "turns": len(prompt.turns),
+            "prompt_tokens": prompt_tokens,
+            "new_tokens": new_tokens,
+            "new_tokens_per_turn": [g.new_tokens for g in gens],
+            "stop_reason": [g.stop_reason for g in gens],
+            "ttft_ms": _rounded(ttft_ms, 4),
+            "wall_ms": round(wall_ms, 4),
+            "decode_ms": round(decode_ms, 4),
+            "tokens_per_s": new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
+            # TPOT: decode time over the tokens after each turn's first (THEORY §6).
+            "tpot_ms": decode_ms / (new_tokens - len(gens)) if new_tokens > len(gens) else None,
+            "peak_memory_mb": round(_peak_memory_mb(self.device), 1),
+            "output_ids": [g.output_ids for g in gens],
+            "answers": answers,
+        }
+        if gamma == 0:
+            body["step_ms"] = _rounded([s for g in gens for s in g.step_ms], 4)
+            body["forward_ms"] = _rounded([s for g in gens for s in g.forward_ms], 4)
+        else:
+            body["draft_prefill_ms"] = _rounded([g.draft_prefill_ms for g in gens], 4)
+            r = asdict(rounds)
+            for key in ("beta", "draft_top_prob"):
+                r[key] = _rounded(r[key], 6)
+            for key in ("draft_ms", "verify_ms", "overhead_ms"):
+                r[key] = _rounded(r[key], 4)
+            body["rounds"] = r
+        return body, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: UnitKey
+    prompt: Prompt
+    warmup: bool = False
+
+
+def plan_units(
+    cfg: RunConfig, prompts: dict[str, list[Prompt]], drafter_name: str
+) -> list[tuple[str, float, list[Unit]]]:
+    """Per workload × temperature: warm-up units, then baseline units, then γ-grid units."""
+    plan = []
+    for wl in cfg.workloads:
+        for temp in cfg.sampling.temperatures:
+            units: list[Unit] = []
+            for p in prompts[wl.name][: cfg.warmup]:
+                units.append(Unit(UnitKey("baseline", wl.name, temp, 0, "", "", p.id, 0), p, True))
+                units.append(
+                    Unit(
+                        UnitKey(
+                            "spec", wl.name, temp, cfg.gammas[0], drafter_name, "fixed", p.id, 0
+                        ),
+                        p,
+                        True,
+                    )
+                )
+            for gamma in (0, *cfg.gammas):
+                for p in prompts[wl.name]:
+                    for rep in range(cfg.repeats):
+                        if gamma == 0:
+                            key = UnitKey("baseline", wl.name, temp, 0, "", "", p.id, rep)
+                        else:
+                            key = UnitKey(
+                                "spec", wl.name, temp, gamma, drafter_name, "fixed", p.id, rep
+                            )
+                        units.append(Unit(key, p))
+            plan.append((wl.name, temp, units))
+    return plan
+
+
+def load_prompts(cfg: RunConfig, base_dir: Path | None) -> dict[str, list[Prompt]]:
+    prompts = {wl.name: load_workload(wl, cfg.seed, base_dir) for wl in cfg.workloads}
+    for name, items in prompts.items():
+        if not items:
+            raise SpecbenchError(f"workload '{name}' selects no prompts; check its dataset and n")
+    return prompts
+
+
+def execute(
+    session: Session,
+    out_dir: Path,
+    plan: list[tuple[str, float, list[Unit]]],
+    done: set[UnitKey],
+    events: RunEvents | None = None,
+    stop_after: Callable[[int], bool] | None = None,
+) -> RunOutcome:
+    """Run every unit not in `done`; append each record as soon as it exists.
+
+    A unit that raises (e.g. out of memory) is recorded with kind "failed" and the run goes on;
+    KeyboardInterrupt propagates after the records written so far are safely on disk.
+    `stop_after(n_written)` lets tests interrupt a run deterministically.
+    """
+    ev = events or _SilentEvents()
+    outcome = RunOutcome(out_dir)
+    todo_total = sum(1 for _, _, units in plan for u in units if not u.warmup)
+    ev.planned(
+        todo_total, sum(1 for _, _, us in plan for u in us if not u.warmup and u.key in done)
+    )
+    cfg = session.cfg
+    with (
+        RecordWriter(out_dir / RECORDS_FILE) as writer,
+        RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
+    ):
+        for workload, temp, units in plan:
+            pending = [u for u in units if not u.warmup and u.key not in done]
+            if not pending:
+                outcome.skipped += sum(1 for u in units if not u.warmup)
+                continue
+            for unit in units:
+                if not unit.warmup and unit.key in done:
+                    outcome.skipped += 1
+                    continue
+                k = unit.key
+                label = "baseline" if k.gamma == 0 else f"γ={k.gamma}"
+                if unit.warmup:
+                    label = f"warm-up {label}"
+                ev.unit_started(workload, temp, label, k.prompt_id)
+                seed = _unit_seed(
+                    cfg.seed, k.workload, k.temperature, k.gamma, k.prompt_id, k.repeat
+                )
+                head = {
+                    "kind": k.kind,
+                    "unit_kind": k.kind,
+                    "workload": k.workload,
+                    "temperature": k.temperature,
+                    "top_p": cfg.sampling.top_p,
+                    "top_k": cfg.sampling.top_k,
+                    "gamma": k.gamma,
+                    "drafter": k.drafter,
+                    "policy": k.policy,
+                    "prompt_id": k.prompt_id,
+                    "repeat": k.repeat,
+                    "seed": seed,
+                }
+                try:
+                    body, notes = session.run_prompt(unit.prompt, temp, k.gamma, seed)
+                    outcome.warnings.extend(notes)
+                    record = {**head, "status": "ok", **body}
+                except (KeyboardInterrupt, SpecbenchError):
+                    raise
+                except Exception as exc:  # a failed prompt is recorded and the run goes on
+                    if session.device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    record = {
+                        **head,
+                        "kind": "failed",
+                        "status": "failed",
+                        "error": f"{type(exc).__name__}: {msg}"[:300],
+                    }
+                    outcome.failures.append(record)
+                if unit.warmup:
+                    warm_writer.write({**record, "kind": f"warmup_{k.kind}"})
+                    continue
+                writer.write(record)
+                outcome.written += 1
+                ev.unit_finished(record)
+                if stop_after is not None and stop_after(outcome.written):
+                    raise KeyboardInterrupt
+    return outcome
+
+
+def write_env(out_dir: Path, env: dict[str, Any]) -> None:
+    (out_dir / "env.json").write_text(json.dumps(env, indent=2) + "\n")
+
+
+def load_session(cfg: RunConfig) -> Session:
+    """Load target and draft, check that they share a vocabulary."""
+    from specbench.models import check_pair_compatible, load_model
+
+    target = load_model(cfg.target)
+    draft = load_model(cfg.draft) if cfg.draft.method == "model" else None
+    if draft is not None:
+        info = check_pair_compatible(target, draft)
+        vocab, eos = info.real_vocab_size, frozenset(info.eos_token_ids)
+    else:
+        from specbench.models import eos_token_ids
+
+        vocab, eos = len(target.tokenizer), frozenset(eos_token_ids(target))
+    return Session(cfg, target, draft, vocab, eos)
+
+
+def run(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    base_dir: Path | None = None,
+    events: RunEvents | None = None,
+    session: Session | None = None,
+    stop_after: Callable[[int], bool] | None = None,
+) -> RunOutcome:
+    """Validate inputs, load the pair (unless a session is given), and measure every unit."""
+    prompts = load_prompts(cfg, base_dir)
+    session = session or load_session(cfg)
+    done = prepare_run_dir(cfg, out_dir, resume, force)
+    write_env(out_dir, environment(cfg, session.device, session.target_loaded.dtype))
+    drafter_name = cfg.draft.method
+    plan = plan_units(cfg, prompts, drafter_name)
+    return execute(session, out_dir, plan, done, events, stop_after)

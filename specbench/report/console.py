@@ -1,0 +1,70 @@
+"""The console summary of a run: the recommendation table printed at the end of `run`/`report`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
+    if not est or est.get("value") is None:
+        return "–"
+    lo, hi = est["ci95"]
+    if lo is None or hi is None:
+        return fmt.format(est["value"])
+    return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def render_summary(console: Console, results: dict[str, Any]) -> None:
+    table = Table(title="specbench: recommendation per workload", title_justify="left")
+    for col in (
+        "workload",
+        "T",
+        "α (exact β) [95% CI]",
+        "best γ",
+        "speedup [95% CI]",
+        "ITL ms",
+        "verdict",
+    ):
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    for e in results["workloads"]:
+        rec = e["recommendation"]
+        itl = rec.get("itl_ms") or {}
+        b, s = itl.get("baseline"), itl.get("speculative")
+        itl_txt = f"{b:.2f} → {s:.2f}" if b is not None and s is not None else "–"
+        verdict = rec["verdict"].upper()
+        speed = (
+            rec["speedup"]
+            if rec["verdict"] == "on"
+            else (rec.get("best_measured") or {}).get("speedup")
+        )
+        table.add_row(
+            e["workload"],
+            f"{e['temperature']:g}",
+            _ci(e.get("alpha")),
+            str(rec["gamma"])
+            if rec["verdict"] == "on"
+            else f"off (best {rec.get('best_measured', {}).get('gamma', '–')})",
+            _ci(speed, "{:.2f}×"),
+            itl_txt,
+            f"[green]{verdict}[/green]" if verdict == "ON" else f"[red]{verdict}[/red]",
+        )
+    console.print(table)
+    for e in results["workloads"]:
+        for w in e.get("warnings", []):
+            console.print(f"[yellow]warning[/yellow] {e['workload']} T={e['temperature']:g}: {w}")
+    for g in results.get("global", {}).get("by_temperature", []):
+        console.print(
+            f"T={g['temperature']:g}: one γ for all traffic = {g['single_gamma']} "
+            f"(weighted {g['single_gamma_weighted_speedup']:.2f}×); per-workload settings give "
+            f"{g['per_workload_weighted_speedup']:.2f}×; ON for {', '.join(g['on_for']) or 'none'}, "
+            f"OFF for {', '.join(g['off_for']) or 'none'}"
+        )
+    if results.get("failures"):
+        console.print(f"[red]{len(results['failures'])} prompt(s) failed:[/red]")
+        for f in results["failures"][:20]:
+            console.print(
+                f"  {f['workload']} T={f['temperature']:g} γ={f['gamma']} {f['prompt_id']}: {f['error']}"
+            )

@@ -1,0 +1,309 @@
+"""report.md and report.html (self-contained, images embedded) from results.json and the plots.
+
+Both documents are rendered from one list of blocks, so they always say the same thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.records import RECORDS_FILE, read_records
+from specbench.report import plots
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Para:
+    text: str
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class TableBlock:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Image:
+    path: str  # relative to the run directory
+    alt: str
+
+
+Block = Heading | Para | Bullets | TableBlock | Image
+
+
+def _num(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
+    if not est or est.get("value") is None:
+        return "–"
+    lo, hi = est["ci95"]
+    if lo is None:
+        return fmt.format(est["value"])
+    return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _slug(e: dict[str, Any]) -> str:
+    return f"{e['workload']}_T{e['temperature']:g}".replace("/", "-")
+
+
+def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
+    """Write every PNG; return {name: relative path}."""
+    out = run_dir / "plots"
+    out.mkdir(exist_ok=True)
+    entries = results["workloads"]
+    made: dict[str, str] = {}
+    plots.plot_alpha(out / "alpha.png", entries)
+    made["alpha"] = "plots/alpha.png"
+    plots.plot_per_position(out / "per_position.png", entries)
+    made["per_position"] = "plots/per_position.png"
+    plots.plot_verify_fit(out / "verify_fit.png", entries)
+    made["verify_fit"] = "plots/verify_fit.png"
+    records = read_records(run_dir / RECORDS_FILE)
+    for e in entries:
+        slug = _slug(e)
+        plots.plot_speedup(out / f"speedup_{slug}.png", e)
+        made[f"speedup_{slug}"] = f"plots/speedup_{slug}.png"
+        rec = e["recommendation"]
+        gamma = rec["gamma"] or (rec.get("best_measured") or {}).get("gamma", 0)
+        mine = [
+            r
+            for r in records
+            if r["workload"] == e["workload"] and float(r["temperature"]) == e["temperature"]
+        ]
+        base = [r["tpot_ms"] for r in mine if r["kind"] == "baseline" and r.get("tpot_ms")]
+        spec = [
+            r["tpot_ms"]
+            for r in mine
+            if r["kind"] == "spec" and r["gamma"] == gamma and r.get("tpot_ms")
+        ]
+        plots.plot_latency_distribution(out / f"latency_{slug}.png", e, base, spec, gamma)
+        made[f"latency_{slug}"] = f"plots/latency_{slug}.png"
+    return made
+
+
+def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]:
+    run = results["run"]
+    env = results.get("env", {})
+    blocks: list[Block] = [
+        Heading(f"specbench report: {run.get('name')}", 1),
+        Para(
+            f"Target `{run.get('target')}`, draft `{run.get('draft')}` ({run.get('drafter')}); "
+            f"γ grid {run.get('gammas')}, max_new_tokens {run.get('max_new_tokens')}; "
+            f"device {env.get('device')} ({env.get('gpu') or env.get('cpu')}), dtype {env.get('dtype')}, "
+            f"torch {env.get('torch')}, transformers {env.get('transformers')}."
+        ),
+        Para(
+            "Speculation is ON for a workload only if the low end of the 95 % confidence interval of "
+            f"its measured speedup exceeds 1 + {run.get('margin')}. Speedup = decode tokens/s "
+            "(TPOT-based) of speculation ÷ baseline on the same prompts; intervals are bootstrap "
+            "over prompts."
+        ),
+        Heading("Summary"),
+    ]
+    rows = []
+    for e in results["workloads"]:
+        rec = e["recommendation"]
+        itl = rec.get("itl_ms") or {}
+        on = rec["verdict"] == "on"
+        speed = rec["speedup"] if on else (rec.get("best_measured") or {}).get("speedup")
+        rows.append(
+            [
+                e["workload"],
+                f"{e['temperature']:g}",
+                _ci(e.get("alpha")),
+                str(rec["gamma"])
+                if on
+                else f"off (best γ={(rec.get('best_measured') or {}).get('gamma', '–')})",
+                _ci(speed, "{:.2f}×"),
+                f"{_num(itl.get('baseline'), '{:.2f}')} → {_num(itl.get('speculative'), '{:.2f}')}",
+                rec["verdict"].upper(),
+            ]
+        )
+    blocks.append(
+        TableBlock(
+            [
+                "workload",
+                "T",
+                "α [95% CI]",
+                "best γ",
+                "speedup [95% CI]",
+                "ITL ms (baseline → spec)",
+                "verdict",
+            ],
+            rows,
+        )
+    )
+    glob = results.get("global", {}).get("by_temperature", [])
+    if glob:
+        blocks.append(
+            Bullets(
+                [
+                    f"T={g['temperature']:g}: a single γ for all traffic would be {g['single_gamma']} "
+                    f"(traffic-weighted {g['single_gamma_weighted_speedup']:.2f}×); per-workload settings give "
+                    f"{g['per_workload_weighted_speedup']:.2f}×. ON: {', '.join(g['on_for']) or 'none'}; "
+                    f"OFF: {', '.join(g['off_for']) or 'none'}."
+                    for g in glob
+                ]
+            )
+        )
+    blocks += [
+        Image(images["alpha"], "α by workload"),
+        Image(images["per_position"], "per-position acceptance"),
+        Image(images["verify_fit"], "verify time fit"),
+    ]
+    for e in results["workloads"]:
+        slug = _slug(e)
+        rec = e["recommendation"]
+        blocks.append(Heading(f"{e['workload']} (T = {e['temperature']:g})"))
+        verdict = (
+            f"**ON, γ = {rec['gamma']}**: {_ci(rec['speedup'], '{:.2f}×')} ({rec['reason']})."
+            if rec["verdict"] == "on"
+            else f"**OFF**: {rec['reason']}."
+            + (
+                f" Turning it off avoids γ={rec['loss_avoided']['gamma']} at {_ci(rec['loss_avoided']['speedup'], '{:.2f}×')}."
+                if rec.get("loss_avoided") and rec["loss_avoided"]["speedup"]["value"] < 1
+                else ""
+            )
+        )
+        blocks.append(Para(verdict))
+        est = e.get("alpha_estimators") or {}
+        t = e["timing"]
+        blocks.append(
+            Bullets(
+                [
+                    f"α estimators: exact β {_ci(est.get('exact_beta'))}; accepted/tested {_ci(est.get('accepted_tested'))}; "
+                    f"accepted/proposed at γ={est.get('at_gamma')} {_ci(est.get('accepted_proposed'))}; "
+                    f"from mean accepted length {_ci(est.get('from_accepted_length'))}",
+                    f"baseline ITL {_ci(e.get('baseline_itl_ms'), '{:.2f}')} ms, TTFT {_ci(e.get('ttft_ms'), '{:.2f}')} ms, "
+                    f"{e['n_prompts']} prompts",
+                    f"T_d mean {_num(t['t_draft_ms']['mean'])} ms (median {_num(t['t_draft_ms']['median'])}, "
+                    f"p10–p90 {_num(t['t_draft_ms']['p10'])}–{_num(t['t_draft_ms']['p90'])}); "
+                    f"T_t(k) = {_num(t['verify_fit']['t0_ms'])} + {_num(t['verify_fit']['t1_ms_per_token'])}·k ms; "
+                    f"harness overhead {_num(t['overhead_fit']['o0_ms'])} + {_num(t['overhead_fit']['o1_ms_per_token'])}·k ms per round",
+                    "prediction error (mean |rel|): iid "
+                    f"{_num(e['prediction_error']['iid']['mean_abs_rel'], '{:.1%}')}, empirical "
+                    f"{_num(e['prediction_error']['empirical']['mean_abs_rel'], '{:.1%}')}",
+                ]
+            )
+        )
+        grows = []
+        for g in e["gammas"]:
+            grows.append(
+                [
+                    str(g["gamma"]),
+                    _ci(g.get("mean_tokens_per_round"), "{:.2f}") if g["measured"] else "–",
+                    _ci(g.get("itl_ms"), "{:.2f}") if g["measured"] else "–",
+                    _ci(g.get("measured_speedup"), "{:.2f}×") if g["measured"] else "–",
+                    _num(g["predicted_speedup"]["iid"], "{:.2f}×"),
+                    _num(g["predicted_speedup"]["empirical"], "{:.2f}×"),
+                ]
+            )
+        blocks.append(
+            TableBlock(
+                [
+                    "γ",
+                    "tokens/round",
+                    "ITL ms",
+                    "measured speedup",
+                    "predicted (iid)",
+                    "predicted (empirical)",
+                ],
+                grows,
+            )
+        )
+        if e.get("warnings"):
+            blocks.append(Bullets([f"⚠ {w}" for w in e["warnings"]]))
+        blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
+        blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
+    if results.get("failures"):
+        blocks.append(Heading("Failures"))
+        blocks.append(
+            Bullets(
+                [
+                    f"{f['workload']} γ={f['gamma']} {f['prompt_id']}: {f['error']}"
+                    for f in results["failures"]
+                ]
+            )
+        )
+    return blocks
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append("#" * b.level + " " + b.text)
+        elif isinstance(b, Para):
+            out.append(b.text)
+        elif isinstance(b, Bullets):
+            out.append("\n".join(f"- {i}" for i in b.items))
+        elif isinstance(b, TableBlock):
+            lines = ["| " + " | ".join(b.header) + " |", "|" + "---|" * len(b.header)]
+            lines += ["| " + " | ".join(r) + " |" for r in b.rows]
+            out.append("\n".join(lines))
+        elif isinstance(b, Image):
+            out.append(f"![{b.alt}]({b.path})")
+    return "\n\n".join(out) + "\n"
+
+
+def _inline(text: str) -> str:
+    """Escape, then render **bold** and `code` (the only inline markup the blocks use)."""
+    parts = html.escape(text).split("**")
+    text = "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+    parts = text.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(blocks: list[Block], run_dir: Path, title: str) -> str:
+    body: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            body.append(f"<h{b.level}>{_inline(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            body.append(f"<p>{_inline(b.text)}</p>")
+        elif isinstance(b, Bullets):
+            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, TableBlock):
+            head = "".join(f"<th>{_inline(h)}</th>" for h in b.header)
+            rows = "".join(
+                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif isinstance(b, Image):
+            data = base64.b64encode((run_dir / b.path).read_bytes()).decode()
+            body.append(f'<img alt="{html.escape(b.alt)}" src="data:image/png;base64,{data}">')
+    style = (
+        "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
+        "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;"
+        "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%;display:block;"
+        "margin:1rem 0}code{background:#f3f3f3;padding:0 .2rem}"
+    )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def write_documents(run_dir: Path, results: dict[str, Any]) -> None:
+    images = make_plots(run_dir, results)
+    blocks = build_blocks(results, images)
+    (run_dir / "report.md").write_text(to_markdown(blocks))
+    title = f"specbench report: {results['run'].get('name')}"
+    (run_dir / "report.html").write_text(to_html(blocks, run_dir, title))

@@ -1,0 +1,115 @@
+"""Regenerate every derived file of a run directory from records.jsonl and the stored config.
+
+`specbench report DIR` and the end of `specbench run` both call `write_reports`. Nothing here
+loads a model; all numbers come from `analysis.results.build_results`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specbench.analysis.results import build_results
+from specbench.errors import SpecbenchError
+from specbench.records import RECORDS_FILE, read_records
+
+CSV_FIELDS = [
+    "workload",
+    "temperature",
+    "gamma",
+    "measured",
+    "alpha",
+    "alpha_lo",
+    "alpha_hi",
+    "mean_tokens_per_round",
+    "itl_ms",
+    "baseline_itl_ms",
+    "measured_speedup",
+    "measured_speedup_lo",
+    "measured_speedup_hi",
+    "predicted_speedup_iid",
+    "predicted_speedup_empirical",
+    "recommended",
+    "verdict",
+]
+
+
+def load_run(
+    run_dir: Path,
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
+    """Records, stored config and env of a run directory, plus warnings met while reading."""
+    if not run_dir.is_dir():
+        raise SpecbenchError(f"run directory not found: {run_dir}")
+    rec_path = run_dir / RECORDS_FILE
+    if not rec_path.is_file():
+        raise SpecbenchError(f"{run_dir} has no {RECORDS_FILE}; is it a specbench run directory?")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = read_records(rec_path)
+    if not records:
+        raise SpecbenchError(f"{rec_path} holds no complete record")
+    cfg_path = run_dir / "config.yaml"
+    config = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else {}
+    env_path = run_dir / "env.json"
+    env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+    return records, config or {}, env, [str(w.message) for w in caught]
+
+
+def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for e in results["workloads"]:
+        rec = e["recommendation"]
+        alpha = e.get("alpha") or {}
+        for g in e["gammas"]:
+            ms = g.get("measured_speedup") or {}
+            tpr = g.get("mean_tokens_per_round") or {}
+            itl = g.get("itl_ms") or {}
+            rows.append(
+                {
+                    "workload": e["workload"],
+                    "temperature": e["temperature"],
+                    "gamma": g["gamma"],
+                    "measured": int(g["measured"]),
+                    "alpha": alpha.get("value"),
+                    "alpha_lo": (alpha.get("ci95") or [None, None])[0],
+                    "alpha_hi": (alpha.get("ci95") or [None, None])[1],
+                    "mean_tokens_per_round": tpr.get("value"),
+                    "itl_ms": itl.get("value"),
+                    "baseline_itl_ms": (e.get("baseline_itl_ms") or {}).get("value"),
+                    "measured_speedup": ms.get("value"),
+                    "measured_speedup_lo": (ms.get("ci95") or [None, None])[0],
+                    "measured_speedup_hi": (ms.get("ci95") or [None, None])[1],
+                    "predicted_speedup_iid": g["predicted_speedup"]["iid"],
+                    "predicted_speedup_empirical": g["predicted_speedup"]["empirical"],
+                    "recommended": int(rec["verdict"] == "on" and rec["gamma"] == g["gamma"]),
+                    "verdict": rec["verdict"],
+                }
+            )
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_FIELDS})
+
+
+def write_reports(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """Write results.json, summary.csv, report.md, report.html and plots/; return the results."""
+    records, config, env, notes = load_run(run_dir)
+    results = build_results(records, config, env)
+    if not results["workloads"]:
+        raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    write_csv(run_dir / "summary.csv", summary_rows(results))
+    from specbench.report.documents import write_documents
+
+    write_documents(run_dir, results)
+    return results, notes
