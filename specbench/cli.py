@@ -391,3 +391,18 @@ def main() -> None:
         typer.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _register_commands() -> None:
+    """Import the command modules under specbench/commands (each registers itself on `app`)."""
+    import importlib
+    import importlib.util
+
+    from specbench.commands import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(f"specbench.commands.{name}") is not None:
+            importlib.import_module(f"specbench.commands.{name}")
+
+
+_register_commands()

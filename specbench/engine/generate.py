@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbench.engine.drafters import Drafter
+from specbench.engine.drafters import Drafter, Proposal
 from specbench.engine.lm import CachedLM
 from specbench.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
 from specbench.timing import Clock
@@ -128,6 +128,60 @@ def baseline_generate(
     )
 
 
+@dataclass
+class RoundResult:
+    proposal: Proposal
+    n_accepted: int
+    next_token: int
+    beta: list[float]
+    verify_ms: float
+
+    @property
+    def emitted(self) -> list[int]:
+        return [*self.proposal.tokens[: self.n_accepted], self.next_token]
+
+
+def speculative_round(
+    target: CachedLM,
+    drafter: Drafter,
+    last_token: int,
+    gamma: int,
+    params: SamplingParams,
+    clock: Clock,
+    generator: torch.Generator | None = None,
+) -> RoundResult:
+    """One round: draft, verify [last, y_1..y_k] in one target forward, accept, roll back.
+
+    On entry the target cache holds everything before `last_token`; on exit it holds everything
+    before the round's last emitted token (the correction or bonus token), as does the drafter.
+    """
+    proposal = drafter.propose(gamma)
+    k = len(proposal.tokens)
+    t_verify = clock.now()
+    logits = target.feed([last_token, *proposal.tokens], keep=k + 1)  # (k+1, V)
+    verify_ms = clock.now() - t_verify
+    drafted = torch.tensor(proposal.tokens, dtype=torch.long, device=logits.device)
+    if params.greedy:
+        target_argmax = logits.argmax(dim=-1)  # (k+1,)
+        matches = (target_argmax[:k] == drafted).tolist()
+        n_accepted = matches.index(False) if False in matches else k
+        next_token = int(target_argmax[n_accepted])
+        beta = [float(m) for m in matches]  # one-hot p and q: β is the match indicator
+    else:
+        p_target = process_logits(logits, params)  # (k+1, V)
+        q_draft = proposal.q_draft
+        if q_draft is not None:
+            q_draft = q_draft.to(p_target.device)
+            beta = exact_beta(p_target[:k], q_draft).tolist()
+        else:  # one-hot q (n-gram): β = p(y)
+            beta = p_target[torch.arange(k, device=p_target.device), drafted].tolist()
+        decision = accept_draft(drafted, p_target, q_draft, greedy=False, generator=generator)
+        n_accepted, next_token = decision.n_accepted, decision.next_token
+    target.rollback(k - n_accepted)
+    drafter.commit(proposal, n_accepted, next_token)
+    return RoundResult(proposal, n_accepted, next_token, beta, verify_ms)
+
+
 def speculative_generate(
     target: CachedLM,
     drafter: Drafter,
@@ -150,47 +204,24 @@ def speculative_generate(
     t_first = clock.now()
     stopper.extend(out, [first])
     draft_prefill_ms = drafter.start(prompt_ids, first)
-    greedy = params.greedy
     while not stopper.reason:
         t_round = clock.now()
         remaining = max_new_tokens - len(out)
         # Never draft more than can be emitted: the round emits up to γ + 1 tokens.
         gamma = max(1, min(gamma_for_round(rounds), remaining - 1))
-        proposal = drafter.propose(gamma)
-        k = len(proposal.tokens)
-        t_verify = clock.now()
-        logits = target.feed([out[-1], *proposal.tokens], keep=k + 1)  # (k+1, V)
-        verify_ms = clock.now() - t_verify
-        drafted = torch.tensor(proposal.tokens, dtype=torch.long, device=logits.device)
-        if greedy:
-            target_argmax = logits.argmax(dim=-1)  # (k+1,)
-            matches = (target_argmax[:k] == drafted).tolist()
-            n_accepted = matches.index(False) if False in matches else k
-            next_token = int(target_argmax[n_accepted])
-            beta = [float(m) for m in matches]  # one-hot p and q: β is the match indicator
-        else:
-            p_target = process_logits(logits, params)  # (k+1, V)
-            q_draft = proposal.q_draft
-            if q_draft is not None:
-                q_draft = q_draft.to(p_target.device)
-                beta = exact_beta(p_target[:k], q_draft).tolist()
-            else:  # one-hot q (n-gram): β = p(y)
-                beta = p_target[torch.arange(k, device=p_target.device), drafted].tolist()
-            decision = accept_draft(drafted, p_target, q_draft, greedy=False, generator=generator)
-            n_accepted, next_token = decision.n_accepted, decision.next_token
-        target.rollback(k - n_accepted)
-        drafter.commit(proposal, n_accepted, next_token)
-        kept = stopper.extend(out, [*proposal.tokens[:n_accepted], next_token])
+        step = speculative_round(target, drafter, out[-1], gamma, params, clock, generator)
+        kept = stopper.extend(out, step.emitted)
         round_ms = clock.now() - t_round
+        proposal = step.proposal
         rounds.gamma.append(gamma)
-        rounds.drafted.append(k)
-        rounds.accepted.append(n_accepted)
+        rounds.drafted.append(len(proposal.tokens))
+        rounds.accepted.append(step.n_accepted)
         rounds.emitted.append(kept)
-        rounds.beta.append(beta)
+        rounds.beta.append(step.beta)
         rounds.draft_top_prob.append(proposal.top_prob)
         rounds.draft_ms.append(proposal.step_ms)
-        rounds.verify_ms.append(verify_ms)
-        rounds.overhead_ms.append(round_ms - verify_ms - sum(proposal.step_ms))
+        rounds.verify_ms.append(step.verify_ms)
+        rounds.overhead_ms.append(round_ms - step.verify_ms - sum(proposal.step_ms))
     return Generation(
         output_ids=out,
         stop_reason=stopper.reason,

@@ -1,0 +1,30 @@
+"""Shared fixtures: the shipped tiny pair, loaded once per test session on CPU in fp32."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from specbench.config import ModelSpec
+from specbench.models import LoadedModel, VocabInfo, check_pair_compatible, load_model
+
+
+@dataclass(frozen=True)
+class TinyPair:
+    target: LoadedModel
+    draft: LoadedModel
+    vocab: VocabInfo
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return frozenset(self.vocab.eos_token_ids)
+
+
+@pytest.fixture(scope="session")
+def tiny_pair() -> TinyPair:
+    torch.set_num_threads(2)
+    target = load_model(ModelSpec(model="tiny-target", dtype="float32", device="cpu"))
+    draft = load_model(ModelSpec(model="tiny-draft", dtype="float32", device="cpu"))
+    return TinyPair(target, draft, check_pair_compatible(target, draft))
