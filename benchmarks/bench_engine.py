@@ -42,7 +42,9 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=8, help="per tiny workload")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 

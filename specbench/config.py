@@ -38,13 +38,29 @@ class ModelSpec(_Strict):
     logit_noise: float = Field(default=0.0, ge=0.0)
 
 
+DRAFT_METHODS = ("model", "ngram")
+POLICY_NAMES = ("fixed", "adaptive", "heuristic", "confidence", "temperature")
+
+
 class DraftSpec(ModelSpec):
     """The drafter: a model (`method: model`) or model-free n-gram prompt lookup."""
 
-    method: Literal["model", "ngram"] = "model"
+    method: str = "model"
+    name: str = ""  # how records and reports label it (default: the method)
     model: str = ""
     prompt_lookup_min: int = Field(default=1, ge=1)
     prompt_lookup_max: int = Field(default=3, ge=1)
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        if v not in DRAFT_METHODS:
+            raise ValueError(f"unknown drafter '{v}'; valid drafters: {', '.join(DRAFT_METHODS)}")
+        return v
+
+    @property
+    def label(self) -> str:
+        return self.name or self.method
 
     @model_validator(mode="after")
     def _check(self) -> DraftSpec:
@@ -53,6 +69,41 @@ class DraftSpec(ModelSpec):
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError("draft.prompt_lookup_min must be <= draft.prompt_lookup_max")
         return self
+
+
+class PolicySpec(_Strict):
+    """A γ policy (THEORY §5; see specbench/engine/policies.py). Options not used by a policy are
+    ignored. `gamma` is the starting γ (adaptive, heuristic) or the base γ (fixed, temperature)."""
+
+    name: str
+    gamma: int = Field(default=4, ge=1)
+    min_gamma: int = Field(default=2, ge=1)
+    max_gamma: int = Field(default=8, ge=1)
+    window: int = Field(default=20, ge=1)
+    high: float = 0.85
+    low: float = 0.6
+    threshold: float = 0.4
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v not in POLICY_NAMES:
+            raise ValueError(f"unknown policy '{v}'; valid policies: {', '.join(POLICY_NAMES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> PolicySpec:
+        if self.min_gamma > self.max_gamma:
+            raise ValueError("policy min_gamma must be <= max_gamma")
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError("policy threshold must be in (0, 1)")
+        if not 0.0 <= self.low <= self.high <= 1.0:
+            raise ValueError("policy low/high must satisfy 0 <= low <= high <= 1")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name
 
 
 class DatasetSpec(_Strict):
@@ -124,6 +175,10 @@ class RunConfig(_Strict):
     backend: Literal["transformers"] = "transformers"
     target: ModelSpec
     draft: DraftSpec
+    # More drafters to measure beside `draft` (e.g. n-gram prompt lookup), each over the γ grid.
+    extra_drafters: list[DraftSpec] = Field(default_factory=list)
+    # γ policies to measure beside the fixed γ grid, with every drafter.
+    policies: list[PolicySpec] = Field(default_factory=list)
     workloads: list[WorkloadSpec]
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     gammas: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
@@ -133,6 +188,10 @@ class RunConfig(_Strict):
     warmup: int = Field(default=1, ge=0)  # warm-up prompts per workload, reported apart
     repeats: int = Field(default=1, ge=1)
     seed: int = 0
+    # torch intra-op threads on CPU (None = torch's default). For tiny models 1 is fastest and,
+    # on a busy machine, far steadier: OpenMP threads waiting on a preempted sibling turned a
+    # 2 ms decode step into 60 ms here.
+    cpu_threads: int | None = Field(default=None, ge=1)
     output_dir: str = "reports/run"
     decision: DecisionSpec = Field(default_factory=DecisionSpec)
 
@@ -144,6 +203,17 @@ class RunConfig(_Strict):
         if any(g < 1 for g in v):
             raise ValueError("gammas must all be >= 1")
         return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _drafter_names(self) -> RunConfig:
+        labels = [d.label for d in self.drafters]
+        if len(set(labels)) != len(labels):
+            raise ValueError("drafters need distinct names: set `name:` on each extra drafter")
+        return self
+
+    @property
+    def drafters(self) -> list[DraftSpec]:
+        return [self.draft, *self.extra_drafters]
 
     @field_validator("workloads")
     @classmethod

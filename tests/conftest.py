@@ -24,7 +24,7 @@ class TinyPair:
 
 @pytest.fixture(scope="session")
 def tiny_pair() -> TinyPair:
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # see RunConfig.cpu_threads: steadier timings for tiny models
     target = load_model(ModelSpec(model="tiny-target", dtype="float32", device="cpu"))
     draft = load_model(ModelSpec(model="tiny-draft", dtype="float32", device="cpu"))
     return TinyPair(target, draft, check_pair_compatible(target, draft))

@@ -333,8 +333,69 @@ def recommend(
     }
 
 
+def rank_methods(
+    base: list[dict[str, Any]],
+    specs: dict[tuple[str, str, int], list[dict[str, Any]]],
+    n_boot: int,
+    level: float,
+) -> list[dict[str, Any]]:
+    """Every measured drafter × policy × γ with its speedup (paired with the baseline), best first."""
+    rows = []
+    for (drafter, policy, gamma), recs in specs.items():
+        top, bottom = _paired(base, recs, "decode_tps")
+        speed = ratio_of_means_ci(top, bottom, n_boot, level) if len(top) else None
+        est = estimate_alpha(recs, gamma, n_boot, level)
+        used = [g for r in recs for g in r["rounds"]["gamma"]]
+        fallback = sum(d == 0 for r in recs for d in r["rounds"]["drafted"])
+        rows.append(
+            {
+                "drafter": drafter,
+                "policy": policy,
+                "gamma": gamma,
+                "mean_gamma_used": _f(float(np.mean(used))) if used else None,
+                "fallback_rounds": fallback,
+                "mean_tokens_per_round": _est(est.tokens_per_round),
+                "accepted_proposed": _est(est.accepted_proposed),
+                "itl_ms": _est(
+                    mean_ci(
+                        np.asarray([r["tpot_ms"] for r in recs if r.get("tpot_ms")]), n_boot, level
+                    )
+                ),
+                "measured_speedup": _est(speed),
+            }
+        )
+    rows.sort(key=lambda r: -((r["measured_speedup"] or {}).get("value") or 0.0))
+    return rows
+
+
+def best_method(
+    methods: list[dict[str, Any]], fixed_rec: dict[str, Any], margin: float
+) -> dict[str, Any]:
+    """The recommendation over every measured drafter × policy × γ (same ON rule as `recommend`)."""
+    best = methods[0]
+    sp = best["measured_speedup"]
+    if sp is None or sp["ci95"][0] is None or sp["ci95"][0] <= 1.0 + margin:
+        return {
+            **fixed_rec,
+            "best_measured_method": {k: best[k] for k in ("drafter", "policy", "gamma")},
+        }
+    base_itl = (fixed_rec.get("itl_ms") or {}).get("baseline")
+    return {
+        "gamma": best["gamma"],
+        "drafter": best["drafter"],
+        "policy": best["policy"],
+        "verdict": "on",
+        "speedup": sp,
+        "itl_ms": {"baseline": base_itl, "speculative": (best["itl_ms"] or {}).get("value")},
+        "reason": f"best of {len(methods)} measured drafter × policy × γ settings; speedup CI low end "
+        f"{sp['ci95'][0]:.3f} > 1 + margin {margin}",
+        "fixed_gamma_recommendation": fixed_rec,
+    }
+
+
 def group_records(records: list[dict[str, Any]]) -> dict[tuple[str, float], dict[str, Any]]:
-    """{(workload, temperature): {"baseline": [...], "spec": {γ: [...]}, "failed": [...]}}."""
+    """{(workload, temperature): {"baseline": [...], "spec": {(drafter, policy, γ): [...]},
+    "failed": [...]}}."""
     groups: dict[tuple[str, float], dict[str, Any]] = defaultdict(
         lambda: {"baseline": [], "spec": defaultdict(list), "failed": []}
     )
@@ -343,7 +404,8 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple[str, float], dict
         if rec["kind"] == "baseline":
             groups[key]["baseline"].append(rec)
         elif rec["kind"] == "spec":
-            groups[key]["spec"][int(rec["gamma"])].append(rec)
+            setting = (rec.get("drafter", ""), rec.get("policy") or "fixed", int(rec["gamma"]))
+            groups[key]["spec"][setting].append(rec)
         elif rec["kind"] == "failed":
             groups[key]["failed"].append(rec)
     return groups
@@ -377,7 +439,21 @@ def build_results(
         )
         if not grp["baseline"]:
             continue
-        body = analyse_group(grp["baseline"], dict(grp["spec"]), margin, n_boot, level, halfwidth)
+        primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
+            "method", "model"
+        )
+        primary = {
+            g: recs
+            for (d, p, g), recs in grp["spec"].items()
+            if d == primary_label and p == "fixed"
+        }
+        body = analyse_group(grp["baseline"], primary, margin, n_boot, level, halfwidth)
+        rec = body["recommendation"]
+        rec.update({"drafter": primary_label, "policy": "fixed"})
+        methods = rank_methods(grp["baseline"], dict(grp["spec"]), n_boot, level)
+        body["methods"] = methods
+        if len(methods) > len(primary):
+            body["recommendation"] = best_method(methods, rec, margin)
         entries.append(
             {
                 "workload": workload,

@@ -56,6 +56,7 @@ class ModelDrafter:
         eos_ids: frozenset[int] = frozenset(),
         logit_noise: float = 0.0,
         noise_generator: torch.Generator | None = None,
+        min_confidence: float = 0.0,
     ) -> None:
         self.lm = lm
         self.params = params
@@ -64,6 +65,7 @@ class ModelDrafter:
         self.eos_ids = eos_ids
         self.logit_noise = logit_noise
         self.noise_generator = noise_generator
+        self.min_confidence = min_confidence  # confidence policy: stop below this top probability
         self.pending: list[int] = []
 
     def start(self, prompt_ids: list[int], first_token: int) -> float:
@@ -93,7 +95,14 @@ class ModelDrafter:
             t0 = clock.now()
             logits = self._weaken(self.lm.feed(feed, keep=1)[-1].float())  # (V,)
             step_ms.append(clock.now() - t0)
-            top_prob.append(float(torch.softmax(logits, dim=-1).max()))
+            confidence = float(torch.softmax(logits, dim=-1).max())
+            if i > 0 and confidence < self.min_confidence:
+                # Confidence stop: this position is not proposed (its forward is still counted,
+                # it was spent) and the token fed for it leaves the cache again, keeping the
+                # invariant "cache = pending + y_1..y_{k-1}". The first position is always proposed.
+                self.lm.rollback(len(feed))
+                break
+            top_prob.append(confidence)
             if greedy:
                 token = int(logits.argmax())
             else:
@@ -116,3 +125,55 @@ class ModelDrafter:
             self.pending = [next_token]
         else:
             self.pending = [proposal.tokens[-1], next_token]
+
+
+class NgramDrafter:
+    """Prompt lookup (model-free): find the most recent earlier occurrence of the last n tokens
+    (n from `max_n` down to `min_n`) in prompt + generated text and propose up to γ tokens that
+    followed it. q is one-hot, so the exact rule accepts y with probability p(y) (THEORY §1).
+    No match → an empty proposal: the round is a plain target step (drafted = 0).
+
+    An index maps each n-gram to the position after its latest occurrence; it is extended as the
+    sequence grows, so a lookup costs O(max_n), not a scan.
+    """
+
+    name = "ngram"
+
+    def __init__(self, min_n: int, max_n: int, clock: Clock) -> None:
+        self.min_n, self.max_n, self.clock = min_n, max_n, clock
+        self.seq: list[int] = []
+        self.index: dict[tuple[int, ...], int] = {}
+        self.indexed_upto = 0  # n-grams ending at positions < this are indexed
+
+    def start(self, prompt_ids: list[int], first_token: int) -> float:
+        self.seq = [*prompt_ids, first_token]
+        self.index = {}
+        self.indexed_upto = 0
+        return 0.0
+
+    def _extend_index(self) -> None:
+        # index n-grams ending strictly before the last position (an *earlier* occurrence)
+        end = len(self.seq) - 1
+        for stop in range(max(self.indexed_upto, 1), end + 1):
+            for n in range(self.min_n, self.max_n + 1):
+                if stop - n >= 0:
+                    self.index[tuple(self.seq[stop - n : stop])] = stop
+        self.indexed_upto = end + 1
+
+    def propose(self, gamma: int) -> Proposal:
+        t0 = self.clock.now()
+        self._extend_index()
+        tokens: list[int] = []
+        for n in range(self.max_n, self.min_n - 1, -1):
+            if len(self.seq) < n:
+                continue
+            after = self.index.get(tuple(self.seq[-n:]))
+            if after is not None:
+                tokens = self.seq[after : after + gamma]
+                break
+        return Proposal(
+            tokens, None, [1.0] * len(tokens), [self.clock.now() - t0] if tokens else []
+        )
+
+    def commit(self, proposal: Proposal, n_accepted: int, next_token: int) -> None:
+        self.seq.extend([*proposal.tokens[:n_accepted], next_token])

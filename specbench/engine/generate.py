@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbench.engine.acceptance_rules import AcceptanceRule
 from specbench.engine.drafters import Drafter, Proposal
 from specbench.engine.lm import CachedLM
 from specbench.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
@@ -149,6 +150,7 @@ def speculative_round(
     params: SamplingParams,
     clock: Clock,
     generator: torch.Generator | None = None,
+    accept_rule: AcceptanceRule | None = None,  # None = the exact rule (`accept_draft`)
 ) -> RoundResult:
     """One round: draft, verify [last, y_1..y_k] in one target forward, accept, roll back.
 
@@ -175,7 +177,8 @@ def speculative_round(
             beta = exact_beta(p_target[:k], q_draft).tolist()
         else:  # one-hot q (n-gram): β = p(y)
             beta = p_target[torch.arange(k, device=p_target.device), drafted].tolist()
-        decision = accept_draft(drafted, p_target, q_draft, greedy=False, generator=generator)
+        rule = accept_rule or accept_draft
+        decision = rule(drafted, p_target, q_draft, greedy=False, generator=generator)
         n_accepted, next_token = decision.n_accepted, decision.next_token
     target.rollback(k - n_accepted)
     drafter.commit(proposal, n_accepted, next_token)
@@ -193,6 +196,7 @@ def speculative_generate(
     eos_ids: frozenset[int] = frozenset(),
     stop: StopCheck | None = None,
     generator: torch.Generator | None = None,
+    accept_rule: AcceptanceRule | None = None,  # None = the exact rule
 ) -> Generation:
     """Exact speculative decoding. `gamma_for_round` sees the rounds so far (a γ policy)."""
     stopper = _Stopper(eos_ids, max_new_tokens, stop)
@@ -209,7 +213,9 @@ def speculative_generate(
         remaining = max_new_tokens - len(out)
         # Never draft more than can be emitted: the round emits up to γ + 1 tokens.
         gamma = max(1, min(gamma_for_round(rounds), remaining - 1))
-        step = speculative_round(target, drafter, out[-1], gamma, params, clock, generator)
+        step = speculative_round(
+            target, drafter, out[-1], gamma, params, clock, generator, accept_rule
+        )
         kept = stopper.extend(out, step.emitted)
         round_ms = clock.now() - t_round
         proposal = step.proposal

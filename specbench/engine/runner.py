@@ -16,24 +16,24 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from specbench.config import RunConfig, dump_config
+from specbench.config import PolicySpec, RunConfig, dump_config
 from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
-from specbench.engine.drafters import Drafter, ModelDrafter
+from specbench.engine.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.engine.generate import (
     Generation,
     Rounds,
     StopCheck,
     baseline_generate,
-    fixed_gamma,
     speculative_generate,
 )
 from specbench.engine.lm import CachedLM
+from specbench.engine.policies import Policy
 from specbench.errors import SpecbenchError
 from specbench.records import (
     RECORDS_FILE,
@@ -206,18 +206,21 @@ class Session:
         self,
         cfg: RunConfig,
         target: Any,
-        draft: Any | None,
+        drafts: dict[str, Any],
         vocab_size: int,
         eos_ids: frozenset[int],
     ) -> None:
+        """`drafts` maps each drafter label of the config to its LoadedModel (None for n-gram)."""
         self.cfg = cfg
         self.target_loaded = target
-        self.draft_loaded = draft
         self.tokenizer = target.tokenizer
         self.device = target.device
         self.clock = Clock(target.device)
         self.target_lm = CachedLM(target.model, vocab_size)
-        self.draft_lm = CachedLM(draft.model, vocab_size) if draft is not None else None
+        self.draft_specs = {d.label: d for d in cfg.drafters}
+        self.draft_lms = {
+            label: CachedLM(m.model, vocab_size) for label, m in drafts.items() if m is not None
+        }
         self.eos_ids = eos_ids
         self.stop = make_stop_check(self.tokenizer, cfg.stop)
         max_pos = getattr(target.model.config, "max_position_embeddings", None)
@@ -227,22 +230,36 @@ class Session:
         s = self.cfg.sampling
         return SamplingParams(temperature=temperature, top_k=s.top_k, top_p=s.top_p)
 
-    def drafter(self, params: SamplingParams, generator: torch.Generator) -> Drafter:
-        if self.draft_lm is None:
-            raise SpecbenchError("draft.method must be 'model' in this version")
-        noise = self.cfg.draft.logit_noise
-        noise_gen = torch.Generator(device=self.draft_lm.device).manual_seed(
-            generator.initial_seed() + 1
-        )
+    def drafter(
+        self, label: str, params: SamplingParams, generator: torch.Generator, policy: Policy
+    ) -> Drafter:
+        spec = self.draft_specs[label]
+        if spec.method == "ngram":
+            return NgramDrafter(spec.prompt_lookup_min, spec.prompt_lookup_max, self.clock)
+        lm = self.draft_lms[label]
+        noise_gen = torch.Generator(device=lm.device).manual_seed(generator.initial_seed() + 1)
         return ModelDrafter(
-            self.draft_lm, params, self.clock, generator, self.eos_ids, noise, noise_gen
-        )
+            lm, params, self.clock, generator, self.eos_ids, spec.logit_noise, noise_gen,
+            min_confidence=policy.min_confidence,
+        )  # fmt: skip
 
     def run_prompt(
-        self, prompt: Prompt, temperature: float, gamma: int, seed: int
+        self,
+        prompt: Prompt,
+        temperature: float,
+        gamma: int,
+        seed: int,
+        drafter: str = "",
+        policy: PolicySpec | None = None,
     ) -> tuple[dict[str, Any], list[str]]:
-        """Generate every turn of a prompt; return the record body and any truncation warnings."""
+        """Generate every turn of a prompt; return the record body and any truncation warnings.
+
+        gamma 0 = the target-only baseline; otherwise speculative with `drafter` (default: the
+        config's primary draft) under `policy` (default: fixed γ).
+        """
         params = self.params(temperature)
+        label = drafter or self.cfg.draft.label
+        pol = Policy(policy or PolicySpec(name="fixed", gamma=max(gamma, 1)), temperature)
         generator = torch.Generator(device=self.device).manual_seed(seed)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -267,7 +284,8 @@ class Session:
                     )  # fmt: skip
                 else:
                     gen = speculative_generate(
-                        self.target_lm, self.drafter(params, generator), ids, fixed_gamma(gamma),
+                        self.target_lm, self.drafter(label, params, generator, pol), ids,
+                        pol.controller(),
                         params, self.cfg.max_new_tokens, self.clock, self.eos_ids, self.stop,
                         generator,
                     )  # fmt: skip
@@ -314,41 +332,68 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """One decoding setting: the baseline (gamma 0) or a drafter under a γ policy."""
+
+    gamma: int
+    drafter: str = ""
+    policy: PolicySpec | None = None  # None = fixed γ
+
+    @property
+    def policy_name(self) -> str:
+        if self.gamma == 0:
+            return ""
+        return self.policy.name if self.policy is not None else "fixed"
+
+    def key(self, workload: str, temp: float, prompt_id: str, repeat: int) -> UnitKey:
+        kind = "baseline" if self.gamma == 0 else "spec"
+        return UnitKey(
+            kind, workload, temp, self.gamma, self.drafter, self.policy_name, prompt_id, repeat
+        )
+
+    @property
+    def label(self) -> str:
+        if self.gamma == 0:
+            return "baseline"
+        pol = "" if self.policy is None else f" {self.policy.name}"
+        return f"{self.drafter}{pol} γ={self.gamma}"
+
+
+def settings_for(cfg: RunConfig, temperature: float) -> list[Setting]:
+    """Baseline, then each drafter over the γ grid, then each drafter under each policy."""
+    out = [Setting(0)]
+    for d in cfg.drafters:
+        out += [Setting(g, d.label) for g in cfg.gammas]
+    for d in cfg.drafters:
+        for pol in cfg.policies:
+            out.append(Setting(Policy(pol, temperature).max_gamma, d.label, pol))
+    return out
+
+
+@dataclass(frozen=True)
 class Unit:
+    setting: Setting
     key: UnitKey
     prompt: Prompt
     warmup: bool = False
 
 
 def plan_units(
-    cfg: RunConfig, prompts: dict[str, list[Prompt]], drafter_name: str
+    cfg: RunConfig, prompts: dict[str, list[Prompt]]
 ) -> list[tuple[str, float, list[Unit]]]:
-    """Per workload × temperature: warm-up units, then baseline units, then γ-grid units."""
+    """Per workload × temperature: warm-up units, then baseline units, then every setting."""
     plan = []
     for wl in cfg.workloads:
         for temp in cfg.sampling.temperatures:
+            settings = settings_for(cfg, temp)
             units: list[Unit] = []
             for p in prompts[wl.name][: cfg.warmup]:
-                units.append(Unit(UnitKey("baseline", wl.name, temp, 0, "", "", p.id, 0), p, True))
-                units.append(
-                    Unit(
-                        UnitKey(
-                            "spec", wl.name, temp, cfg.gammas[0], drafter_name, "fixed", p.id, 0
-                        ),
-                        p,
-                        True,
-                    )
-                )
-            for gamma in (0, *cfg.gammas):
+                for st in (settings[0], settings[1]):
+                    units.append(Unit(st, st.key(wl.name, temp, p.id, 0), p, True))
+            for st in settings:
                 for p in prompts[wl.name]:
                     for rep in range(cfg.repeats):
-                        if gamma == 0:
-                            key = UnitKey("baseline", wl.name, temp, 0, "", "", p.id, rep)
-                        else:
-                            key = UnitKey(
-                                "spec", wl.name, temp, gamma, drafter_name, "fixed", p.id, rep
-                            )
-                        units.append(Unit(key, p))
+                        units.append(Unit(st, st.key(wl.name, temp, p.id, rep), p))
             plan.append((wl.name, temp, units))
     return plan
 
@@ -396,13 +441,11 @@ def execute(
                     outcome.skipped += 1
                     continue
                 k = unit.key
-                label = "baseline" if k.gamma == 0 else f"γ={k.gamma}"
+                label = unit.setting.label
                 if unit.warmup:
                     label = f"warm-up {label}"
                 ev.unit_started(workload, temp, label, k.prompt_id)
-                seed = _unit_seed(
-                    cfg.seed, k.workload, k.temperature, k.gamma, k.prompt_id, k.repeat
-                )
+                seed = _unit_seed(cfg.seed, *astuple(k)[1:])
                 head = {
                     "kind": k.kind,
                     "unit_kind": k.kind,
@@ -418,7 +461,10 @@ def execute(
                     "seed": seed,
                 }
                 try:
-                    body, notes = session.run_prompt(unit.prompt, temp, k.gamma, seed)
+                    st = unit.setting
+                    body, notes = session.run_prompt(
+                        unit.prompt, temp, k.gamma, seed, st.drafter, st.policy
+                    )
                     outcome.warnings.extend(notes)
                     record = {**head, "status": "ok", **body}
                 except (KeyboardInterrupt, SpecbenchError):
@@ -451,18 +497,18 @@ def write_env(out_dir: Path, env: dict[str, Any]) -> None:
 
 def load_session(cfg: RunConfig) -> Session:
     """Load target and draft, check that they share a vocabulary."""
-    from specbench.models import check_pair_compatible, load_model
+    from specbench.models import check_pair_compatible, eos_token_ids, load_model
 
+    if cfg.cpu_threads is not None:
+        torch.set_num_threads(cfg.cpu_threads)
     target = load_model(cfg.target)
-    draft = load_model(cfg.draft) if cfg.draft.method == "model" else None
-    if draft is not None:
-        info = check_pair_compatible(target, draft)
-        vocab, eos = info.real_vocab_size, frozenset(info.eos_token_ids)
-    else:
-        from specbench.models import eos_token_ids
-
-        vocab, eos = len(target.tokenizer), frozenset(eos_token_ids(target))
-    return Session(cfg, target, draft, vocab, eos)
+    drafts = {d.label: load_model(d) if d.method == "model" else None for d in cfg.drafters}
+    vocab, eos = len(target.tokenizer), frozenset(eos_token_ids(target))
+    for draft in drafts.values():
+        if draft is not None:
+            info = check_pair_compatible(target, draft)
+            vocab, eos = info.real_vocab_size, frozenset(info.eos_token_ids)
+    return Session(cfg, target, drafts, vocab, eos)
 
 
 def run(
@@ -481,6 +527,5 @@ def run(
     session = session or load_session(cfg)
     done = prepare_run_dir(cfg, out_dir, resume, force)
     write_env(out_dir, environment(cfg, session.device, session.target_loaded.dtype))
-    drafter_name = cfg.draft.method
-    plan = plan_units(cfg, prompts, drafter_name)
+    plan = plan_units(cfg, prompts)
     return execute(session, out_dir, plan, done, events, stop_after)

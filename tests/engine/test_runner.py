@@ -33,7 +33,11 @@ def tiny_config(out: Path, **over: object) -> dict:
 def session(tiny_pair):  # type: ignore[no-untyped-def]
     cfg = parse_config(tiny_config(Path("unused")))
     return runner.Session(
-        cfg, tiny_pair.target, tiny_pair.draft, tiny_pair.vocab.real_vocab_size, tiny_pair.eos_ids
+        cfg,
+        tiny_pair.target,
+        {"model": tiny_pair.draft},
+        tiny_pair.vocab.real_vocab_size,
+        tiny_pair.eos_ids,
     )
 
 
@@ -96,11 +100,11 @@ def test_a_failing_prompt_is_recorded_and_the_run_goes_on(
     real = runner.Session.run_prompt
     failed_once: list[str] = []
 
-    def flaky(self, prompt, temperature, gamma, seed):  # type: ignore[no-untyped-def]
+    def flaky(self, prompt, temperature, gamma, seed, *args):  # type: ignore[no-untyped-def]
         if gamma == 3 and not failed_once:
             failed_once.append(prompt.id)
             raise RuntimeError("CUDA out of memory (simulated)")
-        return real(self, prompt, temperature, gamma, seed)
+        return real(self, prompt, temperature, gamma, seed, *args)
 
     monkeypatch.setattr(runner.Session, "run_prompt", flaky)
     outcome = runner.run(parse_config(tiny_config(tmp_path)), tmp_path, session=session)

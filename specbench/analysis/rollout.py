@@ -1,0 +1,419 @@
+"""From teacher-forced β to a rollout plan: per-bucket α with intervals, its drift along the
+response, and the γ / speedup / ON-OFF verdict it implies (THEORY §2–4). Pure numpy, no models.
+
+`specbench accept` feeds it per-request β arrays; every interval is a percentile bootstrap over
+requests (tokens of one request are correlated), computed in blocks of replicates so that memory
+stays O(block × requests) on large traffic logs.
+
+Speedup model (as in `analysis.results` / `analysis.roi`):
+    ā(γ) = (1 − α^{γ+1}) / (1 − α),  round(γ) = γ·T_d + T_t(γ),  T_t(γ) = verify_base + slope·γ,
+    speedup(γ) = T_ar · ā(γ) / round(γ).
+For fixed γ the speedup increases with α, so the percentile interval of α maps to the interval of
+the speedup endpoint by endpoint (timings are taken as exact). The verdict is ON only if the low
+end of the speedup interval at the optimal γ exceeds 1 + margin (THEORY §4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from specbench.analysis import roi
+from specbench.analysis.stats import DEFAULT_SEED, Estimate, linear_fit, prompts_needed
+from specbench.errors import SpecbenchError
+
+BOOT_BLOCK = 200  # bootstrap replicates drawn at once
+ESTIMATOR = "exact_beta_teacher_forced"  # THEORY §2 (a), over every response position
+DRIFT_WARN = 0.05  # |α(last bin) − α(first bin)| worth a warning when its CI excludes 0
+
+
+class Scored(Protocol):
+    """One request's scored positions (`engine.teacher_forced.RequestScores` fits)."""
+
+    positions: np.ndarray  # (n,) position in the response
+    beta: np.ndarray  # (S, n) β per setting; NaN where a setting does not apply
+    agree: np.ndarray  # (n,) greedy agreement
+    target_nll: np.ndarray  # (n,)
+
+
+def ratio_ci(
+    num: np.ndarray,
+    den: np.ndarray,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = DEFAULT_SEED,
+) -> Estimate:
+    """Σ num / Σ den with a percentile bootstrap over units (rows), in blocks of replicates.
+
+    The same estimator as `stats.ratio_ci`; NaN interval with < 2 units, NaN value with Σ den = 0.
+    """
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    total = den.sum()
+    value = float(num.sum() / total) if total > 0 else math.nan
+    n = len(num)
+    if n < 2 or not math.isfinite(value):
+        return Estimate(value, math.nan, math.nan)
+    reps = _replicates(lambda idx: _ratio(num[idx], den[idx]), n, n_boot, seed)
+    lo, hi = _interval(reps, level)
+    return Estimate(value, lo, hi)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    d = den.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(d > 0, num.sum(axis=-1) / d, np.nan)
+
+
+def _replicates(stat: Any, n: int, n_boot: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = [stat(rng.integers(0, n, size=(min(BOOT_BLOCK, n_boot - b), n))) for b in range(0, n_boot, BOOT_BLOCK)]  # fmt: skip
+    return np.concatenate(out)
+
+
+def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
+    if not np.isfinite(samples).any():
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2 * 100
+    lo, hi = np.nanpercentile(samples, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def drift_ci(
+    num_first: np.ndarray,
+    den_first: np.ndarray,
+    num_last: np.ndarray,
+    den_last: np.ndarray,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = DEFAULT_SEED,
+) -> Estimate:
+    """α(last bin) − α(first bin), resampling requests jointly for both bins."""
+    value = float(_ratio(num_last, den_last) - _ratio(num_first, den_first))
+    n = len(num_first)
+    if n < 2 or not math.isfinite(value):
+        return Estimate(value, math.nan, math.nan)
+
+    def stat(idx: np.ndarray) -> np.ndarray:
+        return _ratio(num_last[idx], den_last[idx]) - _ratio(num_first[idx], den_first[idx])
+
+    lo, hi = _interval(_replicates(stat, n, n_boot, seed), level)
+    return Estimate(value, lo, hi)
+
+
+def position_edges(max_len: int, first: int = 16) -> list[int]:
+    """Bin edges 0, first, 2·first, 4·first, … covering positions up to max_len − 1."""
+    edges = [0, first]
+    while edges[-1] < max_len:
+        edges.append(edges[-1] * 2)
+    return edges
+
+
+@dataclass(frozen=True)
+class ProfileBin:
+    start: int  # positions [start, stop) of the response
+    stop: int
+    alpha: Estimate
+    tokens: int
+    requests: int  # requests with at least one position in the bin
+
+
+@dataclass(frozen=True)
+class SettingAcceptance:
+    """α of one bucket under one sampling setting."""
+
+    label: str
+    alpha: Estimate
+    tokens: int
+    requests: int
+    profile: list[ProfileBin]
+    drift: Estimate | None  # α(last bin with data) − α(first bin); None with one bin
+    requests_needed: int | None  # for the target CI half-width; None when it is already met
+
+
+@dataclass(frozen=True)
+class BucketAcceptance:
+    bucket: str
+    requests: int
+    tokens: int
+    greedy_agreement: Estimate
+    target_nll: float  # mean −log p_target(response token) at T = 1, nats per token
+    settings: list[SettingAcceptance]
+
+
+def summarize_bucket(
+    bucket: str,
+    scored: Sequence[Scored],
+    labels: Sequence[str],
+    edges: Sequence[int],
+    n_boot: int = 2000,
+    level: float = 0.95,
+    target_halfwidth: float = 0.02,
+    seed: int = DEFAULT_SEED,
+) -> BucketAcceptance:
+    """α per setting (pooled Σβ / positions, bootstrap over requests), its profile over the
+    response-position bins `edges`, drift, and the requests needed for `target_halfwidth`."""
+    if not scored:
+        raise ValueError(f"bucket {bucket!r} has no scored requests")
+    n_bins = len(edges) - 1
+    # (R, bins) positions and (S, R, bins) β sums; a position beyond the last edge joins the last bin
+    bins = [np.clip(np.searchsorted(edges, r.positions, side="right") - 1, 0, n_bins - 1) for r in scored]  # fmt: skip
+    counts_all = np.stack([np.bincount(b, minlength=n_bins) for b in bins]).astype(float)
+    agree = ratio_ci(
+        np.asarray([r.agree.sum() for r in scored], float), counts_all.sum(axis=1), n_boot, level, seed
+    )  # fmt: skip
+    tokens = int(counts_all.sum())
+    nll = float(sum(r.target_nll.sum() for r in scored) / tokens)
+    settings = []
+    for s, label in enumerate(labels):
+        valid = [np.isfinite(r.beta[s]) for r in scored]
+        counts = np.stack([np.bincount(b[v], minlength=n_bins) for b, v in zip(bins, valid, strict=True)]).astype(float)  # fmt: skip
+        sums = np.stack(
+            [np.bincount(b[v], weights=r.beta[s][v], minlength=n_bins) for b, v, r in zip(bins, valid, scored, strict=True)]
+        )  # fmt: skip
+        keep = counts.sum(axis=1) > 0
+        counts, sums = counts[keep], sums[keep]
+        if not keep.any():
+            continue
+        alpha = ratio_ci(sums.sum(axis=1), counts.sum(axis=1), n_boot, level, seed)
+        profile = [
+            ProfileBin(
+                edges[j], edges[j + 1], ratio_ci(sums[:, j], counts[:, j], n_boot, level, seed),
+                int(counts[:, j].sum()), int((counts[:, j] > 0).sum()),
+            )
+            for j in range(n_bins) if counts[:, j].sum() > 0
+        ]  # fmt: skip
+        drift = None
+        filled = [j for j in range(n_bins) if counts[:, j].sum() > 0]
+        if len(filled) >= 2:
+            f, last = filled[0], filled[-1]
+            drift = drift_ci(sums[:, f], counts[:, f], sums[:, last], counts[:, last], n_boot, level, seed)  # fmt: skip
+        need = prompts_needed(int(keep.sum()), alpha.halfwidth, target_halfwidth)
+        settings.append(
+            SettingAcceptance(
+                label, alpha, int(counts.sum()), int(keep.sum()), profile, drift,
+                need if math.isfinite(alpha.halfwidth) and alpha.halfwidth > target_halfwidth else None,
+            )
+        )  # fmt: skip
+    return BucketAcceptance(bucket, len(scored), tokens, agree, nll, settings)
+
+
+# --------------------------------------------------------------------------------------------
+# timings
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """round(γ) = γ·T_d + verify_base + slope·γ against plain decoding at T_ar per token.
+
+    `units` is "ms", or "t_target" when only a cost ratio is known (then T_ar = 1).
+    """
+
+    t_target_ms: float
+    t_draft_ms: float
+    verify_base_ms: float
+    verify_slope_ms: float
+    units: str
+    source: str  # "flags" | "run" | "measured" | "default"
+    detail: str = ""
+
+    @property
+    def cost_ratio(self) -> float:
+        return self.t_draft_ms / self.t_target_ms
+
+
+def time_model_from_flags(t_target_ms: float, t_draft_ms: float, slope_ms: float) -> TimeModel:
+    """--t-target/--t-draft/--verify-slope: the verify at γ costs T_ar + slope·γ."""
+    return TimeModel(t_target_ms, t_draft_ms, t_target_ms, slope_ms, "ms", "flags")
+
+
+def time_model_relative(cost_ratio: float, slope: float, source: str) -> TimeModel:
+    """Times in units of T_ar: T_d = c, verify = 1 + slope·γ."""
+    return TimeModel(1.0, cost_ratio, 1.0, slope, "t_target", source)
+
+
+def time_model_from_measurement(measured: dict[str, Any]) -> TimeModel:
+    """`engine.teacher_forced.measure_forward_latency` output; T_t(k) = t0 + t1·k fitted over k."""
+    ks = np.asarray(sorted(measured["verify_ms"]), float)
+    ts = np.asarray([measured["verify_ms"][int(k)] for k in ks], float)
+    t0, t1, _ = linear_fit(ks, ts)
+    return TimeModel(
+        float(measured["t_target_ms"]), float(measured["t_draft_ms"]), t0, max(t1, 0.0), "ms",
+        "measured",
+        f"batch-1 forwards on {measured.get('device')}, context {measured.get('context_len')} "
+        "tokens; harness overhead not included",
+    )  # fmt: skip
+
+
+def time_model_from_results(results: dict[str, Any], bucket: str | None, source: str) -> TimeModel:
+    """Mean timing of a run's results.json entries (those of workload `bucket` when it has any):
+    T_ar = baseline_step_ms, T_d = t_draft_ms.mean, verify_base = t0 + o0, slope = t1 + o1."""
+    entries = [e for e in results.get("workloads") or [] if isinstance(e, dict)]
+    mine = [e for e in entries if e.get("workload") == bucket] or entries
+    rows = []
+    for e in mine:
+        t = e.get("timing") or {}
+        vals = (
+            e.get("baseline_step_ms"),
+            (t.get("t_draft_ms") or {}).get("mean"),
+            (t.get("verify_fit") or {}).get("t0_ms"),
+            (t.get("verify_fit") or {}).get("t1_ms_per_token"),
+            (t.get("overhead_fit") or {}).get("o0_ms") or 0.0,
+            (t.get("overhead_fit") or {}).get("o1_ms_per_token") or 0.0,
+        )
+        if all(isinstance(v, int | float) for v in vals):
+            rows.append([float(v) for v in vals])  # type: ignore[arg-type]
+    if not rows:
+        raise SpecbenchError(
+            f"{source} has no workload with complete timing (baseline_step_ms, timing.t_draft_ms, "
+            "timing.verify_fit); pass the results.json of a finished `specbench run`"
+        )
+    t_ar, t_d, t0, t1, o0, o1 = np.asarray(rows).mean(axis=0)
+    which = f"workload {bucket}" if mine is not entries else f"mean of {len(rows)} entries"
+    return TimeModel(
+        float(t_ar), float(t_d), float(t0 + o0), float(max(t1 + o1, 0.0)), "ms", "run",
+        f"{source} ({which})",
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# the plan
+
+
+def predicted_speedup(gamma: int, alpha: float, tm: TimeModel) -> float:
+    """T_ar / ITL_eff(γ) under iid acceptance α; γ = 0 is 1."""
+    if gamma == 0:
+        return 1.0
+    expected = roi.expected_tokens(gamma, alpha)
+    return tm.t_target_ms / roi.itl_ms(gamma, expected, tm.verify_base_ms, tm.t_draft_ms, tm.verify_slope_ms)  # fmt: skip
+
+
+def break_even_alpha(gamma: int, tm: TimeModel) -> float | None:
+    """α at which speedup(γ) = 1: ā(γ, α) = round(γ) / T_ar; None when no α reaches it."""
+    needed = (gamma * tm.t_draft_ms + tm.verify_base_ms + tm.verify_slope_ms * gamma) / tm.t_target_ms  # fmt: skip
+    if needed > gamma + 1:
+        return None
+    return 0.0 if needed <= 1.0 else roi.alpha_from_accepted(needed, gamma)
+
+
+def _clip(a: float) -> float:
+    return min(max(a, 0.0), 1.0)
+
+
+def _map(alpha: Estimate, fn: Any) -> Estimate:
+    """fn applied to the value and both ends (fn increasing in α)."""
+    ends = [fn(_clip(x)) if math.isfinite(x) else math.nan for x in (alpha.value, alpha.lo, alpha.hi)]  # fmt: skip
+    return Estimate(*ends)
+
+
+@dataclass(frozen=True)
+class GammaOption:
+    gamma: int
+    expected_tokens: Estimate
+    speedup: Estimate
+    itl_ms: Estimate  # in the time model's units
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    verdict: str  # "on" | "off"
+    gamma: int  # γ to deploy; 0 = off
+    best_gamma: int  # the speedup-maximising γ (0 when none beats plain decoding)
+    speedup: Estimate  # at best_gamma (1 when it is 0)
+    itl_baseline_ms: float
+    itl_ms: Estimate  # at best_gamma
+    break_even_alpha: float | None  # at best_gamma (or at γ = 1 when it is 0)
+    reason: str
+    options: list[GammaOption]
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) -> RolloutPlan:
+    """Tabulate γ = 1..gamma_max, pick the point-optimal γ (off is a candidate), and decide."""
+    if gamma_max < 1:
+        raise ValueError("gamma_max must be >= 1")
+    options = []
+    for g in range(1, gamma_max + 1):
+        speed = _map(alpha, lambda a, g=g: predicted_speedup(g, a, tm))
+        itl = Estimate(*(tm.t_target_ms / s if s > 0 else math.nan for s in (speed.value, speed.hi, speed.lo)))  # fmt: skip
+        options.append(GammaOption(g, _map(alpha, lambda a, g=g: roi.expected_tokens(g, a)), speed, itl))  # fmt: skip
+    top = max(options, key=lambda o: o.speedup.value if math.isfinite(o.speedup.value) else -1.0)
+    warnings = []
+    if math.isfinite(alpha.value) and alpha.value < 0.4:
+        warnings.append(
+            f"α = {alpha.value:.2f} < 0.4: speculation often costs latency at such rates"
+        )
+    if not math.isfinite(top.speedup.value) or top.speedup.value <= 1.0:
+        sp = top.speedup
+        reason = (
+            f"no γ ≤ {gamma_max} beats plain decoding: the best, γ={top.gamma}, predicts "
+            f"{sp.value:.2f}×; off avoids a {(1 / sp.value - 1) * 100:.0f} % longer ITL"
+            if math.isfinite(sp.value) and sp.value > 0
+            else "α is undefined (no scored positions)"
+        )
+        return RolloutPlan(
+            "off", 0, 0, Estimate(1.0, 1.0, 1.0), tm.t_target_ms, Estimate(tm.t_target_ms, tm.t_target_ms, tm.t_target_ms),  # fmt: skip
+            break_even_alpha(1, tm), reason, options, warnings,
+        )  # fmt: skip
+    if top.expected_tokens.value < 1.5:
+        warnings.append(
+            f"ā = {top.expected_tokens.value:.2f} tokens per round at γ={top.gamma} (< 1.5)"
+        )
+    lo = top.speedup.lo
+    if math.isfinite(lo) and lo > 1.0 + margin:
+        verdict, gamma = "on", top.gamma
+        reason = f"speedup CI low end {lo:.3f} > 1 + margin {margin:g}"
+    else:
+        verdict, gamma = "off", 0
+        reason = (
+            f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its CI low end {lo:.3f} is not "
+            f"above 1 + margin {margin:g}"
+            if math.isfinite(lo)
+            else f"γ={top.gamma} predicts {top.speedup.value:.2f}× but one request gives no "
+            "confidence interval"
+        )
+    return RolloutPlan(
+        verdict, gamma, top.gamma, top.speedup, tm.t_target_ms, top.itl_ms,
+        break_even_alpha(top.gamma, tm), reason, options, warnings,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    """One bucket's acceptance, its plan per setting (same order) and its timing."""
+
+    acceptance: BucketAcceptance
+    plans: list[RolloutPlan]
+    time_model: TimeModel
+    warnings: list[str]
+
+
+def bucket_result(
+    acceptance: BucketAcceptance,
+    tm: TimeModel,
+    gamma_max: int,
+    margin: float,
+    target_halfwidth: float,
+) -> BucketResult:
+    """Plan every setting of a bucket and collect the warnings a reader should see."""
+    plans = [plan_rollout(s.alpha, tm, gamma_max, margin) for s in acceptance.settings]
+    notes: list[str] = []
+    for s, plan in zip(acceptance.settings, plans, strict=True):
+        notes += [f"{s.label}: {w}" for w in plan.warnings]
+        if s.requests_needed is not None:
+            notes.append(
+                f"{s.label}: too few requests: α CI half-width {s.alpha.halfwidth:.3f} > "
+                f"{target_halfwidth:g} with {s.requests}; about {s.requests_needed} would reach it"
+            )
+        d = s.drift
+        if d is not None and math.isfinite(d.lo) and abs(d.value) > DRIFT_WARN and (d.lo > 0 or d.hi < 0):  # fmt: skip
+            first, last = s.profile[0], s.profile[-1]
+            notes.append(
+                f"{s.label}: acceptance drifts along the response: α {first.alpha.value:.3f} at "
+                f"positions {first.start}–{first.stop - 1} vs {last.alpha.value:.3f} at "
+                f"{last.start}–{last.stop - 1} (Δ {d.value:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}])"
+            )
+    return BucketResult(acceptance, plans, tm, notes)

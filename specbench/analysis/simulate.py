@@ -1,0 +1,214 @@
+"""Trace replay: what would each γ policy have done on the rounds a run recorded at γ_max?
+
+The first γ draft tokens of a round and their accept decisions do not depend on what is drafted
+after them (THEORY §3), so a round recorded at γ_max with A accepted tokens would have accepted
+min(A, γ) at any γ ≤ γ_max. Replaying a policy over a prompt's recorded rounds gives its γ per
+round and tokens per round; the run's fitted timing model turns them into ITL and speedup:
+
+    round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ),   ITL = Σ time / Σ tokens
+
+(the confidence policy spends one more draft forward when it stops early; each prompt also pays
+its measured draft prefill). The round-start contexts of a real run under the policy differ a
+little from the trace's — the validation against real policy runs measures that error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.stats import Estimate, ratio_ci
+from specbench.config import PolicySpec
+from specbench.engine.policies import Policy
+from specbench.errors import SpecbenchError
+
+
+@dataclass(frozen=True)
+class Timing:
+    t_ar_ms: float
+    t_draft_ms: float
+    t0_ms: float
+    t1_ms: float
+    o0_ms: float = 0.0
+    o1_ms: float = 0.0
+
+    def round_ms(self, gamma: int, draft_forwards: int) -> float:
+        return (
+            draft_forwards * self.t_draft_ms
+            + self.t0_ms
+            + self.t1_ms * gamma
+            + self.o0_ms
+            + self.o1_ms * gamma
+        )
+
+
+@dataclass(frozen=True)
+class Replay:
+    tokens_per_round: Estimate
+    speedup: Estimate
+    mean_gamma: float
+
+
+def replay_prompt(
+    policy: Policy, rounds: dict[str, Any], timing: Timing
+) -> tuple[int, int, float, list[int]]:
+    """(tokens, rounds, time_ms, γ per round) of one recorded prompt under `policy`."""
+    accepted_sim: list[int] = []
+    drafted_sim: list[int] = []
+    gammas: list[int] = []
+    tokens = 0
+    time_ms = 0.0
+    gamma = policy.initial_gamma()
+    threshold = policy.min_confidence
+    for a_rec, k_rec, top in zip(
+        rounds["accepted"], rounds["drafted"], rounds["draft_top_prob"], strict=True
+    ):
+        g = min(gamma, k_rec) if k_rec > 0 else 0
+        forwards = g
+        if threshold > 0 and g > 1:
+            # confidence stop: keep leading positions whose top probability reaches the threshold
+            keep = 1
+            while keep < g and top[keep] >= threshold:
+                keep += 1
+            forwards = keep + (1 if keep < g else 0)
+            g = keep
+        a = min(a_rec, g)
+        tokens += a + 1
+        time_ms += timing.round_ms(g, forwards)
+        accepted_sim.append(a)
+        drafted_sim.append(g)
+        gammas.append(g)
+        gamma = policy.update(gamma, accepted_sim, drafted_sim)
+    return tokens, len(gammas), time_ms, gammas
+
+
+def replay(
+    policy: Policy,
+    records: list[dict[str, Any]],
+    timing: Timing,
+    gamma_max: int,
+    n_boot: int = 2000,
+    level: float = 0.95,
+) -> Replay:
+    """A policy replayed over every prompt of a γ_max trace, with prompt-bootstrap intervals."""
+    if policy.max_gamma > gamma_max:
+        raise SpecbenchError(
+            f"policy '{policy.name}' may draft up to γ={policy.max_gamma}, beyond the trace's "
+            f"γ_max={gamma_max}; rerun with a larger γ in the grid or lower the policy's max_gamma"
+        )
+    toks, nrounds, times, all_g = [], [], [], []
+    for rec in records:
+        if "rounds" not in rec or "draft_top_prob" not in rec["rounds"]:
+            raise SpecbenchError(
+                "the run has no per-position round records; rerun it with this specbench"
+            )
+        t, n, ms, gs = replay_prompt(policy, rec["rounds"], timing)
+        prefill = sum(rec.get("draft_prefill_ms") or [0.0])
+        toks.append(t)
+        nrounds.append(n)
+        times.append(ms + prefill)
+        all_g += gs
+    tpr = ratio_ci(np.asarray(toks, float), np.asarray(nrounds, float), n_boot, level)
+    rate = ratio_ci(np.asarray(toks, float), np.asarray(times, float), n_boot, level)
+    speed = Estimate(
+        rate.value * timing.t_ar_ms, rate.lo * timing.t_ar_ms, rate.hi * timing.t_ar_ms
+    )
+    return Replay(tpr, speed, float(np.mean(all_g)) if all_g else 0.0)
+
+
+def policy_for(name: str, options: dict[str, Any], temperature: float) -> Policy:
+    try:
+        return Policy(PolicySpec(name=name, **options), temperature)
+    except ValueError as exc:  # pydantic validation → one line
+        first = str(exc).splitlines()
+        msg = next(
+            (line.strip() for line in first if line.strip().startswith("Value error")), first[-1]
+        )
+        raise SpecbenchError(f"policy '{name}': {msg.removeprefix('Value error, ')}") from None
+
+
+def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]]) -> Timing:
+    """The timing model of one drafter's trace: T_ar from the baseline steps, T_d the mean draft
+    step, verify and harness overhead fitted as a + b·k over the trace's rounds."""
+    from specbench.analysis.stats import linear_fit
+
+    steps = [s for r in base for s in r.get("step_ms") or []]
+    if not steps:
+        raise SpecbenchError("the run has no baseline step timings to simulate against")
+    draft = [t for r in trace for ts in r["rounds"]["draft_ms"] for t in ts]
+    ks = np.asarray([k for r in trace for k in r["rounds"]["drafted"]], float)
+    verify = np.asarray([v for r in trace for v in r["rounds"]["verify_ms"]])
+    overhead = np.asarray([o for r in trace for o in r["rounds"]["overhead_ms"]])
+    t0, t1, _ = linear_fit(ks, verify)
+    o0, o1, _ = linear_fit(ks, overhead)
+    return Timing(float(np.mean(steps)), float(np.mean(draft)) if draft else 0.0, t0, t1, o0, o1)
+
+
+def simulate_run(
+    records: list[dict[str, Any]],
+    policies: list[Policy | tuple[str, dict[str, Any]]],
+    n_boot: int = 2000,
+) -> list[dict[str, Any]]:
+    """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
+    beside the measured result of a real run of that policy when the run has one."""
+    from specbench.analysis.results import _est, _paired, group_records
+    from specbench.analysis.stats import ratio_of_means_ci
+
+    out = []
+    for (workload, temp), grp in group_records(records).items():
+        base = grp["baseline"]
+        specs = grp["spec"]
+        drafters = sorted({d for d, _, _ in specs})
+        for drafter in drafters:
+            fixed = {g: recs for (d, p, g), recs in specs.items() if d == drafter and p == "fixed"}
+            if not fixed or not base:
+                continue
+            gamma_max = max(fixed)
+            trace = fixed[gamma_max]
+            timing = timing_from_records(base, trace)
+            rows = []
+            wanted = [
+                p if isinstance(p, Policy) else policy_for(p[0], p[1], temp) for p in policies
+            ]
+            for pol in wanted:
+                rep = replay(pol, trace, timing, gamma_max, n_boot)
+                row: dict[str, Any] = {
+                    "policy": pol.name,
+                    "gamma": pol.max_gamma,
+                    "predicted_tokens_per_round": _est(rep.tokens_per_round),
+                    "predicted_speedup": _est(rep.speedup),
+                    "mean_gamma": round(rep.mean_gamma, 3),
+                    "measured_tokens_per_round": None,
+                    "measured_speedup": None,
+                }
+                real = specs.get((drafter, pol.name, pol.max_gamma)) or (
+                    fixed.get(pol.max_gamma) if pol.name == "fixed" else None
+                )
+                if real:
+                    from specbench.analysis.acceptance import estimate_alpha
+
+                    est = estimate_alpha(real, pol.max_gamma, n_boot, 0.95)
+                    top, bottom = _paired(base, real, "decode_tps")
+                    row["measured_tokens_per_round"] = _est(est.tokens_per_round)
+                    row["measured_speedup"] = (
+                        _est(ratio_of_means_ci(top, bottom, n_boot)) if len(top) else None
+                    )
+                    if row["measured_speedup"] and row["measured_speedup"]["value"]:
+                        row["speedup_error"] = round(
+                            rep.speedup.value / row["measured_speedup"]["value"] - 1, 4
+                        )
+                rows.append(row)
+            rows.sort(key=lambda r: -(r["predicted_speedup"]["value"] or 0))
+            out.append(
+                {
+                    "workload": workload,
+                    "temperature": temp,
+                    "drafter": drafter,
+                    "trace_gamma": gamma_max,
+                    "policies": rows,
+                }
+            )
+    return out

@@ -1,0 +1,71 @@
+"""`specbench simulate RUN_DIR`: replay γ policies over a run's recorded rounds (trace replay).
+
+specbench simulate reports/tiny --policy adaptive --policy heuristic
+specbench simulate reports/tiny --policy confidence:threshold=0.5,max_gamma=6 --json
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from specbench.cli import app, user_errors
+from specbench.config import POLICY_NAMES
+from specbench.errors import SpecbenchError
+
+
+def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
+    """'name' or 'name:key=value,key=value' → (name, options)."""
+    name, _, rest = text.partition(":")
+    name = name.strip()
+    if name not in POLICY_NAMES:
+        raise SpecbenchError(
+            f"--policy: unknown policy '{name}'; valid policies: {', '.join(POLICY_NAMES)}"
+        )
+    options: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SpecbenchError(f"--policy {text}: options are key=value, got '{item}'")
+        try:
+            options[key.strip()] = float(value) if "." in value else int(value)
+        except ValueError:
+            raise SpecbenchError(
+                f"--policy {text}: '{key}' needs a number, got '{value}'"
+            ) from None
+    return name, options
+
+
+@app.command()
+def simulate(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory with per-round records.")],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help="Policy to replay, e.g. adaptive or confidence:threshold=0.5 (repeatable; default: all five).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
+    from specbench.analysis.simulate import simulate_run
+    from specbench.report.simulate import render_simulation
+    from specbench.report.writer import load_run
+
+    with user_errors():
+        specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
+        records, _config, _env, _notes = load_run(run_dir)
+        results = simulate_run(records, specs)
+        if not results:
+            raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
+        (run_dir / "simulation.json").write_text(json.dumps(results, indent=2) + "\n")
+        if as_json:
+            typer.echo(json.dumps(results, indent=2))
+            return
+        render_simulation(Console(), results)
+        Console().print(f"written: {run_dir}/simulation.json")

@@ -1,0 +1,43 @@
+"""Rendering of `specbench simulate`: one table per workload × temperature × drafter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.report.console import _ci
+
+
+def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
+    for entry in results:
+        table = Table(
+            title=f"{entry['workload']} T={entry['temperature']:g}, drafter {entry['drafter']} "
+            f"(trace at γ={entry['trace_gamma']})",
+            title_justify="left",
+        )
+        for col in (
+            "policy",
+            "max γ",
+            "mean γ",
+            "tokens/round (sim)",
+            "speedup (sim)",
+            "tokens/round (run)",
+            "speedup (run)",
+            "error",
+        ):
+            table.add_column(col, justify="left" if col == "policy" else "right")
+        for row in entry["policies"]:
+            err = row.get("speedup_error")
+            table.add_row(
+                row["policy"],
+                str(row["gamma"]),
+                f"{row['mean_gamma']:.2f}",
+                _ci(row["predicted_tokens_per_round"], "{:.2f}"),
+                _ci(row["predicted_speedup"], "{:.2f}×"),
+                _ci(row["measured_tokens_per_round"], "{:.2f}"),
+                _ci(row["measured_speedup"], "{:.2f}×"),
+                "–" if err is None else f"{err:+.1%}",
+            )
+        console.print(table)
