@@ -149,7 +149,7 @@ def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]])
 
 def simulate_run(
     records: list[dict[str, Any]],
-    policies: list[Policy | tuple[str, dict[str, Any]]],
+    policies: Sequence[Policy | tuple[str, dict[str, Any]]],
     n_boot: int = 2000,
 ) -> list[dict[str, Any]]:
     """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
