@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from specbench.report.documents import _setting
+
 
 def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
     if not est or est.get("value") is None:
@@ -44,7 +46,7 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
             e["workload"],
             f"{e['temperature']:g}",
             _ci(e.get("alpha")),
-            str(rec["gamma"])
+            _setting(rec)
             if rec["verdict"] == "on"
             else f"off (best {rec.get('best_measured', {}).get('gamma', '–')})",
             _ci(speed, "{:.2f}×"),

@@ -59,6 +59,14 @@ def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
     return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
+def _setting(rec: dict[str, Any]) -> str:
+    """'4' for the primary drafter at fixed γ, else e.g. '8 (ngram, adaptive)'."""
+    extra = [
+        x for x in (rec.get("drafter"), rec.get("policy")) if x and x not in ("model", "fixed")
+    ]
+    return f"{rec['gamma']} ({', '.join(extra)})" if extra else str(rec["gamma"])
+
+
 def _slug(e: dict[str, Any]) -> str:
     return f"{e['workload']}_T{e['temperature']:g}".replace("/", "-")
 
@@ -128,7 +136,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                 e["workload"],
                 f"{e['temperature']:g}",
                 _ci(e.get("alpha")),
-                str(rec["gamma"])
+                _setting(rec)
                 if on
                 else f"off (best γ={(rec.get('best_measured') or {}).get('gamma', '–')})",
                 _ci(speed, "{:.2f}×"),
@@ -173,7 +181,8 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
         rec = e["recommendation"]
         blocks.append(Heading(f"{e['workload']} (T = {e['temperature']:g})"))
         verdict = (
-            f"**ON, γ = {rec['gamma']}**: {_ci(rec['speedup'], '{:.2f}×')} ({rec['reason']})."
+            f"**ON, γ = {rec['gamma']}** ({rec.get('drafter', 'model')} drafter, "
+            f"{rec.get('policy', 'fixed')} policy): {_ci(rec['speedup'], '{:.2f}×')} ({rec['reason']})."
             if rec["verdict"] == "on"
             else f"**OFF**: {rec['reason']}."
             + (
@@ -228,6 +237,34 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                 grows,
             )
         )
+        methods = e.get("methods") or []
+        if len({(m["drafter"], m["policy"]) for m in methods}) > 1:
+            blocks.append(Para("Drafter × policy × γ, ranked by measured speedup:"))
+            blocks.append(
+                TableBlock(
+                    [
+                        "drafter",
+                        "policy",
+                        "γ (max)",
+                        "mean γ",
+                        "tokens/round",
+                        "accepted/proposed",
+                        "measured speedup",
+                    ],
+                    [
+                        [
+                            m["drafter"],
+                            m["policy"],
+                            str(m["gamma"]),
+                            _num(m["mean_gamma_used"], "{:.2f}"),
+                            _ci(m["mean_tokens_per_round"], "{:.2f}"),
+                            _ci(m["accepted_proposed"]),
+                            _ci(m["measured_speedup"], "{:.2f}×"),
+                        ]
+                        for m in methods
+                    ],
+                )
+            )
         if e.get("warnings"):
             blocks.append(Bullets([f"⚠ {w}" for w in e["warnings"]]))
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))

@@ -1,0 +1,403 @@
+"""Rendering of `specbench accept`: the JSON document, the rich console tables, and the
+Markdown/HTML report (same blocks and renderers as `run`'s report) with an α-by-position plot.
+
+JSON document (schema 1), `kind: "accept"`: `pair`, `data` (source, requests, positions,
+bucket_by, skipped_rows), `settings`, `options`, `timing`, `buckets` (one per bucket, each with
+`settings` holding α, its position profile, drift and the rollout `plan`), `overall` (every
+request as one bucket) and `warnings`. Every interval is `{"value", "ci95": [lo, hi]}`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis.rollout import AcceptResult, BucketResult, RolloutPlan, TimeModel
+from specbench.analysis.stats import Estimate
+from specbench.report.documents import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Para,
+    TableBlock,
+    to_html,
+    to_markdown,
+)
+
+SCHEMA = 1
+
+
+def _f(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _est(e: Estimate | None) -> dict[str, Any] | None:
+    return None if e is None else {"value": _f(e.value), "ci95": [_f(e.lo), _f(e.hi)]}
+
+
+def _ci(e: Estimate | None, fmt: str = "{:.3f}") -> str:
+    if e is None or not math.isfinite(e.value):
+        return "–"
+    if not (math.isfinite(e.lo) and math.isfinite(e.hi)):
+        return fmt.format(e.value)
+    return f"{fmt.format(e.value)} [{fmt.format(e.lo)}, {fmt.format(e.hi)}]"
+
+
+def _unit(tm: TimeModel) -> str:
+    return "ms" if tm.units == "ms" else "×T_ar"
+
+
+def timing_to_dict(tm: TimeModel) -> dict[str, Any]:
+    return {
+        "source": tm.source,
+        "detail": tm.detail or None,
+        "units": tm.units,
+        "t_target_ms": _f(tm.t_target_ms),
+        "t_draft_ms": _f(tm.t_draft_ms),
+        "verify_base_ms": _f(tm.verify_base_ms),
+        "verify_slope_ms": _f(tm.verify_slope_ms),
+        "cost_ratio": _f(tm.cost_ratio),
+    }
+
+
+def timing_line(tm: TimeModel) -> str:
+    u = _unit(tm)
+    what = {
+        "default": f"no timing given: assuming T_d / T_ar = {tm.cost_ratio:g} (times in units of "
+        "T_ar); pass --measure-timing, --timings RUN/results.json or --t-target/--t-draft",
+        "flags": "from the command line",
+        "run": f"from {tm.detail}",
+        "measured": f"measured here ({tm.detail})",
+    }[tm.source]
+    return (
+        f"timing: T_ar = {tm.t_target_ms:.3g} {u}, T_d = {tm.t_draft_ms:.3g} {u} (c = "
+        f"{tm.cost_ratio:.3f}), T_t(γ) = {tm.verify_base_ms:.3g} + {tm.verify_slope_ms:.3g}·γ {u}; "
+        f"{what}"
+    )
+
+
+def plan_to_dict(plan: RolloutPlan) -> dict[str, Any]:
+    best = next((o for o in plan.options if o.gamma == plan.best_gamma), None)
+    return {
+        "verdict": plan.verdict,
+        "gamma": plan.gamma,
+        "best_gamma": plan.best_gamma,
+        "speedup": _est(plan.speedup),
+        "expected_tokens": _est(best.expected_tokens) if best else None,
+        "itl_ms": {"baseline": _f(plan.itl_baseline_ms), "speculative": _est(plan.itl_ms)},
+        "break_even_alpha": _f(plan.break_even_alpha),
+        "reason": plan.reason,
+        "gammas": [
+            {
+                "gamma": o.gamma,
+                "expected_tokens": _est(o.expected_tokens),
+                "speedup": _est(o.speedup),
+                "itl_ms": _est(o.itl_ms),
+            }
+            for o in plan.options
+        ],
+    }
+
+
+def bucket_to_dict(b: BucketResult) -> dict[str, Any]:
+    acc = b.acceptance
+    return {
+        "bucket": acc.bucket,
+        "requests": acc.requests,
+        "tokens": acc.tokens,
+        "greedy_agreement": _est(acc.greedy_agreement),
+        "target_nll_per_token": _f(acc.target_nll),
+        "timing": timing_to_dict(b.time_model),
+        "settings": [
+            {
+                "setting": s.label,
+                "alpha": _est(s.alpha),
+                "tokens": s.tokens,
+                "requests": s.requests,
+                "requests_needed": s.requests_needed,
+                "profile": [
+                    {
+                        "positions": [p.start, p.stop],
+                        "alpha": _est(p.alpha),
+                        "tokens": p.tokens,
+                        "requests": p.requests,
+                    }
+                    for p in s.profile
+                ],
+                "drift": _est(s.drift),
+                "plan": plan_to_dict(plan),
+            }
+            for s, plan in zip(acc.settings, b.plans, strict=True)
+        ],
+        "warnings": b.warnings,
+    }
+
+
+def to_json(result: AcceptResult) -> dict[str, Any]:
+    m = result.meta
+    return {
+        "schema": SCHEMA,
+        "kind": "accept",
+        "estimator": m["estimator"],
+        "pair": {k: m.get(k) for k in ("target", "draft", "device", "dtype")},
+        "data": {
+            "source": m["source"],
+            "bucket_by": m.get("bucket_by"),
+            "requests": m["requests"],
+            "positions": m["positions"],
+            "skipped_rows": result.skipped_rows,
+        },
+        "settings": m["settings"],
+        "options": {
+            k: m.get(k)
+            for k in (
+                "max_context",
+                "overflow",
+                "chat_template",
+                "gamma_max",
+                "margin",
+                "ci_level",
+                "bootstrap",
+                "target_halfwidth",
+                "position_edges",
+            )
+        },
+        "timing": timing_to_dict(result.overall.time_model),
+        "measured_timing": m.get("measured_timing"),
+        "buckets": [bucket_to_dict(b) for b in result.buckets],
+        "overall": bucket_to_dict(result.overall),
+        "warnings": result.warnings,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# console
+
+
+def _summary_rows(result: AcceptResult) -> list[list[str]]:
+    rows = []
+    for b in [*result.buckets, result.overall]:
+        acc = b.acceptance
+        for i, (s, plan) in enumerate(zip(acc.settings, b.plans, strict=True)):
+            best = next((o for o in plan.options if o.gamma == plan.best_gamma), None)
+            rows.append(
+                [
+                    acc.bucket if i == 0 else "",
+                    s.label,
+                    str(s.requests),
+                    str(s.tokens),
+                    _ci(s.alpha),
+                    _ci(acc.greedy_agreement) if i == 0 else "",
+                    str(plan.best_gamma) if plan.best_gamma else "–",
+                    _ci(best.expected_tokens, "{:.2f}") if best else "–",
+                    _ci(plan.speedup, "{:.2f}×") if plan.best_gamma else "1×",
+                    plan.verdict.upper() + (f" γ={plan.gamma}" if plan.gamma else ""),
+                ]
+            )
+    return rows
+
+
+SUMMARY_HEADER = [
+    "bucket",
+    "setting",
+    "requests",
+    "tokens",
+    "α [95% CI]",
+    "greedy agreement",
+    "best γ",
+    "ā(γ)",
+    "speedup [95% CI]",
+    "verdict",
+]
+
+
+def _profile_header(result: AcceptResult) -> list[str]:
+    edges = result.meta["position_edges"]
+    return ["bucket", "setting"] + [f"{a}–{b - 1}" for a, b in itertools.pairwise(edges)]
+
+
+def _profile_rows(result: AcceptResult) -> list[list[str]]:
+    edges = result.meta["position_edges"]
+    rows = []
+    for b in result.buckets:
+        for s in b.acceptance.settings:
+            by_start = {p.start: p for p in s.profile}
+            cells = [
+                f"{by_start[a].alpha.value:.3f} ({by_start[a].tokens})" if a in by_start else "–"
+                for a in edges[:-1]
+            ]
+            rows.append([b.acceptance.bucket, s.label, *cells])
+    return rows
+
+
+def render_console(console: Console, result: AcceptResult) -> None:
+    m = result.meta
+    console.print(
+        f"specbench accept: {m['target']} ← {m['draft']} on {m['source']}: {m['requests']} "
+        f"requests, {m['positions']} response positions ({m['estimator']})"
+    )
+    table = Table(title="α and rollout plan per bucket", title_justify="left")
+    for col in SUMMARY_HEADER:
+        table.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
+    for row in _summary_rows(result):
+        verdict = row[-1]
+        row[-1] = (
+            f"[green]{verdict}[/green]" if verdict.startswith("ON") else f"[red]{verdict}[/red]"
+        )
+        table.add_row(*row)
+    console.print(table)
+    prof = Table(title="α by position in the response (tokens in brackets)", title_justify="left")
+    for col in _profile_header(result):
+        prof.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
+    for row in _profile_rows(result):
+        prof.add_row(*row)
+    console.print(prof)
+    for b in result.buckets:
+        for s, plan in zip(b.acceptance.settings, b.plans, strict=True):
+            console.print(f"{b.acceptance.bucket} {s.label}: {plan.verdict.upper()}: {plan.reason}")
+    lines = {timing_line(b.time_model) for b in [*result.buckets, result.overall]}
+    for line in sorted(lines):
+        console.print(line)
+    for w in result.warnings:
+        console.print(f"[yellow]warning[/yellow] {w}")
+    for b in [*result.buckets, result.overall]:
+        for w in b.warnings:
+            console.print(f"[yellow]warning[/yellow] {b.acceptance.bucket} {w}")
+    if result.skipped_rows:
+        first = result.skipped_rows[0]
+        console.print(
+            f"[yellow]skipped {len(result.skipped_rows)} malformed row(s)[/yellow]; first: "
+            f"{first['row']}: {first['reason']}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown / HTML
+
+
+def build_blocks(result: AcceptResult, plot: str | None) -> list[Block]:
+    m = result.meta
+    blocks: list[Block] = [
+        Heading("specbench accept: offline acceptance and rollout plan", 1),
+        Para(
+            f"Target `{m['target']}`, draft `{m['draft']}` on {m['device']} ({m['dtype']}); "
+            f"{m['requests']} logged requests from `{m['source']}`, {m['positions']} response "
+            f"positions, bucketed by `{m.get('bucket_by') or '(none)'}`."
+        ),
+        Para(
+            "α is the mean exact β = Σ min(p, q) over every response position, teacher-forced "
+            "(one forward of each model over prompt + logged response; THEORY §2 (a)); intervals "
+            "are 95 % percentile bootstrap over requests. The plan predicts ā(γ) and the speedup "
+            "under iid acceptance; the speedup interval carries α's interval (timings taken as "
+            f"exact). ON only if the low end of the speedup interval at the best γ exceeds 1 + "
+            f"{m['margin']:g}."
+        ),
+        Heading("Summary"),
+        TableBlock(SUMMARY_HEADER, _summary_rows(result)),
+        Bullets(sorted({timing_line(b.time_model) for b in [*result.buckets, result.overall]})),
+        Heading("α by position in the response"),
+        TableBlock(_profile_header(result), _profile_rows(result)),
+    ]
+    if plot:
+        blocks.append(Image(plot, "α by position in the response"))
+    for b in result.buckets:
+        acc = b.acceptance
+        blocks.append(Heading(f"{acc.bucket}"))
+        items = [
+            f"{acc.requests} requests, {acc.tokens} positions; greedy agreement "
+            f"{_ci(acc.greedy_agreement)}; target NLL {acc.target_nll:.3f} nats/token",
+        ]
+        for s, plan in zip(acc.settings, b.plans, strict=True):
+            verdict = f"**ON, γ = {plan.gamma}**" if plan.verdict == "on" else "**OFF**"
+            drift = f"; drift along the response {_ci(s.drift, '{:+.3f}')}" if s.drift else ""
+            items.append(f"{s.label}: α {_ci(s.alpha)}{drift}. {verdict}: {plan.reason}.")
+        blocks.append(Bullets(items))
+        u = _unit(b.time_model)
+        header = ["γ"] + [h for s in acc.settings for h in (f"ā {s.label}", f"speedup {s.label}")]
+        rows = (
+            [
+                [str(g)]
+                + [
+                    cell
+                    for plan in b.plans
+                    for cell in (
+                        _ci(plan.options[g - 1].expected_tokens, "{:.2f}"),
+                        _ci(plan.options[g - 1].speedup, "{:.2f}×"),
+                    )
+                ]
+                for g in range(1, len(b.plans[0].options) + 1)
+            ]
+            if b.plans
+            else []
+        )
+        blocks.append(TableBlock(header, rows))
+        blocks.append(Para(f"Baseline ITL {b.time_model.t_target_ms:.3g} {u}."))
+        if b.warnings:
+            blocks.append(Bullets([f"⚠ {w}" for w in b.warnings]))
+    if result.warnings:
+        blocks += [Heading("Warnings"), Bullets(result.warnings)]
+    if result.skipped_rows:
+        blocks += [
+            Heading("Skipped rows"),
+            Bullets([f"{r['row']}: {r['reason']}" for r in result.skipped_rows]),
+        ]
+    return blocks
+
+
+def plot_profile(path: Path, result: AcceptResult) -> None:
+    """α against position bin, one panel per setting, one line per bucket, with CI bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = result.labels
+    fig, axes = plt.subplots(
+        1, len(labels), figsize=(4.2 * len(labels), 3.6), dpi=100, squeeze=False
+    )
+    for ax, label in zip(axes[0], labels, strict=True):
+        for b in result.buckets:
+            s = next((x for x in b.acceptance.settings if x.label == label), None)
+            if s is None or not s.profile:
+                continue
+            xs = [(p.start + p.stop - 1) / 2 for p in s.profile]
+            ys = [p.alpha.value for p in s.profile]
+            err = [
+                [
+                    max(p.alpha.value - p.alpha.lo, 0) if math.isfinite(p.alpha.lo) else 0
+                    for p in s.profile
+                ],
+                [
+                    max(p.alpha.hi - p.alpha.value, 0) if math.isfinite(p.alpha.hi) else 0
+                    for p in s.profile
+                ],
+            ]
+            ax.errorbar(xs, ys, yerr=err, marker="o", ms=3, capsize=2, label=b.acceptance.bucket)
+        ax.set_xscale("log", base=2)
+        ax.set_title(label)
+        ax.set_xlabel("position in the response")
+        ax.set_ylabel("α (exact β)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(out_dir: Path, result: AcceptResult, doc: dict[str, Any]) -> None:
+    """accept.json, report.md, report.html and plots/accept_profile.png in `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "accept.json").write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    (out_dir / "plots").mkdir(exist_ok=True)
+    plot_profile(out_dir / "plots" / "accept_profile.png", result)
+    blocks = build_blocks(result, "plots/accept_profile.png")
+    (out_dir / "report.md").write_text(to_markdown(blocks))
+    (out_dir / "report.html").write_text(to_html(blocks, out_dir, "specbench accept"))

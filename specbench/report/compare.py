@@ -1,0 +1,266 @@
+"""Render a run comparison (`analysis.compare.Comparison`): console table, Markdown for a PR
+comment, JUnit XML for CI test reports, and a JSON document.
+
+Rows marked "unchanged" collapse into one line in the console and Markdown outputs (JSON and JUnit
+keep every row). Changes are absolute for α and relative (%) for everything else, matching how the
+minimum effects are set.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis.compare import (
+    IMPROVED,
+    METRICS,
+    NOT_COMPARABLE,
+    NOT_SIGNIFICANT,
+    REGRESSED,
+    UNCHANGED,
+    Comparison,
+    Row,
+)
+
+COMPARE_JSON_SCHEMA = 1
+_FORMATS = {
+    "alpha": "{:.3f}",
+    "accepted_length": "{:.2f}",
+    "baseline_itl_ms": "{:.2f}",
+    "itl_ms": "{:.2f}",
+    "baseline_tokens_per_s": "{:.1f}",
+    "tokens_per_s": "{:.1f}",
+    "speedup": "{:.3f}×",
+    "speedup_recommended": "{:.3f}×",
+}
+_STYLE = {
+    REGRESSED: "bold red",
+    IMPROVED: "green",
+    NOT_SIGNIFICANT: "yellow",
+    NOT_COMPARABLE: "dim",
+    UNCHANGED: "dim",
+}
+
+
+def fmt_value(row: Row, value: float | str | None) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value
+    if not math.isfinite(value):
+        return "–"
+    return _FORMATS.get(row.metric.split("@")[0], "{:.3f}").format(value)
+
+
+def fmt_change(row: Row) -> str:
+    if row.change is None or not math.isfinite(row.change):
+        return "–"
+    metric = METRICS.get(row.metric.split("@")[0])
+    if metric is not None and metric.relative and row.relative_change is not None:
+        return f"{100 * row.relative_change:+.1f} %"
+    return f"{row.change:+.3f}"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def _group(row: Row) -> str:
+    return f"{row.workload} T={row.temperature:g}"
+
+
+def headline(c: Comparison) -> str:
+    n = len(c.regressions)
+    counts = c.counts()
+    parts = [f"{counts[s]} {s}" for s in (IMPROVED, NOT_SIGNIFICANT, NOT_COMPARABLE, UNCHANGED)]
+    lead = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
+    return f"{lead} ({', '.join(parts)})"
+
+
+def thresholds_line(c: Comparison) -> str:
+    t = c.thresholds
+    return (
+        f"significance {t.significance:g}; minimum effects: α −{t.alpha_drop:g}, accepted length "
+        f"−{100 * t.accepted_length_drop:g} %, speedup −{100 * t.speedup_drop:g} %, latency "
+        f"+{100 * t.latency_rise:g} %, tokens/s −{100 * t.throughput_drop:g} %"
+    )
+
+
+def _unchanged_line(rows: list[Row]) -> str:
+    per_group = Counter(_group(r) for r in rows)
+    detail = ", ".join(f"{g} ({k})" for g, k in per_group.items())
+    return f"{len(rows)} rows unchanged (within the minimum effect): {detail}"
+
+
+def _shown(c: Comparison, show_unchanged: bool) -> tuple[list[Row], list[Row]]:
+    unchanged = [r for r in c.rows if r.status == UNCHANGED]
+    shown = [r for r in c.rows if show_unchanged or r.status != UNCHANGED]
+    return shown, unchanged
+
+
+def render_console(console: Console, c: Comparison, show_unchanged: bool = False) -> None:
+    shown, unchanged = _shown(c, show_unchanged)
+    table = Table(title=f"specbench compare: {c.base_label} → {c.new_label}", title_justify="left")
+    for col in ("workload", "T", "metric", "base", "new", "change", "p", "status", "note"):
+        table.add_column(
+            col, justify="right" if col in ("T", "base", "new", "change", "p") else "left"
+        )
+    for r in shown:
+        style = _STYLE.get(r.status, "")
+        table.add_row(
+            r.workload,
+            f"{r.temperature:g}",
+            r.label,
+            fmt_value(r, r.base),
+            fmt_value(r, r.new),
+            fmt_change(r),
+            fmt_p(r.p_value),
+            f"[{style}]{r.status}[/{style}]",
+            r.note,
+        )
+    console.print(table)
+    if unchanged and not show_unchanged:
+        console.print(_unchanged_line(unchanged))
+    console.print(f"tests: {c.mode}; {thresholds_line(c)}")
+    for d in c.forced_differences:
+        console.print(f"[yellow]forced[/yellow] {d.field} differs: {d.base} vs {d.new}")
+    for key in c.only_in_base:
+        console.print(f"only in base: {key[0]} T={key[1]:g} (not compared)")
+    for key in c.only_in_new:
+        console.print(f"only in new: {key[0]} T={key[1]:g} (not compared)")
+    for note in c.notes:
+        console.print(f"[yellow]note[/yellow] {note}")
+    style = "bold red" if c.regressions else "green"
+    console.print(f"[{style}]{headline(c)}[/{style}] → exit code {c.exit_code}")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
+    """A PR comment: headline, the table of changed rows, one line for the unchanged ones."""
+    shown, unchanged = _shown(c, show_unchanged)
+    mark = "❌" if c.regressions else "✅"
+    lines = [
+        f"## {mark} specbench compare: {headline(c)}",
+        "",
+        f"`{c.base_label}` → `{c.new_label}` · tests: {c.mode} · {thresholds_line(c)}",
+        "",
+    ]
+    if shown:
+        lines += [
+            "| workload | T | metric | base | new | change | p | status | note |",
+            "|---|---:|---|---:|---:|---:|---:|---|---|",
+        ]
+        for r in shown:
+            status = f"**{r.status}**" if r.status == REGRESSED else r.status
+            cells = [
+                r.workload,
+                f"{r.temperature:g}",
+                r.label,
+                fmt_value(r, r.base),
+                fmt_value(r, r.new),
+                fmt_change(r),
+                fmt_p(r.p_value),
+                status,
+                r.note,
+            ]
+            lines.append("| " + " | ".join(_md_cell(x) for x in cells) + " |")
+        lines.append("")
+    if unchanged and not show_unchanged:
+        lines += [_unchanged_line(unchanged), ""]
+    extra = [f"forced: {d.field} differs ({d.base} vs {d.new})" for d in c.forced_differences]
+    extra += [f"only in base: {k[0]} T={k[1]:g}" for k in c.only_in_base]
+    extra += [f"only in new: {k[0]} T={k[1]:g}" for k in c.only_in_new]
+    extra += c.notes
+    if extra:
+        lines += ["Notes:", *[f"- {_md_cell(x)}" for x in extra], ""]
+    lines.append(
+        f"Exit code {c.exit_code}: 0 no regression, 1 regression, 2 bad input "
+        "(a regression is significant AND beyond the minimum effect; a verdict flip ON → OFF "
+        "always counts)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(c: Comparison) -> str:
+    """JUnit XML: one suite per workload × temperature, one test case per metric; regressions
+    are failures, not-comparable rows are skipped."""
+    root = ET.Element("testsuites", name="specbench compare")
+    suites: dict[str, ET.Element] = {}
+    totals: Counter[tuple[str, str]] = Counter()
+    for r in c.rows:
+        name = _group(r)
+        suite = suites.get(name)
+        if suite is None:
+            suite = ET.SubElement(root, "testsuite", name=name)
+            suites[name] = suite
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"specbench.compare.{r.workload}.T{r.temperature:g}",
+            name=r.label,
+        )
+        summary = (
+            f"{r.label}: {fmt_value(r, r.base)} → {fmt_value(r, r.new)} ({fmt_change(r)}, "
+            f"p={fmt_p(r.p_value)}) {r.status}" + (f"; {r.note}" if r.note else "")
+        )
+        totals[(name, "tests")] += 1
+        if r.status == REGRESSED:
+            fail = ET.SubElement(case, "failure", message=summary, type="regression")
+            fail.text = f"{r.method}\n{thresholds_line(c)}"
+            totals[(name, "failures")] += 1
+        elif r.status == NOT_COMPARABLE:
+            ET.SubElement(case, "skipped", message=summary)
+            totals[(name, "skipped")] += 1
+        else:
+            ET.SubElement(case, "system-out").text = summary
+    for name, suite in suites.items():
+        for k in ("tests", "failures", "skipped"):
+            suite.set(k, str(totals[(name, k)]))
+        suite.set("errors", "0")
+    root.set("tests", str(len(c.rows)))
+    root.set("failures", str(len(c.regressions)))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def to_dict(c: Comparison) -> dict[str, Any]:
+    """The `--json` document (schema COMPARE_JSON_SCHEMA)."""
+    doc = {
+        "schema": COMPARE_JSON_SCHEMA,
+        "base": c.base_label,
+        "new": c.new_label,
+        "mode": c.mode,
+        "exit_code": c.exit_code,
+        "regressions": len(c.regressions),
+        "counts": c.counts(),
+        "thresholds": c.thresholds.model_dump(),
+        "rows": [asdict(r) for r in c.rows],
+        "environment_differences": [asdict(d) for d in c.env_differences],
+        "forced_differences": [asdict(d) for d in c.forced_differences],
+        "only_in_base": [{"workload": w, "temperature": t} for w, t in c.only_in_base],
+        "only_in_new": [{"workload": w, "temperature": t} for w, t in c.only_in_new],
+        "notes": c.notes,
+    }
+    cleaned: dict[str, Any] = _clean(doc)
+    return cleaned

@@ -1,0 +1,170 @@
+"""γ policies, the n-gram drafter and trace replay: hand-computed cases, then the tiny pair."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specbench.analysis.simulate import Timing, replay, replay_prompt
+from specbench.config import PolicySpec
+from specbench.engine.drafters import NgramDrafter, Proposal
+from specbench.engine.generate import Rounds, baseline_generate, speculative_generate
+from specbench.engine.lm import CachedLM
+from specbench.engine.policies import Policy
+from specbench.errors import SpecbenchError
+from specbench.sampling import SamplingParams
+from specbench.timing import Clock
+
+CLOCK = Clock(torch.device("cpu"))
+
+
+def test_heuristic_policy_hand_sequence() -> None:
+    pol = Policy(PolicySpec(name="heuristic", gamma=4, max_gamma=8))
+    g = pol.initial_gamma()
+    acc, dra, seen = [], [], []
+    for a in (4, 6, 2, 0, 0, 0, 0):  # all, all(capped 8), partial, then misses
+        d = g
+        acc.append(min(a, d))
+        dra.append(d)
+        g = pol.update(g, acc, dra)
+        seen.append(g)
+    assert seen == [6, 8, 7, 6, 5, 4, 3]
+
+
+def test_adaptive_policy_window_thresholds() -> None:
+    pol = Policy(
+        PolicySpec(name="adaptive", gamma=4, window=2, high=0.85, low=0.6, min_gamma=2, max_gamma=8)
+    )
+    assert pol.update(4, [4], [4]) == 5  # rate 1.0 > 0.85
+    assert pol.update(5, [4, 2], [4, 5]) == 5  # window rate 6/9 = 0.67 is in band: unchanged
+    assert pol.update(4, [2, 1], [5, 4]) == 3  # 3/9 < 0.6 → down
+    assert pol.update(2, [0], [2]) == 2  # never below min_gamma
+
+
+def test_adaptive_in_band_keeps_gamma() -> None:
+    pol = Policy(PolicySpec(name="adaptive", gamma=4, window=20))
+    assert pol.update(4, [3], [4]) == 4  # 0.75 is inside [0.6, 0.85]
+
+
+def test_temperature_and_confidence_policies() -> None:
+    spec = PolicySpec(name="temperature", gamma=4)
+    assert Policy(spec, 1.0).initial_gamma() == 2
+    assert Policy(spec, 0.0).initial_gamma() == 6
+    assert Policy(spec, 0.5).initial_gamma() == 4
+    conf = Policy(PolicySpec(name="confidence", threshold=0.3, max_gamma=6))
+    assert conf.initial_gamma() == 6 and conf.min_confidence == 0.3 and conf.max_gamma == 6
+
+
+def test_policy_controller_replays_rounds() -> None:
+    pol = Policy(PolicySpec(name="heuristic", gamma=2, max_gamma=8))
+    ctl = pol.controller()
+    r = Rounds()
+    assert ctl(r) == 2
+    r.gamma.append(2), r.accepted.append(2), r.drafted.append(2)
+    assert ctl(r) == 4
+    r.gamma.append(4), r.accepted.append(1), r.drafted.append(4)
+    assert ctl(r) == 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({"name": "greedy"}, "unknown policy"),
+        ({"name": "confidence", "threshold": 1.0}, "threshold"),
+    ],
+)
+def test_policy_spec_validation(bad: dict, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        PolicySpec(**bad)
+
+
+def test_ngram_lookup_proposes_the_continuation_of_the_latest_match() -> None:
+    d = NgramDrafter(1, 3, CLOCK)
+    #        0  1  2  3  4  5  6  7  8  9
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 1, 2]
+    d.start(prompt, 5)  # ... 1 2 5: suffix "2 5" unseen, "5" last seen at 5 → propose 6 7 1
+    p = d.propose(3)
+    assert p.tokens == [6, 7, 1] and p.q_draft is None
+    d.commit(p, 2, 3)  # accepted 6 7, then 3
+    assert d.seq[-3:] == [6, 7, 3]
+    assert d.propose(4).tokens == []  # "3" never seen before, nor "7 3", "6 7 3"
+    d.commit(Proposal([], None, []), 0, 8)
+    assert d.propose(2).tokens == [9, 5]  # "3 8"? no; "8" at 3 → 9 5
+
+
+@torch.inference_mode()
+def test_ngram_drafting_is_lossless_under_greedy(tiny_pair) -> None:  # type: ignore[no-untyped-def]
+    tok = tiny_pair.target.tokenizer
+    lm = CachedLM(tiny_pair.target.model, tiny_pair.vocab.real_vocab_size)
+    greedy = SamplingParams()
+    prompt = tok("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\ng = 7\nh =")["input_ids"]
+    base = baseline_generate(lm, prompt, greedy, 30, CLOCK)
+    for gamma in (1, 4):
+        spec = speculative_generate(
+            lm, NgramDrafter(1, 3, CLOCK), prompt, lambda r, g=gamma: g, greedy, 30, CLOCK
+        )
+        assert spec.output_ids == base.output_ids
+        assert spec.rounds is not None and sum(spec.rounds.accepted) > 0
+
+
+@torch.inference_mode()
+def test_policy_run_uses_the_policy_gammas(tiny_pair) -> None:  # type: ignore[no-untyped-def]
+    from specbench.engine.drafters import ModelDrafter
+
+    tok = tiny_pair.target.tokenizer
+    v = tiny_pair.vocab.real_vocab_size
+    t_lm, d_lm = CachedLM(tiny_pair.target.model, v), CachedLM(tiny_pair.draft.model, v)
+    pol = Policy(PolicySpec(name="heuristic", gamma=3, max_gamma=8))
+    greedy = SamplingParams()
+    spec = speculative_generate(
+        t_lm, ModelDrafter(d_lm, greedy, CLOCK), tok("def main(argv):\n    ")["input_ids"],
+        pol.controller(), greedy, 40, CLOCK,
+    )  # fmt: skip
+    r = spec.rounds
+    assert r is not None
+    expected = [3]
+    for n in range(1, len(r.accepted)):
+        expected.append(pol.update(expected[-1], r.accepted[:n], r.drafted[:n]))
+    # the loop caps γ by the tokens still allowed (a round emits ≤ γ + 1); otherwise it follows
+    # the policy exactly
+    capped = []
+    for j, e in enumerate(expected):
+        remaining = 40 - (1 + sum(r.emitted[:j]))
+        capped.append(max(1, min(e, remaining - 1)))
+    assert r.gamma == capped
+    assert len(set(r.gamma)) > 1  # the policy actually moved γ
+
+
+def _trace_rounds() -> dict:
+    return {
+        "accepted": [4, 0, 2, 4],
+        "drafted": [4, 4, 4, 4],
+        "draft_top_prob": [
+            [0.9, 0.9, 0.2, 0.9],
+            [0.9, 0.1, 0.9, 0.9],
+            [0.5, 0.5, 0.5, 0.5],
+            [0.9] * 4,
+        ],
+    }
+
+
+def test_replay_fixed_and_confidence_by_hand() -> None:
+    timing = Timing(t_ar_ms=10.0, t_draft_ms=1.0, t0_ms=10.0, t1_ms=0.5)
+    fixed2 = Policy(PolicySpec(name="fixed", gamma=2))
+    tokens, rounds, time_ms, gammas = replay_prompt(fixed2, _trace_rounds(), timing)
+    # accepted min(A, 2) = 2, 0, 2, 2 → tokens 3 + 1 + 3 + 3
+    assert (tokens, rounds, gammas) == (10, 4, [2, 2, 2, 2])
+    assert time_ms == pytest.approx(4 * (2 * 1.0 + 10.0 + 0.5 * 2))
+    conf = Policy(PolicySpec(name="confidence", threshold=0.3, max_gamma=4))
+    tokens, rounds, time_ms, gammas = replay_prompt(conf, _trace_rounds(), timing)
+    # keeps 2, 1, 4, 4 positions; accepted 2, 0, 2, 4 → tokens 3 + 1 + 3 + 5
+    assert gammas == [2, 1, 4, 4] and tokens == 12
+    # early stops spend one more draft forward: 3 + 2 + 4 + 4 forwards
+    assert time_ms == pytest.approx((3 + 2 + 4 + 4) * 1.0 + 4 * 10.0 + 0.5 * (2 + 1 + 4 + 4))
+
+
+def test_replay_refuses_a_policy_beyond_the_trace() -> None:
+    rec = {"rounds": _trace_rounds() | {"draft_ms": [], "verify_ms": [], "overhead_ms": []}}
+    pol = Policy(PolicySpec(name="heuristic", gamma=2, max_gamma=8))
+    with pytest.raises(SpecbenchError, match="beyond the trace"):
+        replay(pol, [rec], Timing(10, 1, 10, 0.5), gamma_max=4)
