@@ -19,8 +19,9 @@ $(STAMP): $(PY) pyproject.toml
 
 install: $(STAMP)
 
+# The main job on the embedded tiny pair (CPU); leaves a full report in reports/tiny/.
 demo: $(STAMP)
-	$(VENV)/bin/specbench roi --alpha 0.6 --alpha 0.8 --t-target 80 --t-draft 7
+	$(VENV)/bin/specbench run configs/tiny.yaml --out reports/tiny --force
 
 test: $(STAMP)
 	$(PY) -m pytest -q
