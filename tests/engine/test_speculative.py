@@ -50,11 +50,11 @@ def test_greedy_output_identical_to_baseline_for_every_prompt_and_gamma(tiny_pai
     mismatches = []
     accepted_total = 0
     for ids in prompts:
-        base = baseline_generate(target, ids, GREEDY, 24, CLOCK, tiny_pair.eos_ids)
+        base = baseline_generate(target, ids, GREEDY, 16, CLOCK, tiny_pair.eos_ids)
         for gamma in range(1, 9):
             drafter = ModelDrafter(draft, GREEDY, CLOCK, eos_ids=tiny_pair.eos_ids)
             spec = speculative_generate(
-                target, drafter, ids, fixed_gamma(gamma), GREEDY, 24, CLOCK, tiny_pair.eos_ids
+                target, drafter, ids, fixed_gamma(gamma), GREEDY, 16, CLOCK, tiny_pair.eos_ids
             )
             if spec.output_ids != base.output_ids:
                 mismatches.append((ids[:5], gamma))
@@ -120,7 +120,7 @@ def test_caches_hold_exactly_the_accepted_sequence_after_every_round(
         target, drafter, ids, check_then_gamma, params, 40, CLOCK, stop=lambda out: remember(out),
         generator=gen,
     )  # fmt: skip
-    assert spec.rounds is not None and len(checked) == len(spec.rounds.accepted) - 1 >= 5
+    assert spec.rounds is not None and len(checked) == len(spec.rounds.accepted) >= 5
     assert any(a < d for a, d in zip(spec.rounds.accepted, spec.rounds.drafted, strict=True))
 
 
@@ -155,7 +155,8 @@ def _chi2_against(p: torch.Tensor, samples: list[int]) -> tuple[float, float]:
     obs = torch.cat([counts[big], counts[~big].sum().unsqueeze(0)])
     exp = torch.cat([expected[big], expected[~big].sum().unsqueeze(0)])
     keep = exp > 0
-    res = stats.chisquare(obs[keep].numpy(), exp[keep].numpy())
+    exp = exp[keep] / exp[keep].sum() * obs[keep].sum()  # float32 p need not sum to exactly 1
+    res = stats.chisquare(obs[keep].numpy(), exp.numpy())
     tv = 0.5 * float((counts / n - p.double()).abs().sum())
     return float(res.pvalue), tv
 
@@ -173,7 +174,7 @@ def test_sampled_tokens_follow_the_target_distribution(tiny_pair, top_p: float) 
     q_draft = process_logits(
         tiny_pair.draft.model(torch.tensor([context])).logits[0, -1, :v], params
     )
-    n = 3000
+    n = 2000
     samples = _first_token_samples(tiny_pair, context, params, n, gamma=3)
     p_value, tv = _chi2_against(p_target, samples)
     # Sampling error of the empirical TV over the support: E[TV] ≤ ½ Σ √(p(1−p)/n).
