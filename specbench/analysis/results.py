@@ -122,10 +122,19 @@ def analyse_group(
     residual_by_k = (
         {int(k): _f(float(resid[ks == k].mean())) for k in np.unique(ks)} if len(ks) else {}
     )
-    if len(draft_steps) > 1:
-        cv_draft = coefficient_of_variation(draft_steps)
-        if cv_draft > 1.0:
-            warnings.append(f"unstable timing: draft step time CV {cv_draft:.0%}")
+    per_prompt_draft = np.asarray(
+        [
+            np.mean([t for ts in r["rounds"]["draft_ms"] for t in ts])
+            for r in all_spec
+            if any(r["rounds"]["draft_ms"])
+        ]
+    )
+    cv_draft = coefficient_of_variation(per_prompt_draft)
+    if math.isfinite(cv_draft) and cv_draft > CV_WARN:
+        warnings.append(
+            f"unstable timing: the mean draft step varies {cv_draft:.0%} across prompts (CV); "
+            "close other work on the machine or raise repeats"
+        )
     out["timing"] = {
         "t_draft_ms": {
             "mean": _f(t_d),
@@ -437,6 +446,18 @@ def build_results(
             }
             for f in grp["failed"]
         )
+        if any("concurrency" in r for rs in [grp["baseline"], *grp["spec"].values()] for r in rs):
+            # vllm / openai backends: spec-decode counters instead of per-round data
+            from specbench.analysis.engine_results import analyse_engine_group, group_metrics
+
+            by_gamma = {g: recs for (_, _, g), recs in grp["spec"].items()}
+            metrics = group_metrics(records).get((workload, temp), [])
+            body = analyse_engine_group(
+                grp["baseline"], by_gamma, metrics, margin, n_boot, level, halfwidth
+            )
+            weight = weights.get(workload, 1.0)
+            entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
+            continue
         if not grp["baseline"]:
             continue
         primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
@@ -472,6 +493,8 @@ def build_results(
             "sampling": config.get("sampling"),
             "gammas": config.get("gammas"),
             "max_new_tokens": config.get("max_new_tokens"),
+            "backend": config.get("backend", "transformers"),
+            "concurrency": config.get("concurrency"),
             "margin": margin,
             "ci_level": level,
         },

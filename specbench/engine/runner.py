@@ -1,7 +1,8 @@
 """`specbench run`: measure a pair over workloads × temperatures × γ and append records.
 
-Order, per workload × temperature: warm-up (written to warmup.jsonl, reported apart), the
-baseline over every prompt, then the speculative runs over the γ grid. Each prompt's record is
+Order, per workload × temperature: warm-up (written to warmup.jsonl, reported apart), then
+prompt by prompt the baseline followed by the speculative runs over the γ grid (and any extra
+drafters and policies), so that each paired baseline/speculative comparison is made close in time. Each prompt's record is
 appended to records.jsonl the moment it exists; `resume=True` skips units already there, so a
 killed run loses at most the prompt in flight. The core never prints: progress goes through the
 `RunEvents` callbacks (the CLI draws rich progress bars with them).
@@ -381,7 +382,8 @@ class Unit:
 def plan_units(
     cfg: RunConfig, prompts: dict[str, list[Prompt]]
 ) -> list[tuple[str, float, list[Unit]]]:
-    """Per workload × temperature: warm-up units, then baseline units, then every setting."""
+    """Per workload × temperature: warm-up units, then for each prompt its baseline followed by
+    every speculative setting."""
     plan = []
     for wl in cfg.workloads:
         for temp in cfg.sampling.temperatures:
@@ -390,9 +392,11 @@ def plan_units(
             for p in prompts[wl.name][: cfg.warmup]:
                 for st in (settings[0], settings[1]):
                     units.append(Unit(st, st.key(wl.name, temp, p.id, 0), p, True))
-            for st in settings:
+            # Prompt-major: each prompt's baseline, then its speculative settings, back to back,
+            # so the paired per-prompt ratios compare runs made close in time (machines drift).
+            for rep in range(cfg.repeats):
                 for p in prompts[wl.name]:
-                    for rep in range(cfg.repeats):
+                    for st in settings:
                         units.append(Unit(st, st.key(wl.name, temp, p.id, rep), p))
             plan.append((wl.name, temp, units))
     return plan

@@ -50,7 +50,7 @@ def test_records_are_self_describing_and_complete(tmp_path: Path, session) -> No
     outcome = runner.run(cfg, tmp_path, session=session)
     recs = read_records(tmp_path / "records.jsonl")
     assert outcome.written == len(recs) == 3 * 3  # baseline + 2 γ, 3 prompts
-    assert [r["kind"] for r in recs[:3]] == ["baseline"] * 3
+    assert [r["kind"] for r in recs[:3]] == ["baseline", "spec", "spec"]  # prompt-major
     spec = [r for r in recs if r["kind"] == "spec"]
     for r in spec:
         assert r["schema"] == 1 and r["workload"] == "tiny_code" and r["temperature"] == 0.0
