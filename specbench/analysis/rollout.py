@@ -29,6 +29,7 @@ from specbench.errors import SpecbenchError
 BOOT_BLOCK = 200  # bootstrap replicates drawn at once
 ESTIMATOR = "exact_beta_teacher_forced"  # THEORY §2 (a), over every response position
 DRIFT_WARN = 0.05  # |α(last bin) − α(first bin)| worth a warning when its CI excludes 0
+DRIFT_MIN_REQUESTS = 5  # a position bin enters the drift only when this many requests reach it
 
 
 class Scored(Protocol):
@@ -70,7 +71,10 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def _replicates(stat: Any, n: int, n_boot: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    out = [stat(rng.integers(0, n, size=(min(BOOT_BLOCK, n_boot - b), n))) for b in range(0, n_boot, BOOT_BLOCK)]  # fmt: skip
+    out = [
+        stat(rng.integers(0, n, size=(min(BOOT_BLOCK, n_boot - b), n)))
+        for b in range(0, n_boot, BOOT_BLOCK)
+    ]
     return np.concatenate(out)
 
 
@@ -130,8 +134,9 @@ class SettingAcceptance:
     tokens: int
     requests: int
     profile: list[ProfileBin]
-    drift: Estimate | None  # α(last bin with data) − α(first bin); None with one bin
+    drift: Estimate | None  # α(drift_bins[1]) − α(drift_bins[0]); None with one such bin
     requests_needed: int | None  # for the target CI half-width; None when it is already met
+    drift_bins: tuple[ProfileBin, ProfileBin] | None = None  # first bin, last well-filled bin
 
 
 @dataclass(frozen=True)
@@ -160,20 +165,32 @@ def summarize_bucket(
         raise ValueError(f"bucket {bucket!r} has no scored requests")
     n_bins = len(edges) - 1
     # (R, bins) positions and (S, R, bins) β sums; a position beyond the last edge joins the last bin
-    bins = [np.clip(np.searchsorted(edges, r.positions, side="right") - 1, 0, n_bins - 1) for r in scored]  # fmt: skip
+    bins = [
+        np.clip(np.searchsorted(edges, r.positions, side="right") - 1, 0, n_bins - 1)
+        for r in scored
+    ]
     counts_all = np.stack([np.bincount(b, minlength=n_bins) for b in bins]).astype(float)
     agree = ratio_ci(
-        np.asarray([r.agree.sum() for r in scored], float), counts_all.sum(axis=1), n_boot, level, seed
-    )  # fmt: skip
+        np.asarray([r.agree.sum() for r in scored], float),
+        counts_all.sum(axis=1),
+        n_boot,
+        level,
+        seed,
+    )
     tokens = int(counts_all.sum())
     nll = float(sum(r.target_nll.sum() for r in scored) / tokens)
     settings = []
     for s, label in enumerate(labels):
         valid = [np.isfinite(r.beta[s]) for r in scored]
-        counts = np.stack([np.bincount(b[v], minlength=n_bins) for b, v in zip(bins, valid, strict=True)]).astype(float)  # fmt: skip
+        counts = np.stack(
+            [np.bincount(b[v], minlength=n_bins) for b, v in zip(bins, valid, strict=True)]
+        ).astype(float)
         sums = np.stack(
-            [np.bincount(b[v], weights=r.beta[s][v], minlength=n_bins) for b, v, r in zip(bins, valid, scored, strict=True)]
-        )  # fmt: skip
+            [
+                np.bincount(b[v], weights=r.beta[s][v], minlength=n_bins)
+                for b, v, r in zip(bins, valid, scored, strict=True)
+            ]
+        )
         keep = counts.sum(axis=1) > 0
         counts, sums = counts[keep], sums[keep]
         if not keep.any():
@@ -181,23 +198,43 @@ def summarize_bucket(
         alpha = ratio_ci(sums.sum(axis=1), counts.sum(axis=1), n_boot, level, seed)
         profile = [
             ProfileBin(
-                edges[j], edges[j + 1], ratio_ci(sums[:, j], counts[:, j], n_boot, level, seed),
-                int(counts[:, j].sum()), int((counts[:, j] > 0).sum()),
+                edges[j],
+                edges[j + 1],
+                ratio_ci(sums[:, j], counts[:, j], n_boot, level, seed),
+                int(counts[:, j].sum()),
+                int((counts[:, j] > 0).sum()),
             )
-            for j in range(n_bins) if counts[:, j].sum() > 0
-        ]  # fmt: skip
-        drift = None
-        filled = [j for j in range(n_bins) if counts[:, j].sum() > 0]
+            for j in range(n_bins)
+            if counts[:, j].sum() > 0
+        ]
+        # Drift: the first bin against the last one that a quarter of the requests (at least
+        # DRIFT_MIN_REQUESTS) reach, so a handful of very long answers cannot decide it.
+        drift, drift_bins = None, None
+        reached = (counts > 0).sum(axis=0)
+        enough = max(DRIFT_MIN_REQUESTS, math.ceil(keep.sum() / 4))
+        filled = [j for j in range(n_bins) if reached[j] >= enough]
         if len(filled) >= 2:
             f, last = filled[0], filled[-1]
-            drift = drift_ci(sums[:, f], counts[:, f], sums[:, last], counts[:, last], n_boot, level, seed)  # fmt: skip
+            drift = drift_ci(
+                sums[:, f], counts[:, f], sums[:, last], counts[:, last], n_boot, level, seed
+            )
+            by_start = {p.start: p for p in profile}
+            drift_bins = (by_start[edges[f]], by_start[edges[last]])
         need = prompts_needed(int(keep.sum()), alpha.halfwidth, target_halfwidth)
         settings.append(
             SettingAcceptance(
-                label, alpha, int(counts.sum()), int(keep.sum()), profile, drift,
-                need if math.isfinite(alpha.halfwidth) and alpha.halfwidth > target_halfwidth else None,
+                label,
+                alpha,
+                int(counts.sum()),
+                int(keep.sum()),
+                profile,
+                drift,
+                need
+                if math.isfinite(alpha.halfwidth) and alpha.halfwidth > target_halfwidth
+                else None,
+                drift_bins,
             )
-        )  # fmt: skip
+        )
     return BucketAcceptance(bucket, len(scored), tokens, agree, nll, settings)
 
 
@@ -241,11 +278,15 @@ def time_model_from_measurement(measured: dict[str, Any]) -> TimeModel:
     ts = np.asarray([measured["verify_ms"][int(k)] for k in ks], float)
     t0, t1, _ = linear_fit(ks, ts)
     return TimeModel(
-        float(measured["t_target_ms"]), float(measured["t_draft_ms"]), t0, max(t1, 0.0), "ms",
+        float(measured["t_target_ms"]),
+        float(measured["t_draft_ms"]),
+        t0,
+        max(t1, 0.0),
+        "ms",
         "measured",
         f"batch-1 forwards on {measured.get('device')}, context {measured.get('context_len')} "
         "tokens; harness overhead not included",
-    )  # fmt: skip
+    )
 
 
 def time_model_from_results(results: dict[str, Any], bucket: str | None, source: str) -> TimeModel:
@@ -274,9 +315,14 @@ def time_model_from_results(results: dict[str, Any], bucket: str | None, source:
     t_ar, t_d, t0, t1, o0, o1 = np.asarray(rows).mean(axis=0)
     which = f"workload {bucket}" if mine is not entries else f"mean of {len(rows)} entries"
     return TimeModel(
-        float(t_ar), float(t_d), float(t0 + o0), float(max(t1 + o1, 0.0)), "ms", "run",
+        float(t_ar),
+        float(t_d),
+        float(t0 + o0),
+        float(max(t1 + o1, 0.0)),
+        "ms",
+        "run",
         f"{source} ({which})",
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,12 +334,16 @@ def predicted_speedup(gamma: int, alpha: float, tm: TimeModel) -> float:
     if gamma == 0:
         return 1.0
     expected = roi.expected_tokens(gamma, alpha)
-    return tm.t_target_ms / roi.itl_ms(gamma, expected, tm.verify_base_ms, tm.t_draft_ms, tm.verify_slope_ms)  # fmt: skip
+    return tm.t_target_ms / roi.itl_ms(
+        gamma, expected, tm.verify_base_ms, tm.t_draft_ms, tm.verify_slope_ms
+    )
 
 
 def break_even_alpha(gamma: int, tm: TimeModel) -> float | None:
     """α at which speedup(γ) = 1: ā(γ, α) = round(γ) / T_ar; None when no α reaches it."""
-    needed = (gamma * tm.t_draft_ms + tm.verify_base_ms + tm.verify_slope_ms * gamma) / tm.t_target_ms  # fmt: skip
+    needed = (
+        gamma * tm.t_draft_ms + tm.verify_base_ms + tm.verify_slope_ms * gamma
+    ) / tm.t_target_ms
     if needed > gamma + 1:
         return None
     return 0.0 if needed <= 1.0 else roi.alpha_from_accepted(needed, gamma)
@@ -305,7 +355,9 @@ def _clip(a: float) -> float:
 
 def _map(alpha: Estimate, fn: Any) -> Estimate:
     """fn applied to the value and both ends (fn increasing in α)."""
-    ends = [fn(_clip(x)) if math.isfinite(x) else math.nan for x in (alpha.value, alpha.lo, alpha.hi)]  # fmt: skip
+    ends = [
+        fn(_clip(x)) if math.isfinite(x) else math.nan for x in (alpha.value, alpha.lo, alpha.hi)
+    ]
     return Estimate(*ends)
 
 
@@ -338,8 +390,12 @@ def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) 
     options = []
     for g in range(1, gamma_max + 1):
         speed = _map(alpha, lambda a, g=g: predicted_speedup(g, a, tm))
-        itl = Estimate(*(tm.t_target_ms / s if s > 0 else math.nan for s in (speed.value, speed.hi, speed.lo)))  # fmt: skip
-        options.append(GammaOption(g, _map(alpha, lambda a, g=g: roi.expected_tokens(g, a)), speed, itl))  # fmt: skip
+        itl = Estimate(
+            *(tm.t_target_ms / s if s > 0 else math.nan for s in (speed.value, speed.hi, speed.lo))
+        )
+        options.append(
+            GammaOption(g, _map(alpha, lambda a, g=g: roi.expected_tokens(g, a)), speed, itl)
+        )
     top = max(options, key=lambda o: o.speedup.value if math.isfinite(o.speedup.value) else -1.0)
     warnings = []
     if math.isfinite(alpha.value) and alpha.value < 0.4:
@@ -355,9 +411,17 @@ def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) 
             else "α is undefined (no scored positions)"
         )
         return RolloutPlan(
-            "off", 0, 0, Estimate(1.0, 1.0, 1.0), tm.t_target_ms, Estimate(tm.t_target_ms, tm.t_target_ms, tm.t_target_ms),  # fmt: skip
-            break_even_alpha(1, tm), reason, options, warnings,
-        )  # fmt: skip
+            "off",
+            0,
+            0,
+            Estimate(1.0, 1.0, 1.0),
+            tm.t_target_ms,
+            Estimate(tm.t_target_ms, tm.t_target_ms, tm.t_target_ms),
+            break_even_alpha(1, tm),
+            reason,
+            options,
+            warnings,
+        )
     if top.expected_tokens.value < 1.5:
         warnings.append(
             f"ā = {top.expected_tokens.value:.2f} tokens per round at γ={top.gamma} (< 1.5)"
@@ -376,9 +440,17 @@ def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) 
             "confidence interval"
         )
     return RolloutPlan(
-        verdict, gamma, top.gamma, top.speedup, tm.t_target_ms, top.itl_ms,
-        break_even_alpha(top.gamma, tm), reason, options, warnings,
-    )  # fmt: skip
+        verdict,
+        gamma,
+        top.gamma,
+        top.speedup,
+        tm.t_target_ms,
+        top.itl_ms,
+        break_even_alpha(top.gamma, tm),
+        reason,
+        options,
+        warnings,
+    )
 
 
 @dataclass(frozen=True)
@@ -409,11 +481,29 @@ def bucket_result(
                 f"{target_halfwidth:g} with {s.requests}; about {s.requests_needed} would reach it"
             )
         d = s.drift
-        if d is not None and math.isfinite(d.lo) and abs(d.value) > DRIFT_WARN and (d.lo > 0 or d.hi < 0):  # fmt: skip
-            first, last = s.profile[0], s.profile[-1]
+        if (
+            d is not None
+            and math.isfinite(d.lo)
+            and abs(d.value) > DRIFT_WARN
+            and (d.lo > 0 or d.hi < 0)
+        ):
+            assert s.drift_bins is not None
+            first, last = s.drift_bins
             notes.append(
                 f"{s.label}: acceptance drifts along the response: α {first.alpha.value:.3f} at "
                 f"positions {first.start}–{first.stop - 1} vs {last.alpha.value:.3f} at "
                 f"{last.start}–{last.stop - 1} (Δ {d.value:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}])"
             )
     return BucketResult(acceptance, plans, tm, notes)
+
+
+@dataclass
+class AcceptResult:
+    """What `specbench accept` measured and planned; `report/accept.py` renders it."""
+
+    meta: dict[str, Any]  # pair, data source, options (see report.accept.to_json)
+    labels: list[str]  # the sampling settings, in the order of every per-setting list
+    buckets: list[BucketResult]
+    overall: BucketResult  # every request as one bucket
+    warnings: list[str] = field(default_factory=list)
+    skipped_rows: list[dict[str, str]] = field(default_factory=list)

@@ -36,6 +36,12 @@ Overflow = Literal["window", "truncate"]
 ROW_BLOCK = 1024  # logits rows turned into probabilities at once (bounds memory for big vocabs)
 
 
+def default_batch_tokens(device: torch.device) -> int:
+    """Padded tokens per forward batch: small on CPU (cache-friendly, little padding), large on
+    accelerators (one big batch keeps them busy)."""
+    return 1024 if device.type == "cpu" else 16384
+
+
 @dataclass(frozen=True)
 class ScoredSequence:
     """One forward unit: `context_ids` then `response_ids`; every response token is scored.
@@ -170,9 +176,12 @@ def _forward_tail(
     length = ids.shape[1]
     if length <= chunk_tokens:
         out = model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=False,
             logits_to_keep=keep,
-        )  # fmt: skip
+        )
         return out.logits[:, :, :vocab_size]
     cache = DynamicCache(config=model.config)
     first_needed = length - keep
@@ -181,9 +190,13 @@ def _forward_tail(
         b = min(a + chunk_tokens, length)
         n_keep = b - max(a, first_needed)
         out = model(
-            input_ids=ids[:, a:b], attention_mask=mask[:, :b], position_ids=positions[:, a:b],
-            past_key_values=cache, use_cache=True, logits_to_keep=max(n_keep, 1),
-        )  # fmt: skip
+            input_ids=ids[:, a:b],
+            attention_mask=mask[:, :b],
+            position_ids=positions[:, a:b],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=max(n_keep, 1),
+        )
         if n_keep > 0:
             parts.append(out.logits[:, -n_keep:, :vocab_size])
     return torch.cat(parts, dim=1)
@@ -243,9 +256,10 @@ def score_batch(
     ).to(device)  # (B, keep, V)
     # Row keep − r − 1 + t predicts response token t (the last kept row predicts past the end).
     rows = [
-        (b, keep - len(u.response_ids) - 1 + t) for b, u in enumerate(units)
+        (b, keep - len(u.response_ids) - 1 + t)
+        for b, u in enumerate(units)
         for t in range(len(u.response_ids))
-    ]  # fmt: skip
+    ]
     bi = torch.tensor([b for b, _ in rows], device=device)
     ti = torch.tensor([t for _, t in rows], device=device)
     tokens = torch.tensor([tok for u in units for tok in u.response_ids], device=device)
@@ -322,9 +336,17 @@ def score_sequences(
             else None
         )
         scored = score_batch(
-            target, draft, units, settings, vocab_size, own, chunk_tokens, pad_id,
-            draft_logit_noise, noise_gen,
-        )  # fmt: skip
+            target,
+            draft,
+            units,
+            settings,
+            vocab_size,
+            own,
+            chunk_tokens,
+            pad_id,
+            draft_logit_noise,
+            noise_gen,
+        )
         for s in scored:
             parts.setdefault(s.request, []).append(s)
         if on_progress is not None:
@@ -351,8 +373,8 @@ def measure_forward_latency(
     vocab_size: int,
     context_len: int = 128,
     drafted: Sequence[int] = (1, 2, 4, 8),
-    reps: int = 20,
-    warmup: int = 3,
+    reps: int = 10,
+    warmup: int = 2,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Median forward latencies at batch 1 with a KV cache over a random context of

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -42,12 +43,14 @@ def _est(e: Estimate | None) -> dict[str, Any] | None:
     return None if e is None else {"value": _f(e.value), "ci95": [_f(e.lo), _f(e.hi)]}
 
 
-def _ci(e: Estimate | None, fmt: str = "{:.3f}") -> str:
+def _ci(e: Estimate | None, fmt: str = "{:.3f}", ends: str | None = None) -> str:
+    """ "value [lo, hi]"; `ends` formats the interval ends (default: like the value)."""
     if e is None or not math.isfinite(e.value):
         return "–"
     if not (math.isfinite(e.lo) and math.isfinite(e.hi)):
         return fmt.format(e.value)
-    return f"{fmt.format(e.value)} [{fmt.format(e.lo)}, {fmt.format(e.hi)}]"
+    end = ends or fmt
+    return f"{fmt.format(e.value)} [{end.format(e.lo)}, {end.format(e.hi)}]"
 
 
 def _unit(tm: TimeModel) -> str:
@@ -132,6 +135,9 @@ def bucket_to_dict(b: BucketResult) -> dict[str, Any]:
                     for p in s.profile
                 ],
                 "drift": _est(s.drift),
+                "drift_positions": (
+                    [[p.start, p.stop] for p in s.drift_bins] if s.drift_bins else None
+                ),
                 "plan": plan_to_dict(plan),
             }
             for s, plan in zip(acc.settings, b.plans, strict=True)
@@ -181,7 +187,9 @@ def to_json(result: AcceptResult) -> dict[str, Any]:
 # console
 
 
-def _summary_rows(result: AcceptResult) -> list[list[str]]:
+def _summary_rows(result: AcceptResult, greedy: bool = True) -> list[list[str]]:
+    """One row per bucket × setting (the overall bucket last); `greedy` adds the greedy
+    agreement column."""
     rows = []
     for b in [*result.buckets, result.overall]:
         acc = b.acceptance
@@ -193,11 +201,11 @@ def _summary_rows(result: AcceptResult) -> list[list[str]]:
                     s.label,
                     str(s.requests),
                     str(s.tokens),
-                    _ci(s.alpha),
-                    _ci(acc.greedy_agreement) if i == 0 else "",
+                    _ci(s.alpha, "{:.3f}", "{:.2f}"),
+                    *([_ci(acc.greedy_agreement) if i == 0 else ""] if greedy else []),
                     str(plan.best_gamma) if plan.best_gamma else "–",
-                    _ci(best.expected_tokens, "{:.2f}") if best else "–",
-                    _ci(plan.speedup, "{:.2f}×") if plan.best_gamma else "1×",
+                    f"{best.expected_tokens.value:.2f}" if best else "–",
+                    _ci(plan.speedup, "{:.2f}×", "{:.2f}") if plan.best_gamma else "1×",
                     plan.verdict.upper() + (f" γ={plan.gamma}" if plan.gamma else ""),
                 ]
             )
@@ -207,7 +215,7 @@ def _summary_rows(result: AcceptResult) -> list[list[str]]:
 SUMMARY_HEADER = [
     "bucket",
     "setting",
-    "requests",
+    "req",
     "tokens",
     "α [95% CI]",
     "greedy agreement",
@@ -243,25 +251,35 @@ def render_console(console: Console, result: AcceptResult) -> None:
         f"specbench accept: {m['target']} ← {m['draft']} on {m['source']}: {m['requests']} "
         f"requests, {m['positions']} response positions ({m['estimator']})"
     )
-    table = Table(title="α and rollout plan per bucket", title_justify="left")
+    table = Table(title="α and rollout plan per bucket", title_justify="left", box=box.SIMPLE_HEAD)
     for col in SUMMARY_HEADER:
-        table.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
-    for row in _summary_rows(result):
+        if col != "greedy agreement":
+            table.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
+    for row in _summary_rows(result, greedy=False):
         verdict = row[-1]
         row[-1] = (
             f"[green]{verdict}[/green]" if verdict.startswith("ON") else f"[red]{verdict}[/red]"
         )
         table.add_row(*row)
     console.print(table)
-    prof = Table(title="α by position in the response (tokens in brackets)", title_justify="left")
+    prof = Table(
+        title="α by position in the response (tokens in brackets)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
     for col in _profile_header(result):
         prof.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
     for row in _profile_rows(result):
         prof.add_row(*row)
     console.print(prof)
     for b in result.buckets:
-        for s, plan in zip(b.acceptance.settings, b.plans, strict=True):
-            console.print(f"{b.acceptance.bucket} {s.label}: {plan.verdict.upper()}: {plan.reason}")
+        acc = b.acceptance
+        console.print(
+            f"{acc.bucket}: greedy agreement {_ci(acc.greedy_agreement)}, target NLL "
+            f"{acc.target_nll:.3f} nats/token"
+        )
+        for s, plan in zip(acc.settings, b.plans, strict=True):
+            console.print(f"  {s.label}: {plan.verdict.upper()}: {plan.reason}")
     lines = {timing_line(b.time_model) for b in [*result.buckets, result.overall]}
     for line in sorted(lines):
         console.print(line)

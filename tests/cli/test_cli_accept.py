@@ -1,0 +1,402 @@
+"""`specbench accept` end to end on the tiny pair: the JSON document, the console plan, the
+report, every input format, timing sources, and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from specbench.cli import app
+
+runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
+SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "logged" / "tiny_traffic.jsonl"
+
+
+def _prompts(name: str) -> list[str]:
+    path = Path(__file__).resolve().parents[2] / "datasets" / f"{name}.jsonl"
+    return [json.loads(line)["prompt"] for line in path.read_text().splitlines()[:4]]
+
+
+@pytest.fixture(scope="module")
+def traffic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight logged requests in two buckets; any in-domain text serves as a logged response."""
+    code, prose = _prompts("tiny_code"), _prompts("tiny_prose")
+    rows = []
+    for i in range(4):
+        rows.append(
+            {
+                "id": f"c{i}",
+                "category": "code",
+                "prompt": code[i],
+                "response": code[(i + 1) % 4][:160],
+                "temperature": 0.7,
+            }
+        )
+        rows.append(
+            {
+                "id": f"p{i}",
+                "category": "prose",
+                "prompt": prose[i],
+                "response": prose[(i + 1) % 4][:160],
+                "temperature": 0.0,
+            }
+        )
+    path = tmp_path_factory.mktemp("traffic") / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cfg = {
+        "name": "acc",
+        "target": {"model": "tiny-target", "dtype": "float32", "device": "cpu"},
+        "draft": {"model": "tiny-draft", "dtype": "float32", "device": "cpu"},
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}}],
+        "sampling": {"temperatures": [0.0, 1.0]},
+        "decision": {"margin": 0.05, "bootstrap": 500},
+    }
+    path = tmp_path_factory.mktemp("cfg") / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, ["accept", *args])
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    res = invoke(*args, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def doc(config: Path, traffic: Path) -> dict[str, Any]:
+    return run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(traffic),
+        "--bucket-by",
+        "category",
+        "--t-target",
+        "10",
+        "--t-draft",
+        "1",
+    )
+
+
+def _setting(bucket: dict[str, Any], label: str) -> dict[str, Any]:
+    return next(s for s in bucket["settings"] if s["setting"] == label)
+
+
+def test_json_has_alpha_ci_profile_and_plan_per_bucket(doc: dict[str, Any]) -> None:
+    assert doc["kind"] == "accept" and doc["estimator"] == "exact_beta_teacher_forced"
+    assert [s["label"] for s in doc["settings"]] == ["T=0", "T=1", "logged"]
+    assert [b["bucket"] for b in doc["buckets"]] == ["code", "prose"]
+    assert doc["overall"]["requests"] == 8 == sum(b["requests"] for b in doc["buckets"])
+    assert doc["timing"]["source"] == "flags" and doc["timing"]["t_target_ms"] == 10
+    for b in doc["buckets"]:
+        assert b["requests"] == 4
+        # β at T=0 is the greedy-agreement indicator
+        assert _setting(b, "T=0")["alpha"]["value"] == pytest.approx(b["greedy_agreement"]["value"])
+        for s in b["settings"]:
+            a = s["alpha"]
+            assert 0 <= a["ci95"][0] <= a["value"] <= a["ci95"][1] <= 1
+            assert sum(p["tokens"] for p in s["profile"]) == s["tokens"] == b["tokens"]
+            plan = s["plan"]
+            assert len(plan["gammas"]) == 8
+            lo = plan["speedup"]["ci95"][0]
+            assert (plan["verdict"] == "on") == (
+                lo is not None and lo > 1.05 and plan["best_gamma"] > 0
+            )
+            assert (plan["gamma"] > 0) == (plan["verdict"] == "on")
+            row = plan["gammas"][max(plan["best_gamma"], 1) - 1]
+            if plan["best_gamma"]:
+                assert row["speedup"] == plan["speedup"]
+    # 'logged' is each request at its own temperature: code rows T=0.7, prose rows T=0 (greedy)
+    prose = doc["buckets"][1]
+    assert _setting(prose, "logged")["alpha"]["value"] == pytest.approx(
+        _setting(prose, "T=0")["alpha"]["value"]
+    )
+
+
+def test_console_prints_alpha_and_the_rollout_plan(
+    config: Path, traffic: Path, tmp_path: Path
+) -> None:
+    res = invoke(
+        "--config",
+        str(config),
+        "--data",
+        str(traffic),
+        "--bucket-by",
+        "category",
+        "--temperature",
+        "1",
+        "--no-logged-params",
+        "--report",
+        str(tmp_path / "rep"),
+    )
+    assert res.exit_code == 0, res.output
+    assert "α and rollout plan per bucket" in res.output and "α by position" in res.output
+    assert "code" in res.output and "prose" in res.output and "(all)" in res.output
+    assert "no timing given: assuming T_d / T_ar = 0.1" in res.output
+    for name in ("accept.json", "report.md", "report.html", "plots/accept_profile.png"):
+        assert (tmp_path / "rep" / name).stat().st_size > 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| code | T=1 |" in md and "## prose" in md
+    stored = json.loads((tmp_path / "rep" / "accept.json").read_text())
+    assert [s["label"] for s in stored["settings"]] == ["T=1"]
+
+
+def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -> None:
+    from specbench.commands.accept import FieldNames, parse_requests, read_logged_rows
+
+    df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_parquet(tmp_path / "t.parquet")
+    fields = FieldNames(bucket="category")
+
+    def parsed(path: Path) -> list[tuple[Any, ...]]:
+        reqs, skipped = parse_requests(read_logged_rows(str(path)), fields, 0, False)
+        assert not skipped
+        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in reqs]
+
+    want = parsed(traffic)
+    assert len(want) == 8 and want[0][4].temperature == 0.7  # type: ignore[union-attr]
+    assert parsed(tmp_path / "t.csv") == want
+    assert parsed(tmp_path / "t.parquet") == want
+
+
+def test_chat_messages_give_the_same_alpha_as_prompts(
+    config: Path, traffic: Path, doc: dict[str, Any], tmp_path: Path
+) -> None:
+    df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
+    # a final assistant message is the response when the row has no response column
+    msgs = [
+        [{"role": "user", "content": p}, {"role": "assistant", "content": r}]
+        for p, r in zip(df["prompt"], df["response"], strict=True)
+    ]
+    chat = df.assign(messages=msgs).drop(columns=["prompt", "response"])
+    chat.to_json(tmp_path / "chat.jsonl", orient="records", lines=True)
+    got = run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(tmp_path / "chat.jsonl"),
+        "--bucket-by",
+        "category",
+        "--chat-template",
+        "off",
+    )
+    for label in ("T=0", "T=1", "logged"):
+        want = _setting(doc["buckets"][0], label)["alpha"]["value"]
+        assert _setting(got["buckets"][0], label)["alpha"]["value"] == pytest.approx(want, abs=1e-6)
+
+
+def test_timing_from_a_run_results_file(config: Path, traffic: Path, tmp_path: Path) -> None:
+    timing = {
+        "t_draft_ms": {"mean": 2.0},
+        "verify_fit": {"t0_ms": 20.0, "t1_ms_per_token": 1.0},
+        "overhead_fit": {"o0_ms": 0.0, "o1_ms_per_token": 0.0},
+    }
+    results = {
+        "workloads": [
+            {"workload": "code", "temperature": 1.0, "baseline_step_ms": 20.0, "timing": timing}
+        ]
+    }
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    got = run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(traffic),
+        "--bucket-by",
+        "category",
+        "--timings",
+        str(tmp_path),
+        "--temperature",
+        "1",
+    )
+    code = got["buckets"][0]
+    assert code["timing"]["source"] == "run" and code["timing"]["verify_slope_ms"] == 1.0
+    alpha = code["settings"][0]["alpha"]["value"]
+    row = code["settings"][0]["plan"]["gammas"][1]  # γ = 2
+    expected = (1 - alpha**3) / (1 - alpha)
+    assert row["speedup"]["value"] == pytest.approx(
+        20.0 * expected / (2 * 2.0 + 20.0 + 2 * 1.0), rel=1e-4
+    )
+
+
+def test_measure_timing_and_long_responses_in_windows(config: Path, traffic: Path) -> None:
+    got = run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(traffic),
+        "--measure-timing",
+        "--timing-reps",
+        "2",
+        "--max-context",
+        "48",
+        "--temperature",
+        "1",
+    )
+    assert got["timing"]["source"] == "measured" and got["timing"]["t_target_ms"] > 0
+    assert got["measured_timing"]["verify_ms"]
+    assert any("scored in windows" in w for w in got["warnings"])
+    cut = run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(traffic),
+        "--max-context",
+        "48",
+        "--overflow",
+        "truncate",
+        "--temperature",
+        "1",
+    )
+    assert any("--overflow truncate" in w for w in cut["warnings"])
+    assert cut["overall"]["tokens"] < got["overall"]["tokens"]
+
+
+@pytest.mark.skipif(
+    not SHIPPED.is_file(), reason="datasets/logged/tiny_traffic.jsonl not generated"
+)
+def test_the_shipped_logged_traffic_file(config: Path) -> None:
+    got = run_json(
+        "--config",
+        str(config),
+        "--data",
+        str(SHIPPED),
+        "--bucket-by",
+        "workload",
+        "--max-requests",
+        "2",
+    )
+    assert {b["bucket"] for b in got["buckets"]} == {"tiny_code", "tiny_prose", "tiny_structured"}
+    assert all(b["requests"] == 2 for b in got["buckets"])
+    assert got["settings"][-1]["label"] == "logged"
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _write(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def _fails(res: Any, *needles: str) -> None:
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    line = res.stderr.strip()
+    assert line.startswith("error: ") and "\n" not in line, line
+    for n in needles:
+        assert n in line, line
+
+
+GOOD = {"prompt": "def f(x):\n    return", "response": " x + 1\n", "category": "code"}
+
+
+def test_missing_columns_are_one_line(config: Path, tmp_path: Path) -> None:
+    data = _write(tmp_path, [{"prompt": "a", "answer": "b"}])
+    _fails(
+        invoke("--config", str(config), "--data", data),
+        "no column 'response'",
+        "--response-field",
+        "answer",
+    )
+    data = _write(tmp_path, [GOOD])
+    _fails(
+        invoke("--config", str(config), "--data", data, "--bucket-by", "team"), "no column 'team'"
+    )
+    _fails(
+        invoke("--config", str(config), "--data", data, "--prompt-field", "question"),
+        "no column 'question'",
+    )
+
+
+def test_a_malformed_row_names_its_line_and_is_skipped_only_on_request(
+    config: Path, tmp_path: Path
+) -> None:
+    data = _write(
+        tmp_path, [GOOD, {**GOOD, "response": "  "}, {**GOOD, "temperature": "hot"}, GOOD]
+    )
+    _fails(
+        invoke("--config", str(config), "--data", data),
+        "line 2",
+        "response",
+        "empty",
+        "--skip-bad-rows",
+    )
+    got = run_json("--config", str(config), "--data", data, "--skip-bad-rows")
+    assert [r["row"] for r in got["data"]["skipped_rows"]] == ["line 2", "line 3"]
+    assert got["overall"]["requests"] == 2
+
+
+def test_unknown_bucket_and_empty_data(config: Path, tmp_path: Path) -> None:
+    data = _write(tmp_path, [GOOD])
+    _fails(
+        invoke(
+            "--config", str(config), "--data", data, "--bucket-by", "category", "--buckets", "chat"
+        ),
+        "bucket 'chat' has no rows",
+        "code",
+    )
+    data = _write(tmp_path, [{**GOOD, "response": ""}])
+    _fails(invoke("--config", str(config), "--data", data, "--skip-bad-rows"), "no usable rows")
+    _fails(invoke("--config", str(config), "--data", str(tmp_path / "nope.jsonl")), "not found")
+    _fails(invoke("--data", data), "--config", "--target")
+    _fails(invoke("--config", str(config), "--data", data, "--t-target", "5"), "--t-draft")
+
+
+@pytest.fixture(scope="module")
+def foreign_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama with its own 300-token tokenizer: not a valid draft for the tiny target."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(
+        ["def f(x): return x + 1"] * 20,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<eos>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    out = tmp_path_factory.mktemp("foreign") / "m"
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+    cfg = LlamaConfig(
+        vocab_size=len(hf),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    hf.save_pretrained(out)
+    return out
+
+
+def test_an_incompatible_pair_is_one_line(
+    config: Path, tmp_path: Path, foreign_model: Path
+) -> None:
+    data = _write(tmp_path, [GOOD])
+    _fails(
+        invoke("--config", str(config), "--draft", str(foreign_model), "--data", data),
+        "vocabularies differ",
+    )
