@@ -2,7 +2,9 @@
 
 The first γ draft tokens of a round and their accept decisions do not depend on what is drafted
 after them (THEORY §3), so a round recorded at γ_max with A accepted tokens would have accepted
-min(A, γ) at any γ ≤ γ_max. Replaying a policy over a prompt's recorded rounds gives its γ per
+min(A, γ) at any γ ≤ γ_max. Sampled traces are replayed round by round that way. Greedy traces
+are replayed position by position (`replay_greedy_prompt`): the output is the same at any γ, so
+the policy's own round boundaries are laid over the recorded match/mismatch of every position. Replaying a policy over a prompt's recorded rounds gives its γ per
 round and tokens per round; the run's fitted timing model turns them into ITL and speedup:
 
     round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ),   ITL = Σ time / Σ tokens
@@ -85,6 +87,65 @@ def replay_prompt(
     return tokens, len(gammas), time_ms, gammas
 
 
+def _position_trace(rounds: dict[str, Any]) -> tuple[list[int | None], list[float | None]]:
+    """Greedy traces, position by position: whether the draft's greedy token matched the target's
+    at each generated position, and the draft's top probability there.
+
+    Under greedy decoding the output does not depend on γ, and an accepted draft token equals the
+    target's, so the draft's context at every tested position is the true output: each round of a
+    γ_max trace reveals the match (1) or mismatch (0) at the positions it tested. Only the
+    positions of bonus tokens (after an all-accepted round) were never tested: None.
+    """
+    match: list[int | None] = []
+    conf: list[float | None] = []
+    for a, k, top in zip(
+        rounds["accepted"], rounds["drafted"], rounds["draft_top_prob"], strict=True
+    ):
+        match += [1] * a
+        conf += list(top[:a])
+        if a < k:
+            match.append(0)
+            conf.append(top[a])
+        else:
+            match.append(None)
+            conf.append(None)
+    return match, conf
+
+
+def replay_greedy_prompt(
+    policy: Policy, rounds: dict[str, Any], timing: Timing
+) -> tuple[int, int, float, list[int]]:
+    """Exact replay of a greedy trace (up to untested bonus positions, taken as matches): the
+    policy's rounds are laid over the same output sequence, whatever their boundaries."""
+    match, conf = _position_trace(rounds)
+    length = len(match)
+    accepted_sim: list[int] = []
+    drafted_sim: list[int] = []
+    tokens, t, time_ms = 0, 0, 0.0
+    gamma = policy.initial_gamma()
+    threshold = policy.min_confidence
+    while t < length:
+        g = max(1, min(gamma, length - t - 1))  # the loop never drafts past the token budget
+        forwards = g
+        if threshold > 0 and g > 1:
+            keep = 1
+            while keep < g and t + keep < length and (conf[t + keep] or 1.0) >= threshold:
+                keep += 1
+            forwards = keep + (1 if keep < g else 0)
+            g = keep
+        a = 0
+        while a < g and t + a < length and match[t + a] != 0:
+            a += 1
+        emitted = min(a + 1, length - t)
+        tokens += emitted
+        t += emitted
+        time_ms += timing.round_ms(g, forwards)
+        accepted_sim.append(a)
+        drafted_sim.append(g)
+        gamma = policy.update(gamma, accepted_sim, drafted_sim)
+    return tokens, len(drafted_sim), time_ms, drafted_sim
+
+
 def replay(
     policy: Policy,
     records: list[dict[str, Any]],
@@ -105,7 +166,9 @@ def replay(
             raise SpecbenchError(
                 "the run has no per-position round records; rerun it with this specbench"
             )
-        t, n, ms, gs = replay_prompt(policy, rec["rounds"], timing)
+        greedy = float(rec.get("temperature", 1.0)) == 0.0
+        replay_one = replay_greedy_prompt if greedy else replay_prompt
+        t, n, ms, gs = replay_one(policy, rec["rounds"], timing)
         prefill = sum(rec.get("draft_prefill_ms") or [0.0])
         toks.append(t)
         nrounds.append(n)

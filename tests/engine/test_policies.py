@@ -168,3 +168,25 @@ def test_replay_refuses_a_policy_beyond_the_trace() -> None:
     pol = Policy(PolicySpec(name="heuristic", gamma=2, max_gamma=8))
     with pytest.raises(SpecbenchError, match="beyond the trace"):
         replay(pol, [rec], Timing(10, 1, 10, 0.5), gamma_max=4)
+
+
+def test_greedy_position_replay_by_hand() -> None:
+    from specbench.analysis.simulate import _position_trace, replay_greedy_prompt
+
+    rounds = {
+        "accepted": [2, 4, 0],
+        "drafted": [4, 4, 4],
+        "draft_top_prob": [[0.9, 0.8, 0.2, 0.9], [0.9, 0.9, 0.9, 0.9], [0.3, 0.9, 0.9, 0.9]],
+    }
+    match, conf = _position_trace(rounds)
+    # round 1: 1 1 0 | round 2: 1 1 1 1 then an untested bonus | round 3: 0
+    assert match == [1, 1, 0, 1, 1, 1, 1, None, 0]
+    assert conf[:3] == [0.9, 0.8, 0.2] and conf[7] is None
+    timing = Timing(t_ar_ms=10.0, t_draft_ms=1.0, t0_ms=10.0, t1_ms=0.0)
+    # fixed γ = 2 over 9 positions: rounds accept 2 (emit 3: t=0..2), 2 (t=3..5), 2 (t=6,7; the
+    # bonus position counts as a match), then t=9 → stop. Positions: [0:3] [3:6] [6:9]
+    tokens, n, _, gammas = replay_greedy_prompt(
+        Policy(PolicySpec(name="fixed", gamma=2)), rounds, timing
+    )
+    assert (tokens, n) == (9, 3)
+    assert gammas == [2, 2, 2]
