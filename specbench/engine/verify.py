@@ -85,7 +85,9 @@ def goodness_of_fit(
     """χ² test of observed token counts (V,) against probabilities p (V,).
 
     Bins: every token with expected count n·p ≥ `min_expected`, plus one bin pooling the rest
-    (when its expected count is > 0). A sampled token with p = 0 makes the p-value 0.
+    (merged into the smallest regular bin when its own expected count is below `min_expected`).
+    One bin left means dof 0: p is (almost) deterministic there and nothing is tested. A sampled
+    token with p = 0 makes the p-value 0.
     """
     counts = np.asarray(counts, dtype=float)
     p = np.asarray(p, dtype=float)
@@ -100,10 +102,14 @@ def goodness_of_fit(
     big = expected >= min_expected
     obs = list(counts[big])
     exp = list(expected[big])
-    rest_exp = float(expected[~big].sum())
-    if rest_exp > 0:
-        obs.append(float(counts[~big].sum()))
+    rest_exp, rest_obs = float(expected[~big].sum()), float(counts[~big].sum())
+    if rest_exp >= min_expected or not obs:
+        obs.append(rest_obs)
         exp.append(rest_exp)
+    elif rest_exp > 0:  # a too-small pooled bin joins the smallest regular bin
+        j = int(np.argmin(exp))
+        obs[j] += rest_obs
+        exp[j] += rest_exp
     dof = len(obs) - 1
     if impossible:
         return FitTest(n, math.inf, max(dof, 1), 0.0, tv, tv_bound, impossible)
@@ -338,6 +344,36 @@ class SamplingCheck:
                     out.append(t.p_value)
         return out
 
+    def summary(self) -> dict[str, float | None]:
+        """Means over contexts: acceptance of y_1 (measured, expected, exact-rule β), the extra
+        acceptance over β, the measured TV of the first token and its bound, the closed-form drift."""
+
+        def mean(values: list[float | None]) -> float | None:
+            vals = [v for v in values if v is not None and math.isfinite(v)]
+            return float(np.mean(vals)) if vals else None
+
+        cs = self.contexts
+        betas = [c.beta for c in cs]
+        return {
+            "accept_rate": mean([c.accept_rate for c in cs]),
+            "accept_expected": mean([c.accept_expected for c in cs]),
+            "beta": mean(betas),
+            "extra_acceptance_measured": mean(
+                [c.accept_rate - c.beta if c.beta is not None else None for c in cs]
+            ),
+            "extra_acceptance_exact": mean(
+                [
+                    c.accept_expected - c.beta
+                    if c.beta is not None and c.accept_expected is not None
+                    else None
+                    for c in cs
+                ]
+            ),
+            "tv_measured": mean([c.first.tv for c in cs]),
+            "tv_bound": mean([c.first.tv_bound for c in cs]),
+            "drift_tv_exact": mean([c.drift_tv_exact for c in cs]),
+        }
+
 
 def _sample_round_heads(
     target: CachedLM,
@@ -522,8 +558,9 @@ def run_verify(
     rule = LossyRule(options.lossy_epsilon) if options.lossy_epsilon else None
     prompts_by_wl = load_prompts(cfg, base_dir)
     sess = session or load_session(cfg)
-    if sess.draft_lm is None:
-        raise SpecbenchError("verify needs a draft model (draft.method: model)")
+    real_draft = sess.draft_lms.get(cfg.draft.label)
+    if cfg.draft.method != "model" or real_draft is None:
+        raise SpecbenchError("verify checks a draft model: set draft.method to 'model'")
     clock, eos = sess.clock, sess.eos_ids
     # round-robin over workloads so the first contexts cover every workload
     queues = [
@@ -555,6 +592,11 @@ def run_verify(
         )
     if rule is not None:
         notes.append(f"{rule.label}; greedy decoding is unaffected (one-hot p and q)")
+    if cfg.extra_drafters:
+        notes.append(
+            f"only the primary draft ({cfg.draft.label}) is verified; the extra drafters share "
+            "the same acceptance code"
+        )
 
     greedy = None
     if any(t == 0.0 for t in temps):
@@ -562,7 +604,7 @@ def run_verify(
         say(f"greedy identity: {len(prompts)} prompts × γ {gammas}")
         greedy = greedy_check(
             sess.target_lm,
-            sess.draft_lm,
+            real_draft,
             make_drafter,
             prompts,
             gammas,
@@ -577,10 +619,10 @@ def run_verify(
     if hot:
         gamma = options.gamma or min(max(cfg.gammas), 4)
         target_lm: CachedLM = sess.target_lm
-        draft_lm: CachedLM = sess.draft_lm
+        draft_lm: CachedLM = real_draft
         if options.memoize:
             target_lm = MemoizedLM(sess.target_lm.model, sess.target_lm.vocab_size)
-            draft_lm = MemoizedLM(sess.draft_lm.model, sess.draft_lm.vocab_size)
+            draft_lm = MemoizedLM(real_draft.model, real_draft.vocab_size)
         with torch.inference_mode():
             contexts = pick_contexts(sess.target_lm, prompts, options.contexts, clock, eos)
         for temp in hot:

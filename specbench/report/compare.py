@@ -20,6 +20,7 @@ from rich.table import Table
 from specbench.analysis.compare import (
     IMPROVED,
     METRICS,
+    MISSING,
     NOT_COMPARABLE,
     NOT_SIGNIFICANT,
     REGRESSED,
@@ -100,14 +101,53 @@ def _unchanged_line(rows: list[Row]) -> str:
     return f"{len(rows)} rows unchanged (within the minimum effect): {detail}"
 
 
-def _shown(c: Comparison, show_unchanged: bool) -> tuple[list[Row], list[Row]]:
+def _blocked_lines(rows: list[Row]) -> list[str]:
+    """One line per reason for the timing rows that could not be compared, with the
+    workload × temperature groups (and row counts) it applies to."""
+    per: dict[str, Counter[str]] = {}
+    for r in rows:
+        per.setdefault(r.reason, Counter())[_group(r)] += 1
+    return [
+        f"{sum(c.values())} timing rows not comparable in "
+        f"{', '.join(f'{g} ({k})' for g, k in c.items())} — {why}"
+        for why, c in per.items()
+    ]
+
+
+def _collapsed(r: Row) -> bool:
+    """Rows folded into summary lines: unchanged ones, and timing rows blocked for a stated
+    reason (a verdict flip is always listed on its own line)."""
+    if r.status == UNCHANGED:
+        return True
+    flip = r.metric == "verdict" and "flip" in r.note
+    return r.status == NOT_COMPARABLE and bool(r.reason) and r.reason != MISSING and not flip
+
+
+def _shown(c: Comparison, show_all: bool) -> tuple[list[Row], list[Row], list[Row]]:
+    """(rows listed, unchanged rows folded, not-comparable rows folded)."""
+    if show_all:
+        return list(c.rows), [], []
+    shown = [r for r in c.rows if not _collapsed(r)]
     unchanged = [r for r in c.rows if r.status == UNCHANGED]
-    shown = [r for r in c.rows if show_unchanged or r.status != UNCHANGED]
-    return shown, unchanged
+    blocked = [r for r in c.rows if _collapsed(r) and r.status == NOT_COMPARABLE]
+    return shown, unchanged, blocked
+
+
+def _short_reason(reason: str) -> str:
+    """A listed row's not-comparable reason, shortened (the full text is in the notes)."""
+    if reason.startswith("the machine's speed changed"):
+        return "timing not comparable: the machine's speed drifted between the runs"
+    if reason.startswith("unstable timing"):
+        return "timing not comparable: unstable timing in a run"
+    return reason
+
+
+def _note(r: Row) -> str:
+    return "; ".join(x for x in (r.note, _short_reason(r.reason)) if x)
 
 
 def render_console(console: Console, c: Comparison, show_unchanged: bool = False) -> None:
-    shown, unchanged = _shown(c, show_unchanged)
+    shown, unchanged, blocked = _shown(c, show_unchanged)
     table = Table(title=f"specbench compare: {c.base_label} → {c.new_label}", title_justify="left")
     for col in ("workload", "T", "metric", "base", "new", "change", "p", "status", "note"):
         table.add_column(
@@ -124,11 +164,16 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
             fmt_change(r),
             fmt_p(r.p_value),
             f"[{style}]{r.status}[/{style}]",
-            r.note,
+            _note(r),
         )
-    console.print(table)
-    if unchanged and not show_unchanged:
+    if shown:
+        console.print(table)
+    else:
+        console.print(f"specbench compare: {c.base_label} → {c.new_label}")
+    if unchanged:
         console.print(_unchanged_line(unchanged))
+    for line in _blocked_lines(blocked):
+        console.print(f"[dim]{line}[/dim]")
     console.print(f"tests: {c.mode}; {thresholds_line(c)}")
     for d in c.forced_differences:
         console.print(f"[yellow]forced[/yellow] {d.field} differs: {d.base} vs {d.new}")
@@ -148,7 +193,7 @@ def _md_cell(text: str) -> str:
 
 def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
     """A PR comment: headline, the table of changed rows, one line for the unchanged ones."""
-    shown, unchanged = _shown(c, show_unchanged)
+    shown, unchanged, blocked = _shown(c, show_unchanged)
     mark = "❌" if c.regressions else "✅"
     lines = [
         f"## {mark} specbench compare: {headline(c)}",
@@ -172,12 +217,14 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
                 fmt_change(r),
                 fmt_p(r.p_value),
                 status,
-                r.note,
+                _note(r),
             ]
             lines.append("| " + " | ".join(_md_cell(x) for x in cells) + " |")
         lines.append("")
-    if unchanged and not show_unchanged:
+    if unchanged:
         lines += [_unchanged_line(unchanged), ""]
+    if blocked:
+        lines += [*[f"- {_md_cell(x)}" for x in _blocked_lines(blocked)], ""]
     extra = [f"forced: {d.field} differs ({d.base} vs {d.new})" for d in c.forced_differences]
     extra += [f"only in base: {k[0]} T={k[1]:g}" for k in c.only_in_base]
     extra += [f"only in new: {k[0]} T={k[1]:g}" for k in c.only_in_new]
@@ -186,8 +233,8 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
         lines += ["Notes:", *[f"- {_md_cell(x)}" for x in extra], ""]
     lines.append(
         f"Exit code {c.exit_code}: 0 no regression, 1 regression, 2 bad input "
-        "(a regression is significant AND beyond the minimum effect; a verdict flip ON → OFF "
-        "always counts)."
+        "(a regression is significant AND beyond the minimum effect; a verdict flip is always "
+        "listed, and ON → OFF counts when the speedup behind it regressed)."
     )
     return "\n".join(lines) + "\n"
 
@@ -212,7 +259,7 @@ def to_junit(c: Comparison) -> str:
         )
         summary = (
             f"{r.label}: {fmt_value(r, r.base)} → {fmt_value(r, r.new)} ({fmt_change(r)}, "
-            f"p={fmt_p(r.p_value)}) {r.status}" + (f"; {r.note}" if r.note else "")
+            f"p={fmt_p(r.p_value)}) {r.status}" + (f"; {_note(r)}" if _note(r) else "")
         )
         totals[(name, "tests")] += 1
         if r.status == REGRESSED:

@@ -1,0 +1,271 @@
+"""`specbench verify CONFIG`: the losslessness check for a pair and its sampling settings.
+
+    specbench verify configs/tiny.yaml                       # greedy identity + sampled χ² tests
+    specbench verify configs/tiny.yaml --temperature 1 --top-p 0.9 --contexts 8 --samples 2000
+    specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # LOSSY rule's cost
+    specbench verify configs/tiny.yaml --json
+
+Greedy (T = 0): speculative tokens vs target-only tokens for every prompt × γ, listing each prompt
+that differs and where. Sampling (T > 0): at real contexts, the first (and second) token a round
+emits, sampled many times through the speculative path, tested against the target's exact
+distribution (χ², TV with its sampling bound), Bonferroni over all tests. See engine/verify.py.
+
+Exit codes: 0 lossless (every check passes), 1 a check failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specbench.cli import app, user_errors
+from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
+    from specbench.engine.verify import VerifyReport
+
+
+def _num(x: float | None, fmt: str = "{:.3f}") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return fmt.format(x)
+
+
+def _p(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: non-finite floats become null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
+    """The verify report as one JSON document."""
+    doc = asdict(rep)
+    doc["passed"] = rep.passed
+    doc["exit_code"] = 0 if rep.passed else 1
+    doc["multiple_testing"] = {
+        "correction": "bonferroni",
+        "tests": rep.tests,
+        "family_significance": rep.significance,
+        "min_adjusted_p_value": rep.min_adjusted_p,
+        "passed": rep.sampling_passed,
+    }
+    if rep.greedy is not None:
+        g = rep.greedy
+        doc["greedy"].update(
+            identity_rate=g.identity_rate,
+            token_identity_rate=g.token_identity_rate,
+            near_tie_flips=g.near_tie_flips,
+            passed=g.passed,
+        )
+    for s_doc, s in zip(doc["sampling"], rep.sampling, strict=True):
+        s_doc["summary"] = s.summary()
+    cleaned: dict[str, Any] = _clean(doc)
+    return cleaned
+
+
+def render(console: Console, rep: VerifyReport) -> None:
+    """The console report: greedy identity, the per-context table, the overall verdict."""
+    console.print(
+        f"specbench verify: {rep.config_name} (target {rep.target}, draft {rep.draft}); "
+        f"acceptance rule: {'exact' if rep.lossless_rule else f'[bold red]{rep.rule}[/bold red]'}"
+    )
+    for note in rep.notes:
+        console.print(f"[yellow]note[/yellow] {note}")
+    g = rep.greedy
+    if g is not None:
+        status = "[green]PASS[/green]" if g.passed else "[red]FAIL[/red]"
+        console.print(
+            f"greedy (T=0, {g.dtype}): {g.prompts} prompts × γ {g.gammas}: "
+            f"{g.identical_runs}/{g.runs} runs identical ({100 * g.identity_rate:.1f} %), "
+            f"{100 * g.token_identity_rate:.2f} % of tokens before the first difference; "
+            f"{g.near_tie_flips} near-tie flip(s) (margin ≤ {g.near_tie_tolerance:g}) — {status}"
+        )
+        if g.mismatches:
+            t = Table(title="greedy: prompts whose speculative tokens differ", title_justify="left")
+            for col in ("workload", "prompt", "γ", "first diff at", "baseline", "spec", "margin"):
+                t.add_column(col, justify="left" if col in ("workload", "prompt") else "right")
+            t.add_column("kind")
+            for m in g.mismatches:
+                t.add_row(
+                    m.workload, m.prompt_id, str(m.gamma), str(m.position), str(m.baseline_token),
+                    str(m.speculative_token), _num(m.logit_margin, "{:.4f}"),
+                    "near-tie flip" if m.near_tie else "[red]mismatch[/red]",
+                )  # fmt: skip
+            console.print(t)
+    for s in rep.sampling:
+        t = Table(
+            title=(
+                f"sampling T={s.temperature:g} top_p={s.top_p:g} top_k={s.top_k}, γ={s.gamma}: "
+                f"{s.samples} rounds per context"
+            ),
+            title_justify="left",
+        )
+        cols = ["context", "tokens", "β", "p max", "acc y₁ (exp)", "χ² (dof)", "p", "TV [bound]"]
+        cols += ["2nd: given", "2nd: p"]
+        if not rep.lossless_rule:
+            cols.append("drift TV (exact)")
+        for col in cols:
+            t.add_column(col, justify="left" if col == "context" else "right")
+        for c in s.contexts:
+            row = [
+                c.label,
+                str(c.context_tokens),
+                _num(c.beta),
+                _num(c.p_max),
+                f"{c.accept_rate:.3f} ({_num(c.accept_expected)})",
+                f"{_num(c.first.chi2, '{:.1f}')} ({c.first.dof})",
+                _p(c.first.p_value) if c.first.dof else "degenerate",
+                f"{_num(c.first.tv)} [{_num(c.first.tv_bound)}]",
+                str(c.second_given) if c.second is not None else "–",
+                _p(c.second.p_value) if c.second is not None and c.second.dof else "–",
+            ]
+            if not rep.lossless_rule:
+                row.append(_num(c.drift_tv_exact, "{:.4f}"))
+            t.add_row(*row)
+        console.print(t)
+        if not rep.lossless_rule:
+            sm = s.summary()
+            console.print(
+                f"[bold red]LOSSY[/bold red] rule cost at T={s.temperature:g}: acceptance of y₁ "
+                f"{_num(sm['accept_rate'])} vs exact β {_num(sm['beta'])} (extra "
+                f"{_num(sm['extra_acceptance_measured'], '{:+.3f}')} measured, "
+                f"{_num(sm['extra_acceptance_exact'], '{:+.3f}')} closed form); drift from the "
+                f"target: TV {_num(sm['drift_tv_exact'], '{:.4f}')} (closed form, mean over "
+                f"contexts), measured TV {_num(sm['tv_measured'])} vs sampling bound "
+                f"{_num(sm['tv_bound'])}"
+            )
+    if rep.sampling:
+        status = "[green]PASS[/green]" if rep.sampling_passed else "[red]FAIL[/red]"
+        console.print(
+            f"sampling: {rep.tests} χ² tests, Bonferroni-adjusted smallest p = "
+            f"{_p(rep.min_adjusted_p)} vs family-wise significance {rep.significance:g} — {status}"
+        )
+    if rep.passed:
+        console.print("[green]verdict: LOSSLESS[/green] — no check detects a departure from p")
+    else:
+        console.print("[red]verdict: FAILED[/red] — the speculative output departs from the target")
+
+
+@app.command()
+def verify(
+    config: Annotated[
+        Path, typer.Argument(help="Run configuration (YAML), e.g. configs/tiny.yaml.")
+    ],
+    contexts: Annotated[
+        int, typer.Option("--contexts", help="Contexts for the sampled test (per temperature).")
+    ] = 8,
+    samples: Annotated[
+        int, typer.Option("--samples", help="Speculative rounds sampled per context.")
+    ] = 2000,
+    gamma: Annotated[
+        int | None,
+        typer.Option(
+            "--gamma",
+            help="γ to check (default: greedy at every γ of the config, sampling at min(γ_max, 4)).",
+        ),
+    ] = None,
+    temperature: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--temperature", help="Temperature (repeatable; 0 = greedy; default: config)."
+        ),
+    ] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass in (0, 1].")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Top-k (0 = off).")] = None,
+    max_prompts: Annotated[
+        int | None, typer.Option("--max-prompts", help="At most N prompts per workload.")
+    ] = None,
+    lossy_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--lossy-epsilon",
+            help="Use the LOSSY rule 'accept when p(y) ≥ q(y) − ε' and measure its drift.",
+        ),
+    ] = None,
+    significance: Annotated[
+        float,
+        typer.Option("--significance", help="Family-wise significance (Bonferroni)."),
+    ] = 0.001,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto.")] = None,
+    no_memo: Annotated[
+        bool, typer.Option("--no-memo", help="Run every forward (no memoized logits).")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+    ] = False,
+) -> None:
+    """Check that speculative decoding is lossless for the pair and its sampling settings.
+
+    Exit codes: 0 lossless (every check passes), 1 a check failed, 2 bad input.
+    """
+    from specbench.config import deep_merge, parse_config, read_yaml
+    from specbench.engine.verify import VerifyOptions, run_verify
+
+    with user_errors():
+        checks: list[tuple[bool, str]] = [
+            (contexts >= 1, f"--contexts must be >= 1, got {contexts}"),
+            (samples >= 50, f"--samples must be >= 50, got {samples}"),
+            (gamma is None or gamma >= 1, f"--gamma must be >= 1, got {gamma}"),
+            (top_p is None or 0 < top_p <= 1, f"--top-p must be in (0, 1], got {top_p}"),
+            (top_k is None or top_k >= 0, f"--top-k must be >= 0, got {top_k}"),
+            (
+                max_prompts is None or max_prompts >= 1,
+                f"--max-prompts must be >= 1, got {max_prompts}",
+            ),
+            (
+                lossy_epsilon is None or 0 < lossy_epsilon < 1,
+                f"--lossy-epsilon must be in (0, 1), got {lossy_epsilon}",
+            ),
+            (0 < significance < 1, f"--significance must be in (0, 1), got {significance}"),
+        ]
+        for t in temperature or []:
+            checks.append((t >= 0, f"--temperature must be >= 0 (0 = greedy), got {t:g}"))
+        for ok, message in checks:
+            if not ok:
+                raise SpecbenchError(message)
+        data = read_yaml(config)
+        over: dict[str, Any] = {}
+        if device is not None:
+            over = {"target": {"device": device}, "draft": {"device": device}}
+        cfg = parse_config(deep_merge(data, over), str(config))
+        options = VerifyOptions(
+            contexts=contexts,
+            samples=samples,
+            gamma=gamma,
+            temperatures=list(temperature) if temperature else None,
+            top_p=top_p,
+            top_k=top_k,
+            max_prompts=max_prompts,
+            lossy_epsilon=lossy_epsilon,
+            significance=significance,
+            seed=seed,
+            memoize=not no_memo,
+        )
+        err = Console(stderr=True)
+        if as_json:
+            rep = run_verify(cfg, options, config.parent)
+            typer.echo(json.dumps(report_to_dict(rep), indent=2))
+        else:
+            with err.status("verifying…") as status:
+                rep = run_verify(cfg, options, config.parent, progress=status.update)
+            render(Console(), rep)
+    raise typer.Exit(0 if rep.passed else 1)

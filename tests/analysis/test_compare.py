@@ -1,0 +1,455 @@
+"""`analysis.compare` on synthetic pairs of runs with known truth: planted regressions are flagged,
+runs from one distribution are not, comparability rules, and the rendered outputs parse back."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specbench.analysis.compare import (
+    IMPROVED,
+    METRICS,
+    NOT_COMPARABLE,
+    NOT_SIGNIFICANT,
+    REGRESSED,
+    UNCHANGED,
+    DiffTest,
+    Samples,
+    Side,
+    Summary,
+    Thresholds,
+    bootstrap_difference,
+    compare,
+    identity_differences,
+    judge,
+    normal_difference,
+    side_from_records,
+    side_from_results,
+)
+from specbench.analysis.results import build_results
+from specbench.report.compare import to_dict, to_junit, to_markdown
+
+from .synthetic import baseline_record
+
+ALPHAS = (0.8, 0.75, 0.7, 0.65)
+ENV = {
+    "device": "cpu",
+    "gpu": None,
+    "cpu": "Synthetic CPU",
+    "torch": "2.13",
+    "transformers": "5.19",
+}
+
+
+def config(target: str = "tiny-target", bootstrap: int = 300) -> dict[str, Any]:
+    return {
+        "name": "synthetic",
+        "target": {"model": target, "dtype": "float32"},
+        "draft": {"method": "model", "model": "tiny-draft", "dtype": "float32"},
+        "workloads": [{"name": "w", "weight": 1.0}],
+        "sampling": {"temperatures": [1.0], "top_p": 1.0, "top_k": 0},
+        "gammas": [4],
+        "max_new_tokens": 64,
+        "decision": {"margin": 0.05, "bootstrap": bootstrap},
+    }
+
+
+def spec_record(
+    rng: np.random.Generator,
+    prompt_id: str,
+    gamma: int,
+    alphas: tuple[float, ...],
+    n_rounds: int,
+    t_draft: float,
+    t0: float,
+    t1: float,
+    overhead: float,
+    concentration: float = 4.0,
+) -> dict[str, Any]:
+    """tests/analysis/synthetic.spec_record, vectorised: position i has β ~ Beta(mean alphas[i]),
+    accepted ~ Bernoulli(β); noise-free timing (draft step t_draft, verify t0 + t1·γ, overhead)."""
+    a = np.asarray(alphas[:gamma])
+    betas = rng.beta(a * concentration, (1 - a) * concentration, size=(n_rounds, gamma))
+    ok = rng.random((n_rounds, gamma)) < betas
+    accepted = np.where(ok.all(axis=1), gamma, ok.argmin(axis=1)).tolist()
+    emitted = [n + 1 for n in accepted]
+    new_tokens = 1 + sum(emitted)
+    verify = t0 + t1 * gamma
+    decode_ms = n_rounds * (gamma * t_draft + verify + overhead)
+    return {
+        "schema": 1,
+        "kind": "spec",
+        "unit_kind": "spec",
+        "workload": "w",
+        "temperature": 1.0,
+        "gamma": gamma,
+        "drafter": "model",
+        "policy": "fixed",
+        "prompt_id": prompt_id,
+        "repeat": 0,
+        "status": "ok",
+        "new_tokens": new_tokens,
+        "ttft_ms": [5.0],
+        "wall_ms": 5.0 + decode_ms,
+        "decode_ms": decode_ms,
+        "tokens_per_s": new_tokens / ((5.0 + decode_ms) / 1000),
+        "tpot_ms": decode_ms / (new_tokens - 1),
+        "peak_memory_mb": 100.0,
+        "rounds": {
+            "gamma": [gamma] * n_rounds,
+            "drafted": [gamma] * n_rounds,
+            "accepted": accepted,
+            "emitted": emitted,
+            "beta": betas.round(6).tolist(),
+            "draft_top_prob": [[0.5] * gamma] * n_rounds,
+            "draft_ms": [[t_draft] * gamma] * n_rounds,
+            "verify_ms": [verify] * n_rounds,
+            "overhead_ms": [overhead] * n_rounds,
+        },
+    }
+
+
+def make_records(
+    seed: int,
+    n_prompts: int = 40,
+    n_rounds: int = 40,
+    alpha_shift: float = 0.0,
+    overhead: float = 0.0,
+    gammas: tuple[int, ...] = (4,),
+    jitter: float = 0.03,
+) -> list[dict[str, Any]]:
+    """One synthetic run: per prompt a machine-speed factor (jitter), a baseline record at
+    T_ar = 20 ms and a speculative record per γ (T_d = 1 ms, verify 10 + 0.5·γ ms)."""
+    rng = np.random.default_rng(seed)
+    alphas = tuple(a + alpha_shift for a in ALPHAS)
+    out = []
+    for i in range(n_prompts):
+        f = 1.0 + jitter * rng.standard_normal()
+        base = baseline_record(f"p{i}", 20.0 * f)
+        base["tokens_per_s"] = 1000.0 / base["tpot_ms"]
+        out.append(base)
+        for g in gammas:
+            out.append(
+                spec_record(rng, f"p{i}", g, alphas, n_rounds, f, 10.0 * f, 0.5 * f, overhead)
+            )
+    return out
+
+
+def side(
+    records: list[dict[str, Any]],
+    label: str,
+    env: dict[str, Any] | None = None,
+    cfg: dict[str, Any] | None = None,
+    with_results: bool = True,
+) -> Side:
+    cfg = cfg or config()
+    env = env if env is not None else ENV
+    results = build_results(records, cfg, env) if with_results else None
+    return side_from_records(records, cfg, env, label, results)
+
+
+def row(c: Any, metric: str) -> Any:
+    (r,) = [r for r in c.rows if r.metric == metric]
+    return r
+
+
+# --------------------------------------------------------------------------------------------
+# pure statistics
+
+
+def test_samples_value_is_ratio_of_sums_and_identical_runs_are_unchanged() -> None:
+    s = Samples(("a", "b"), np.array([3.0, 1.0]), np.array([4.0, 4.0]))
+    assert s.value == pytest.approx(0.5)
+    t = bootstrap_difference(s, s, 500, 0.95, 0)
+    assert t.change == 0.0 and t.p_value == 1.0 and t.method.startswith("paired")
+    th = Thresholds()
+    assert judge(METRICS["alpha"], 0.5, t, th) == (UNCHANGED, 0.0)
+
+
+def test_bootstrap_difference_paired_and_two_sample() -> None:
+    keys = tuple(f"p{i}" for i in range(30))
+    rng = np.random.default_rng(3)
+    base_v = rng.normal(10.0, 2.0, 30)
+    base = Samples(keys, base_v, np.ones(30))
+    # the same prompts, each 1.0 higher: paired, the shift is certain despite prompt spread
+    shifted = Samples(keys[::-1], (base_v + 1.0)[::-1], np.ones(30))
+    t = bootstrap_difference(base, shifted, 1000, 0.95, 0)
+    assert t.method == "paired bootstrap over 30 prompts"
+    assert t.change == pytest.approx(1.0)
+    assert t.p_value == pytest.approx(1 / 1000) and t.ci == pytest.approx((1.0, 1.0))
+    other = Samples(tuple(f"q{i}" for i in range(25)), rng.normal(10.0, 2.0, 25), np.ones(25))
+    t2 = bootstrap_difference(base, other, 1000, 0.95, 0)
+    assert t2.method.startswith("two-sample bootstrap (30 vs 25")
+    assert t2.p_value is not None and t2.p_value > 0.05
+    few = Samples(("a",), np.array([1.0]), np.array([1.0]))
+    assert bootstrap_difference(few, few, 100, 0.95, 0).p_value is None
+
+
+def test_normal_difference_from_stored_cis_matches_hand_computation() -> None:
+    base, new = Summary(1.0, 0.9, 1.1), Summary(0.8, 0.7, 0.9)
+    t = normal_difference(base, new, ci_level=0.95, level=0.95)
+    se = math.hypot(0.1 / 1.959964, 0.1 / 1.959964)  # CI half-width 0.1 on each side
+    assert t.change == pytest.approx(-0.2)
+    assert t.p_value == pytest.approx(2 * stats.norm.sf(0.2 / se), rel=1e-4)
+    assert t.p_value == pytest.approx(0.005574, abs=2e-5)
+    assert normal_difference(base, Summary(0.8, None, None), 0.95, 0.95).p_value is None
+
+
+def test_judge_needs_significance_and_minimum_effect_in_the_bad_direction() -> None:
+    th = Thresholds()
+    alpha, latency, speed = METRICS["alpha"], METRICS["itl_ms"], METRICS["speedup"]
+    assert judge(alpha, 0.7, DiffTest(-0.05, 0.001, None, ""), th)[0] == REGRESSED
+    assert judge(alpha, 0.7, DiffTest(-0.05, 0.20, None, ""), th)[0] == NOT_SIGNIFICANT
+    assert judge(alpha, 0.7, DiffTest(-0.015, 0.001, None, ""), th)[0] == UNCHANGED  # < 0.02
+    assert judge(alpha, 0.7, DiffTest(+0.05, 0.001, None, ""), th)[0] == IMPROVED
+    assert judge(latency, 10.0, DiffTest(+0.6, 0.01, None, ""), th) == (
+        REGRESSED,
+        pytest.approx(0.06),
+    )
+    assert judge(latency, 10.0, DiffTest(-0.6, 0.01, None, ""), th)[0] == IMPROVED
+    assert judge(speed, 2.0, DiffTest(-0.09, 0.01, None, ""), th)[0] == UNCHANGED  # −4.5 % < 5 %
+    assert judge(speed, 2.0, DiffTest(-0.22, 0.01, None, ""), Thresholds(speedup_drop=0.1))[0] == (
+        REGRESSED
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# synthetic pairs of runs
+
+
+@pytest.fixture(scope="module")
+def base_records() -> list[dict[str, Any]]:
+    return make_records(seed=100)
+
+
+@pytest.fixture(scope="module")
+def planted(base_records: list[dict[str, Any]]) -> Any:
+    """α − 0.05 at every position and 0.3 ms more overhead per round: speedup about −10 %."""
+    new = make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
+    return compare(side(base_records, "base"), side(new, "new"), Thresholds())
+
+
+def test_planted_regression_is_flagged(planted: Any) -> None:
+    c = planted
+    alpha = row(c, "alpha")
+    assert alpha.status == REGRESSED
+    assert alpha.change == pytest.approx(-0.05, abs=0.015)
+    assert alpha.method == "paired bootstrap over 40 prompts" and alpha.p_value < 0.01
+    speed = row(c, "speedup@4")
+    assert speed.status == REGRESSED
+    assert speed.relative_change == pytest.approx(-0.10, abs=0.03)
+    assert row(c, "accepted_length@4").status == REGRESSED
+    assert row(c, "itl_ms@4").status == REGRESSED  # latency rose
+    assert row(c, "tokens_per_s@4").status == REGRESSED
+    # the baseline did not change: not a regression
+    assert row(c, "baseline_itl_ms").status in (UNCHANGED, NOT_SIGNIFICANT)
+    assert row(c, "verdict").status == UNCHANGED  # still ON
+    assert c.exit_code == 1
+
+
+def test_runs_from_one_distribution_are_not_flagged_in_95_percent_of_200() -> None:
+    th = Thresholds(bootstrap=1000)
+    # the test alone, no minimum effect: a two-sided 5 % test should fire about 5 % of the time
+    zero = Thresholds(
+        bootstrap=1000, alpha_drop=0, accepted_length_drop=0, speedup_drop=0, latency_rise=0,
+        throughput_drop=0,
+    )  # fmt: skip
+    flagged = []
+    significant: dict[str, int] = {}
+    for rep in range(200):
+        a = side(make_records(2 * rep), "a", with_results=False)
+        b = side(make_records(2 * rep + 1), "b", with_results=False)
+        c = compare(a, b, th)
+        assert len(c.rows) == 7  # α, τ, baseline ITL and tokens/s, ITL, tokens/s, speedup @γ=4
+        if c.exit_code:
+            flagged.append((rep, [r.metric for r in c.regressions]))
+        for r in compare(a, b, zero).rows:
+            significant[r.metric] = significant.get(r.metric, 0) + (
+                r.status in (REGRESSED, IMPROVED)
+            )
+    assert len(flagged) <= 10, flagged
+    # calibration of the paired bootstrap (percentile intervals are slightly optimistic at n = 40)
+    for metric, k in significant.items():
+        assert 3 <= k <= 20, (metric, k)
+
+
+def test_mismatched_models_or_sampling_are_identity_differences(
+    base_records: list[dict[str, Any]],
+) -> None:
+    a = side(base_records, "a", with_results=False)
+    other = config(target="another-target")
+    other["sampling"] = {"temperatures": [1.0], "top_p": 0.9, "top_k": 0}
+    b = side(base_records, "b", cfg=other, with_results=False)
+    diffs = {d.field: (d.base, d.new) for d in identity_differences(a, b)}
+    assert diffs == {"target model": ("tiny-target", "another-target"), "top_p": (1.0, 0.9)}
+    assert identity_differences(a, side(base_records, "c", with_results=False)) == []
+
+
+def test_different_hardware_makes_timing_not_comparable_but_compares_acceptance(
+    base_records: list[dict[str, Any]],
+) -> None:
+    new = make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
+    gpu_env = {**ENV, "device": "cuda:0", "gpu": "NVIDIA H200"}
+    c = compare(side(base_records, "base"), side(new, "new", env=gpu_env), Thresholds())
+    assert {d.field for d in c.env_differences} == {"device", "gpu"}
+    for r in c.rows:
+        if r.kind == "timing":
+            assert r.status == NOT_COMPARABLE and r.reason == "different hardware/software"
+        else:
+            assert r.status == REGRESSED, r  # α and τ still compared (and the drop is real)
+    assert c.exit_code == 1
+    assert any("timing rows are not comparable" in n for n in c.notes)
+
+
+def test_unstable_timing_blocks_timing_rows_unless_gated(
+    base_records: list[dict[str, Any]],
+) -> None:
+    results = build_results(base_records, config(), ENV)
+    shaky = copy.deepcopy(results)
+    shaky["workloads"][0]["warnings"] = ["unstable timing: draft step time CV 173%"]
+    slow = copy.deepcopy(results)
+    for g in slow["workloads"][0]["gammas"]:
+        if g["measured"]:
+            g["measured_speedup"] = {"value": 2.0, "ci95": [1.9, 2.1]}
+    base_speed = results["workloads"][0]["gammas"][3]["measured_speedup"]["value"]
+    assert base_speed > 2.4
+    c = compare(side_from_results(shaky, "a"), side_from_results(slow, "b"), Thresholds())
+    speed = row(c, "speedup@4")
+    assert speed.status == NOT_COMPARABLE
+    assert speed.reason == "unstable timing in base: draft step time CV 173%"
+    assert c.exit_code == 0
+    gated = compare(
+        side_from_results(shaky, "a"), side_from_results(slow, "b"), Thresholds(), None, True
+    )
+    assert row(gated, "speedup@4").status == REGRESSED and gated.exit_code == 1
+
+
+def test_results_json_only_uses_stored_cis_and_says_so(
+    base_records: list[dict[str, Any]],
+) -> None:
+    new = make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
+    base_res = build_results(base_records, config(), ENV)
+    new_res = build_results(new, config(), ENV)
+    c = compare(side_from_results(base_res, "a"), side_from_results(new_res, "b"), Thresholds())
+    assert c.mode == "stored CIs (normal approximation)"
+    assert any("normal approximation" in n for n in c.notes)
+    alpha = row(c, "alpha")
+    assert alpha.status == REGRESSED and alpha.method == "normal approximation from stored CIs"
+    assert row(c, "speedup@4").status == REGRESSED
+    # a run directory against a results.json: also the normal approximation
+    mixed = compare(side(base_records, "a"), side_from_results(new_res, "b"), Thresholds())
+    assert mixed.mode == c.mode and row(mixed, "alpha").status == REGRESSED
+
+
+def _turned_off(results: dict[str, Any]) -> dict[str, Any]:
+    off = copy.deepcopy(results)
+    off["workloads"][0]["recommendation"] = {"verdict": "off", "gamma": 0, "speedup": None}
+    return off
+
+
+def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regressed(
+    base_records: list[dict[str, Any]],
+) -> None:
+    results = build_results(base_records, config(), ENV)
+    assert results["workloads"][0]["recommendation"]["verdict"] == "on"
+    # a flip on noise: same speedup at the recommended γ in both runs → listed, not a regression
+    noise = compare(
+        side_from_results(results, "a"), side_from_results(_turned_off(results), "b"), Thresholds()
+    )
+    verdict = row(noise, "verdict")
+    assert (verdict.base, verdict.new) == ("ON γ=4", "OFF (best measured γ=4)")
+    assert verdict.status == NOT_SIGNIFICANT and "verdict flip ON → OFF" in verdict.note
+    assert "near its threshold" in verdict.note and noise.exit_code == 0
+    assert "| recommendation (optimal γ, verdict) |" in to_markdown(noise)  # never collapsed
+    rec = row(noise, "speedup_recommended")
+    assert rec.label == "speedup at recommended γ=4" and rec.status == UNCHANGED
+    # a flip behind which the speedup really dropped (α − 0.05, +0.3 ms a round): a regression
+    worse = build_results(make_records(seed=101, alpha_shift=-0.05, overhead=0.3), config(), ENV)
+    real = compare(
+        side_from_results(results, "a"), side_from_results(_turned_off(worse), "b"), Thresholds()
+    )
+    assert row(real, "speedup_recommended").status == REGRESSED
+    assert row(real, "verdict").status == REGRESSED and real.exit_code == 1
+    back = compare(
+        side_from_results(_turned_off(worse), "a"), side_from_results(results, "b"), Thresholds()
+    )
+    assert row(back, "verdict").status == IMPROVED
+
+
+def test_machine_drift_between_runs_of_the_same_code_blocks_timing(
+    base_records: list[dict[str, Any]],
+) -> None:
+    slow = copy.deepcopy(base_records)
+    for r in slow:  # the same code on a machine 20 % slower: every timing scales
+        r["tpot_ms"] *= 1.2
+    env = {**ENV, "specbench_git_commit": "abc123"}
+    c = compare(side(base_records, "a", env=env), side(slow, "b", env=env), Thresholds())
+    assert any("machine's speed changed between the runs" in n for n in c.notes)
+    assert {r.status for r in c.rows if r.kind == "timing"} == {NOT_COMPARABLE}
+    assert {r.status for r in c.rows if r.kind == "acceptance"} == {UNCHANGED}
+    assert c.exit_code == 0
+    # other code: the same shift may be a real regression of the decode path, so it gates
+    other = compare(
+        side(base_records, "a", env=env),
+        side(slow, "b", env={**env, "specbench_git_commit": "def456"}),
+        Thresholds(),
+    )
+    assert row(other, "baseline_itl_ms").status == REGRESSED and other.exit_code == 1
+
+
+# --------------------------------------------------------------------------------------------
+# outputs parse back
+
+
+def test_junit_is_well_formed_one_case_per_metric(planted: Any) -> None:
+    root = ET.fromstring(to_junit(planted))
+    assert root.tag == "testsuites"
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(planted.rows) == int(root.get("tests"))
+    failures = root.findall("./testsuite/testcase/failure")
+    assert len(failures) == len(planted.regressions) == int(root.get("failures"))
+    (suite,) = root.findall("testsuite")
+    assert suite.get("name") == "w T=1" and int(suite.get("failures")) == len(failures)
+    names = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert {"α (exact β)", "speedup @γ=4", "accepted length τ @γ=4"} <= names
+    alpha_fail = next(c for c in cases if c.get("name") == "α (exact β)").find("failure")
+    assert alpha_fail is not None and "regressed" in alpha_fail.get("message", "")
+
+
+def _markdown_table(text: str) -> list[list[str]]:
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    header, sep, *body = lines
+    assert set(sep.replace("|", "").replace("-", "").replace(":", "")) == set()
+    cells = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in [header, *body]]
+    assert all(len(c) == len(cells[0]) == 9 for c in cells)
+    return cells[1:]
+
+
+def test_markdown_is_a_pr_comment_and_parses_back(planted: Any) -> None:
+    md = to_markdown(planted)
+    assert md.startswith("## ❌ specbench compare: ")
+    rows = _markdown_table(md)
+    listed = [r for r in planted.rows if r.status != UNCHANGED]
+    assert len(rows) == len(listed)
+    by_metric = {r[2]: r for r in rows}
+    assert by_metric["α (exact β)"][7] == "**regressed**"
+    assert by_metric["speedup @γ=4"][5].endswith("%") and by_metric["speedup @γ=4"][5][0] == "-"
+    n_unchanged = sum(r.status == UNCHANGED for r in planted.rows)
+    if n_unchanged:
+        assert f"{n_unchanged} rows unchanged" in md
+    assert "Exit code 1" in md
+
+
+def test_json_document_is_strict_json(planted: Any) -> None:
+    doc = json.loads(json.dumps(to_dict(planted), allow_nan=False))
+    assert doc["exit_code"] == 1 and doc["regressions"] == len(planted.regressions)
+    assert len(doc["rows"]) == len(planted.rows)
+    assert doc["thresholds"]["alpha_drop"] == 0.02
+    assert {r["status"] for r in doc["rows"]} <= {REGRESSED, IMPROVED, UNCHANGED, NOT_SIGNIFICANT}

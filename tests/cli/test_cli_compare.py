@@ -1,0 +1,139 @@
+"""`specbench compare` end to end on synthetic run directories: exit codes 0/1/2, --force, the
+thresholds file, and the Markdown / JUnit / JSON outputs."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from specbench.cli import app
+
+from ..analysis.test_compare import ENV, config, make_records
+
+runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
+
+
+def write_run(
+    root: Path,
+    name: str,
+    records: list[dict[str, Any]],
+    cfg: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
+) -> Path:
+    run = root / name
+    run.mkdir()
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg or config()))
+    (run / "env.json").write_text(json.dumps(env or ENV))
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("compare")
+    return {
+        "base": write_run(root, "base", make_records(seed=100)),
+        "same": write_run(root, "same", make_records(seed=200)),
+        "worse": write_run(root, "worse", make_records(seed=101, alpha_shift=-0.05, overhead=0.3)),
+        "other_model": write_run(root, "other", make_records(seed=200), config("other-target")),
+        "other_gpu": write_run(
+            root, "gpu", make_records(seed=200), env={**ENV, "device": "cuda:0", "gpu": "H200"}
+        ),
+    }
+
+
+def invoke(*args: str | Path) -> Any:
+    return runner.invoke(app, ["compare", *map(str, args)])
+
+
+def test_exit_0_on_runs_from_one_distribution(runs: dict[str, Path]) -> None:
+    res = invoke(runs["base"], runs["same"])
+    assert res.exit_code == 0, res.output
+    assert "no regression" in res.output and "→ exit code 0" in res.output
+    assert "rows unchanged (within the minimum effect)" in res.output
+
+
+def test_exit_1_on_a_planted_regression_with_every_output(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    md, xml = tmp_path / "c.md", tmp_path / "c.xml"
+    res = invoke(runs["base"], runs["worse"], "--markdown", md, "--junit", xml)
+    assert res.exit_code == 1, res.output
+    assert "regressed" in res.output and "α (exact β)" in res.output
+    text = md.read_text()
+    assert text.startswith("## ❌ specbench compare:") and "| w | 1 | α (exact β) |" in text
+    root = ET.fromstring(xml.read_text())
+    assert int(root.get("failures")) >= 5
+    res_json = invoke(runs["base"], runs["worse"], "--json")
+    assert res_json.exit_code == 1
+    doc = json.loads(res_json.stdout)
+    assert doc["exit_code"] == 1 and doc["mode"] == "per-prompt records"
+    regressed = {r["metric"] for r in doc["rows"] if r["status"] == "regressed"}
+    assert {"alpha", "speedup@4", "accepted_length@4"} <= regressed
+
+
+def test_results_json_inputs_use_stored_cis(runs: dict[str, Path]) -> None:
+    # `specbench report` writes results.json; compare it against the run directory's records
+    assert runner.invoke(app, ["report", str(runs["worse"])]).exit_code == 0
+    res = invoke(runs["base"], runs["worse"] / "results.json", "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["mode"] == "stored CIs (normal approximation)"
+    assert any("normal approximation" in n for n in doc["notes"])
+
+
+def test_exit_2_on_mismatched_models_unless_forced(runs: dict[str, Path]) -> None:
+    res = invoke(runs["base"], runs["other_model"])
+    assert res.exit_code == 2
+    assert "not comparable (target model: tiny-target vs other-target)" in res.output
+    assert "--force" in res.output and "Traceback" not in res.output
+    forced = invoke(runs["base"], runs["other_model"], "--force", "--json")
+    assert forced.exit_code == 0, forced.output
+    doc = json.loads(forced.stdout)
+    assert doc["forced_differences"] == [
+        {"field": "target model", "base": "tiny-target", "new": "other-target"}
+    ]
+
+
+def test_different_hardware_compares_acceptance_only(runs: dict[str, Path]) -> None:
+    res = invoke(runs["base"], runs["other_gpu"], "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    for r in doc["rows"]:
+        expected = "not comparable" if r["kind"] == "timing" else "unchanged"
+        assert r["status"] == expected, r
+    assert {d["field"] for d in doc["environment_differences"]} == {"device", "gpu"}
+
+
+def test_thresholds_file_and_flags(runs: dict[str, Path], tmp_path: Path) -> None:
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text(
+        "alpha_drop: 0.2\naccepted_length_drop: 0.5\nspeedup_drop: 0.5\n"
+        "latency_rise: 0.5\nthroughput_drop: 0.5\n"
+    )
+    assert invoke(runs["base"], runs["worse"], "--thresholds", lenient).exit_code == 0
+    # a flag overrides the file
+    res = invoke(runs["base"], runs["worse"], "--thresholds", lenient, "--alpha-drop", "0.02")
+    assert res.exit_code == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("alpha_dorp: 0.1\n")
+    res = invoke(runs["base"], runs["worse"], "--thresholds", bad)
+    assert res.exit_code == 2 and "unknown key 'alpha_dorp'" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("missing-dir", "{base}"), "not found"),
+        (("{base}", "{base}", "--significance", "1.5"), "significance"),
+    ],
+)
+def test_exit_2_on_bad_input(runs: dict[str, Path], args: tuple[str, ...], message: str) -> None:
+    res = invoke(*[a.format(base=runs["base"]) for a in args])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output

@@ -1,0 +1,337 @@
+"""`specbench verify` on the shipped tiny pair: the exact sampler passes, a deliberately broken one
+fails, the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported;
+plus the pure statistics and the closed form of the first emitted token."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from scipy import stats
+from typer.testing import CliRunner
+
+import specbench.engine.verify as verify_mod
+from specbench.cli import app
+from specbench.config import DatasetSpec, WorkloadSpec
+from specbench.data import load_workload
+from specbench.engine.acceptance_rules import LossyRule, first_token_distribution, lossy_accept
+from specbench.engine.lm import CachedLM
+from specbench.engine.verify import (
+    Context,
+    MemoizedLM,
+    bonferroni,
+    check_context,
+    goodness_of_fit,
+    greedy_check,
+    model_drafter_factory,
+)
+from specbench.sampling import (
+    RoundDecision,
+    SamplingParams,
+    accept_draft,
+    exact_beta,
+    process_logits,
+    sample,
+)
+from specbench.timing import Clock
+
+CLOCK = Clock(torch.device("cpu"))
+HOT = SamplingParams(temperature=1.0)
+TARGET, DRAFT = "tiny-target", "tiny-draft"
+N_SAMPLES = 1000
+
+
+def broken_rule(
+    draft_tokens: torch.Tensor,
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    greedy: bool,
+    generator: torch.Generator | None = None,
+) -> RoundDecision:
+    """BROKEN on purpose: after a rejection it resamples from p instead of norm(max(0, p − q)),
+    so the first emitted token follows min(p, q) + (1 − β)·p, not p."""
+    assert q_draft is not None and not greedy
+    gamma = int(draft_tokens.shape[0])
+    idx = torch.arange(gamma)
+    u = torch.rand(gamma, generator=generator)
+    rejected = (u * q_draft[idx, draft_tokens] >= p_target[idx, draft_tokens]).tolist()
+    if True not in rejected:
+        return RoundDecision(gamma, int(sample(p_target[gamma], generator)))
+    n = rejected.index(True)
+    return RoundDecision(n, int(sample(p_target[n], generator)))
+
+
+# --------------------------------------------------------------------------------------------
+# pure statistics and the closed form
+
+
+def test_goodness_of_fit_hand_values() -> None:
+    p = np.array([0.5, 0.3, 0.2])
+    exact = goodness_of_fit(np.array([50, 30, 20]), p)
+    assert (exact.n, exact.chi2, exact.dof, exact.p_value, exact.tv) == (100, 0.0, 2, 1.0, 0.0)
+    off = goodness_of_fit(np.array([60, 20, 20]), p)
+    assert off.chi2 == pytest.approx(100 / 50 + 100 / 30)  # Σ (obs − exp)² / exp
+    assert off.p_value == pytest.approx(np.exp(-off.chi2 / 2))  # χ² with 2 dof
+    assert off.tv == pytest.approx(0.1)
+    assert off.tv_bound == pytest.approx(0.5 * sum(np.sqrt(p * (1 - p) / 100)))
+    # rare tokens pool into "other"; a too-small pool joins the smallest regular bin
+    pooled = goodness_of_fit(np.array([90, 5, 3, 2]), np.array([0.9, 0.05, 0.03, 0.02]))
+    assert pooled.dof == 2 and pooled.p_value == pytest.approx(1.0)
+    tiny = goodness_of_fit(np.array([99, 1, 0]), np.array([0.98, 0.01, 0.01]))
+    assert tiny.dof == 0 and tiny.p_value == 1.0  # near-deterministic: nothing to test
+    impossible = goodness_of_fit(np.array([99, 1]), np.array([1.0, 0.0]))
+    assert impossible.impossible == 1 and impossible.p_value == 0.0
+
+
+def test_bonferroni() -> None:
+    assert bonferroni([0.5, 0.0004, 0.2], 0.001) == (pytest.approx(0.0012), True)
+    assert bonferroni([0.5, 0.0002, 0.2], 0.001) == (pytest.approx(0.0006), False)
+    assert bonferroni([], 0.001) == (1.0, True)
+
+
+def test_first_token_closed_form_hand_values() -> None:
+    p = torch.tensor([0.5, 0.3, 0.2])
+    q = torch.tensor([0.2, 0.3, 0.5])
+    dist, accept = first_token_distribution(p, q)  # exact: P = p, acceptance β = 0.7
+    assert torch.allclose(dist.float(), p) and accept == pytest.approx(float(exact_beta(p, q)))
+    assert accept == pytest.approx(0.7)
+    # ε = 0.1: token 2 (q − p = 0.3 > ε) still takes the exact test, so nothing changes
+    dist, accept = first_token_distribution(p, q, 0.1)
+    assert torch.allclose(dist.float(), p) and accept == pytest.approx(0.7)
+    # ε = 0.3: every draft token is accepted outright, the first token follows q
+    dist, accept = first_token_distribution(p, q, 0.3)
+    assert torch.allclose(dist.float(), q) and accept == pytest.approx(1.0)
+    assert 0.5 * float((dist - p.double()).abs().sum()) == pytest.approx(0.3)
+
+
+def test_lossy_rule_samples_match_its_closed_form() -> None:
+    gen = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(6, generator=gen) * 2, dim=-1)
+    q = torch.softmax(torch.randn(6, generator=gen) * 2, dim=-1)
+    eps = 0.1
+    expected, accept = first_token_distribution(p, q, eps)
+    n = 8000
+    firsts, accepted = [], 0
+    p2 = torch.stack([p, p])  # (γ+1, V) at γ = 1
+    for _ in range(n):
+        y = sample(q, gen).reshape(1)
+        d = lossy_accept(y, p2, q.unsqueeze(0), False, eps, gen)
+        firsts.append(int(y) if d.n_accepted else d.next_token)
+        accepted += d.n_accepted
+    fit = goodness_of_fit(np.bincount(firsts, minlength=6), expected.numpy())
+    assert fit.p_value > 1e-3
+    assert accepted / n == pytest.approx(accept, abs=4 * np.sqrt(accept * (1 - accept) / n))
+    assert accept > float(exact_beta(p, q))  # it accepts more than the exact rule
+    # greedy: the relaxation changes nothing
+    one_hot = torch.eye(6)[[2, 4]]
+    d_exact = accept_draft(torch.tensor([3]), one_hot, None, True)
+    assert lossy_accept(torch.tensor([3]), one_hot, None, True, 0.5) == d_exact
+    with pytest.raises(ValueError):
+        LossyRule(1.5)
+
+
+# --------------------------------------------------------------------------------------------
+# on the tiny pair
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Any:
+    """One intra-op thread: on a busy CPU, two threads turn a 10 ms tiny forward into 600 ms."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _lms(pair: Any) -> tuple[CachedLM, CachedLM]:
+    v = pair.vocab.real_vocab_size
+    return MemoizedLM(pair.target.model, v), MemoizedLM(pair.draft.model, v)
+
+
+@pytest.fixture(scope="module")
+def context(tiny_pair: Any) -> Context:
+    """The prompt context (of 12 candidates) where the broken rule departs most from p."""
+    tok = tiny_pair.target.tokenizer
+    v = tiny_pair.vocab.real_vocab_size
+    cands = []
+    for name in ("tiny_code", "tiny_prose", "tiny_structured"):
+        for pr in load_workload(WorkloadSpec(name=name, dataset=DatasetSpec(name=name)), 0)[:4]:
+            ids = tok(pr.turns[0])["input_ids"]
+            with torch.inference_mode():
+                lt = tiny_pair.target.model(torch.tensor([ids])).logits[0, -1, :v]
+                ld = tiny_pair.draft.model(torch.tensor([ids])).logits[0, -1, :v]
+            p, q = process_logits(lt, HOT), process_logits(ld, HOT)
+            broken = torch.minimum(p, q) + (1 - exact_beta(p, q)) * p
+            cands.append((0.5 * float((broken - p).abs().sum()), Context(pr.id, name, ids)))
+    cands.sort(key=lambda c: -c[0])
+    assert cands[0][0] > 0.04, cands[:3]  # the test has power there
+    return cands[0][1]
+
+
+def _check(pair: Any, ctx: Context, rule: Any, seed: int = 0) -> Any:
+    target, draft = _lms(pair)
+    make = model_drafter_factory(CLOCK, pair.eos_ids)
+    # γ = 1: the second emitted token is then the bonus token, drawn from p(· | context, y₁)
+    return check_context(target, draft, make, ctx, HOT, 1, N_SAMPLES, CLOCK, seed, rule)
+
+
+@torch.inference_mode()
+def test_memoized_lm_returns_the_live_cache_logits(tiny_pair: Any) -> None:
+    v = tiny_pair.vocab.real_vocab_size
+    plain, memo = CachedLM(tiny_pair.target.model, v), MemoizedLM(tiny_pair.target.model, v)
+    ops: list[tuple[str, Any]] = [
+        ("feed", [5, 9, 12, 7]),
+        ("feed", [3, 4]),
+        ("rollback", 1),
+        ("feed", [8]),
+        ("reset", None),
+        ("feed", [5, 9, 12, 7]),
+        ("feed", [3, 4]),
+        ("rollback", 2),
+        ("feed", [11, 2, 6]),
+        ("rollback", 3),
+        ("feed", [3, 4]),
+    ]
+    for op, arg in ops:
+        for lm in (plain, memo):
+            out = getattr(lm, op)(*([arg] if arg is not None else []))
+            if op == "feed":
+                if lm is plain:
+                    ref = out
+                else:
+                    assert torch.allclose(out, ref, atol=1e-5)
+        assert memo.length == plain.length
+    assert memo.hits >= 2 and memo.misses >= 3
+
+
+def _p_values(c: Any) -> list[float]:
+    return [t.p_value for t in (c.first, c.second) if t is not None and t.dof]
+
+
+def test_exact_sampler_passes(tiny_pair: Any, context: Context) -> None:
+    c = _check(tiny_pair, context, None)
+    assert c.first.dof >= 5  # a real test: many bins at this context
+    assert bonferroni(_p_values(c), 0.001)[1], c
+    assert c.beta is not None and c.drift_tv_exact == pytest.approx(0.0, abs=1e-6)
+    se = np.sqrt(c.beta * (1 - c.beta) / N_SAMPLES)
+    assert abs(c.accept_rate - c.beta) < 4 * se + 1e-9  # y₁ accepted with probability β
+    assert c.first.tv < 2 * c.first.tv_bound + 0.01
+
+
+def test_broken_sampler_fails(tiny_pair: Any, context: Context) -> None:
+    c = _check(tiny_pair, context, broken_rule)
+    adjusted, passed = bonferroni(_p_values(c), 0.001)
+    assert not passed and adjusted < 1e-8, c
+
+
+def test_lossy_rule_drift_and_extra_acceptance_are_measured(
+    tiny_pair: Any, context: Context
+) -> None:
+    c = _check(tiny_pair, context, LossyRule(0.1))
+    assert c.beta is not None and c.accept_expected is not None and c.drift_tv_exact is not None
+    assert c.drift_tv_exact > 0.005  # closed form: the output is no longer p
+    assert c.accept_expected > c.beta + 0.005  # … and it accepts more
+    se = np.sqrt(c.accept_expected * (1 - c.accept_expected) / N_SAMPLES)
+    # the sampler does what the closed form says, and accepts measurably more than β
+    assert abs(c.accept_rate - c.accept_expected) <= 4 * se + 1e-9
+    assert c.accept_rate - c.beta > 4 * np.sqrt(c.beta * (1 - c.beta) / N_SAMPLES)
+
+
+@torch.inference_mode()
+def test_greedy_identity_and_a_reported_mismatch(
+    tiny_pair: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v = tiny_pair.vocab.real_vocab_size
+    target, draft = CachedLM(tiny_pair.target.model, v), CachedLM(tiny_pair.draft.model, v)
+    tok = tiny_pair.target.tokenizer
+    prompts = [
+        Context(f"p{i}", "w", tok(t)["input_ids"]) for i, t in enumerate(["def f(x):", "The"])
+    ]
+    make = model_drafter_factory(CLOCK, tiny_pair.eos_ids)
+    ok = greedy_check(target, draft, make, prompts, [1, 4], 16, CLOCK, tiny_pair.eos_ids)
+    assert (ok.runs, ok.identical_runs, ok.identity_rate, ok.passed) == (4, 4, 1.0, True)
+    assert ok.tokens_matching == ok.tokens_compared > 0
+
+    real = verify_mod.speculative_generate
+
+    def flipped(*args: Any, **kwargs: Any) -> Any:  # a speculative path that errs at position 3
+        gen = real(*args, **kwargs)
+        gen.output_ids[3] = (gen.output_ids[3] + 1) % v
+        return gen
+
+    monkeypatch.setattr(verify_mod, "speculative_generate", flipped)
+    bad = greedy_check(target, draft, make, prompts[:1], [2], 16, CLOCK, tiny_pair.eos_ids)
+    assert not bad.passed and bad.identity_rate == 0.0 and bad.tokens_matching == 3
+    (m,) = bad.mismatches
+    assert (m.prompt_id, m.gamma, m.position) == ("p0", 2, 3)
+    assert m.logit_margin > 0 and not m.near_tie  # fp32: the target clearly preferred its token
+
+
+# --------------------------------------------------------------------------------------------
+# the command
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("verify") / "v.yaml"
+    cfg = {
+        "name": "verify",
+        "target": {"model": TARGET, "dtype": "float32", "device": "cpu"},
+        "draft": {"model": DRAFT, "dtype": "float32", "device": "cpu"},
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 2}],
+        "sampling": {"temperatures": [0.0, 1.0]},
+        "gammas": [1, 3],
+        "max_new_tokens": 12,
+        "cpu_threads": 1,
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
+
+
+def test_cli_verify_passes_and_reports_json(tiny_config: Path) -> None:
+    args = ["--contexts", "2", "--samples", "200", "--gamma", "2", "--json"]
+    res = runner.invoke(app, ["verify", str(tiny_config), *args])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["passed"] is True and doc["rule"] == "exact" and doc["exit_code"] == 0
+    assert doc["greedy"]["identity_rate"] == 1.0 and doc["greedy"]["runs"] == 2
+    (s,) = doc["sampling"]
+    assert (s["temperature"], s["gamma"], s["samples"], len(s["contexts"])) == (1.0, 2, 200, 2)
+    assert doc["multiple_testing"]["correction"] == "bonferroni"
+
+
+def test_cli_verify_lossy_rule_is_labelled_and_costed(tiny_config: Path) -> None:
+    args = [
+        "--temperature",
+        "1",
+        "--contexts",
+        "1",
+        "--samples",
+        "200",
+        "--gamma",
+        "1",
+        "--lossy-epsilon",
+        "0.1",
+    ]
+    res = runner.invoke(app, ["verify", str(tiny_config), *args])
+    assert res.exit_code in (0, 1), res.output  # 1 when the drift is detectable at this size
+    assert "LOSSY" in res.output and "drift from the target" in res.output
+    bad = runner.invoke(app, ["verify", str(tiny_config), "--lossy-epsilon", "1.5"])
+    assert bad.exit_code == 2 and "--lossy-epsilon must be in (0, 1)" in bad.output
+
+
+def test_chi2_oracle_agrees_with_scipy() -> None:
+    counts = np.array([30, 25, 20, 15, 10])
+    p = np.array([0.3, 0.25, 0.2, 0.15, 0.1])
+    shifted = counts + np.array([8, -2, -2, -2, -2])
+    fit = goodness_of_fit(shifted, p)
+    ref = stats.chisquare(shifted, p * shifted.sum())
+    assert fit.chi2 == pytest.approx(ref.statistic) and fit.p_value == pytest.approx(ref.pvalue)
