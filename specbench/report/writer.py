@@ -105,6 +105,10 @@ def write_reports(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """Write results.json, summary.csv, report.md, report.html and plots/; return the results."""
     records, config, env, notes = load_run(run_dir)
     results = build_results(records, config, env)
+    if (config.get("conformance") or {}).get("reference_run"):  # engine runs
+        from specbench.analysis.conformance import check_against_reference
+
+        results["conformance"] = check_against_reference(records, config, load_run)
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")

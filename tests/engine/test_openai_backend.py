@@ -1,0 +1,393 @@
+"""`backend: openai` end to end: against fake OpenAI-compatible servers (always run: streaming,
+counters, retries, failures, bad input) and against a real vLLM server on the tiny pair (marked
+`vllm`, skipped when vLLM is not importable)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from specbench.cli import app
+from specbench.records import read_records
+
+runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
+
+
+class FakeServer:
+    """A tiny OpenAI-compatible server: streams `max_tokens` one-character tokens, `per_chunk` at a
+    time; with `gamma` > 0 it counts one draft per chunk with `per_chunk − 1` accepted, as vLLM's
+    counters would."""
+
+    def __init__(
+        self, gamma: int = 0, metrics: bool = True, fail_first: int = 0, step_s: float = 0.002
+    ) -> None:
+        self.gamma, self.metrics, self.fail_left, self.step_s = gamma, metrics, fail_first, step_s
+        self.per_chunk = gamma + 1 if gamma else 1
+        self.lock = threading.Lock()
+        self.counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self.bodies: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/v1/models":
+                    self._send(200, json.dumps({"data": [{"id": "fake", "max_model_len": 512}]}))
+                elif self.path == "/metrics" and fake.metrics:
+                    self._send(200, fake.prometheus(), "text/plain")
+                else:
+                    self._send(404, '{"error": "not found"}')
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake.lock:
+                    fake.bodies.append(body)
+                    if fake.fail_left > 0:
+                        fake.fail_left -= 1
+                        self._send(503, '{"error": {"message": "overloaded"}}')
+                        return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                n = int(body["max_tokens"])
+                sent = 0
+                while sent < n:
+                    k = min(fake.per_chunk, n - sent)
+                    time.sleep(fake.step_s)
+                    sent += k
+                    if fake.gamma:
+                        with fake.lock:
+                            fake.counts["drafts"] += 1
+                            fake.counts["draft_tokens"] += fake.gamma
+                            fake.counts["accepted"] += k - 1
+                    choice = {
+                        "index": 0,
+                        "text": "x" * k,
+                        "finish_reason": "length" if sent == n else None,
+                    }
+                    self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+                    self.wfile.flush()
+                usage = {"prompt_tokens": 5, "completion_tokens": n}
+                self.wfile.write(
+                    f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+                )
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def prometheus(self) -> str:
+        if not self.gamma:
+            return 'vllm:num_requests_running{engine="0"} 0\n'
+        c = self.counts
+        # All accepted tokens are a prefix of the draft: per_pos[i] = drafts that accepted > i.
+        full = c["accepted"] // self.gamma if self.gamma else 0
+        lines = [
+            f'vllm:spec_decode_num_drafts_total{{engine="0"}} {c["drafts"]}',
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {c["draft_tokens"]}',
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {c["accepted"]}',
+        ]
+        lines += [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {full}'
+            for i in range(self.gamma)
+        ]
+        return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[dict[str, FakeServer]]:
+    made = {"base": FakeServer(0, step_s=0.004), "spec": FakeServer(2, step_s=0.004)}
+    yield made
+    for s in made.values():
+        s.close()
+
+
+def write_config(tmp_path: Path, server: dict[str, Any], **over: Any) -> Path:
+    cfg: dict[str, Any] = {
+        "name": "fake",
+        "backend": "openai",
+        "target": {"model": "fake"},
+        "server": server,
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 6}],
+        "sampling": {"temperatures": [0.0]},
+        "concurrency": [1, 3],
+        "max_new_tokens": 13,
+        "warmup": 0,
+        "output_dir": str(tmp_path / "out"),
+        "decision": {"bootstrap": 200},
+    }
+    cfg.update(over)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    return path
+
+
+def test_two_servers_give_speedup_acceptance_and_concurrency(
+    tmp_path: Path, servers: dict[str, FakeServer]
+) -> None:
+    endpoints = [
+        {"url": servers["base"].url, "gamma": 0},
+        {"url": servers["spec"].url + "/v1", "gamma": 2, "label": "fake draft γ=2"},
+    ]
+    res = runner.invoke(app, ["run", str(write_config(tmp_path, {"endpoints": endpoints}))])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "out"
+    recs = read_records(out / "records.jsonl")
+    reqs = [r for r in recs if r["kind"] in ("baseline", "spec")]
+    assert len(reqs) == 2 * 2 * 6  # settings × concurrency levels × prompts
+    spec1 = [r for r in reqs if r["kind"] == "spec" and r["concurrency"] == 1]
+    for r in spec1:
+        assert r["new_tokens"] == 13 and r["chunks"] == [5]  # 13 tokens in chunks of 3
+        # 5 drafts per request, 8 accepted: τ = 1 + 8/5
+        assert (
+            r["spec_counters"]["num_drafts"] == 5 and r["spec_counters"]["num_accepted_tokens"] == 8
+        )
+        assert r["tpot_ms"] == pytest.approx(r["decode_ms"] / 12, rel=1e-3)
+    batches = [r for r in recs if r["kind"] == "engine_metrics" and r["gamma"] == 2]
+    assert [b["spec_counters"]["num_drafts"] for b in batches] == [30, 30]
+    # the sampling settings reach the server
+    body = servers["spec"].bodies[0]
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 13 and body["stream"] is True
+    assert body["model"] == "fake" and isinstance(body["prompt"], str)
+
+    results = json.loads((out / "results.json").read_text())
+    e = results["workloads"][0]
+    assert e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"] == pytest.approx(
+        1 + 8 / 5
+    )
+    sp = next(g for g in e["gammas"] if g["gamma"] == 2)["measured_speedup"]["value"]
+    assert sp > 1.5  # 3 tokens per 4 ms step against 1 token per 4 ms
+    assert [r["concurrency"] for r in e["engine"]["concurrency"]] == [1, 3]
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert len(cfg["server"]["endpoints"]) == 2
+    md = (out / "report.md").read_text()
+    assert (
+        "Engine: speedup against concurrency" in md and "plots/concurrency_tiny_code_T0.png" in md
+    )
+
+
+def test_one_server_per_setting_accumulates_with_resume(
+    tmp_path: Path, servers: dict[str, FakeServer]
+) -> None:
+    first = write_config(tmp_path, {"url": servers["base"].url, "gamma": 0}, concurrency=[1])
+    assert runner.invoke(app, ["run", str(first)]).exit_code == 0
+    second = write_config(tmp_path, {"url": servers["spec"].url, "gamma": 2}, concurrency=[1])
+    res = runner.invoke(app, ["run", str(second)])
+    assert res.exit_code == 2 and "--resume" in res.output
+    res = runner.invoke(app, ["run", str(second), "--resume"])
+    assert res.exit_code == 0, res.output
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    assert sorted({r["gamma"] for r in recs}) == [0, 2]
+    stored = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert sorted(ep["gamma"] for ep in stored["server"]["endpoints"]) == [0, 2]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert next(g for g in results["workloads"][0]["gammas"] if g["gamma"] == 2)["measured"]
+
+
+def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:
+    base, spec = FakeServer(0), FakeServer(2, metrics=False)
+    try:
+        endpoints = [{"url": base.url, "gamma": 0}, {"url": spec.url, "gamma": 2}]
+        res = runner.invoke(
+            app, ["run", str(write_config(tmp_path, {"endpoints": endpoints}, concurrency=[1]))]
+        )
+    finally:
+        base.close()
+        spec.close()
+    assert res.exit_code == 0, res.output
+    assert "no /metrics endpoint; latency measured, acceptance unavailable" in res.output
+    e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
+    assert e["alpha"] is None
+    assert e["engine"]["concurrency"][0]["gammas"]["2"]["speedup"]["value"] > 1.0
+
+
+def test_retries_then_recorded_failures(tmp_path: Path) -> None:
+    flaky = FakeServer(0, fail_first=2)
+    try:
+        ok = runner.invoke(
+            app,
+            ["run", str(write_config(tmp_path, {"url": flaky.url, "retries": 2}, concurrency=[1]))],
+        )
+        assert ok.exit_code == 0, ok.output
+        flaky.fail_left = 100
+        res = runner.invoke(
+            app,
+            [
+                "run",
+                str(write_config(tmp_path, {"url": flaky.url, "retries": 1}, concurrency=[1])),
+                "--force",
+            ],
+        )
+    finally:
+        flaky.close()
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    failed = [r for r in recs if r["kind"] == "failed"]
+    assert (
+        len(failed) == 6 and "HTTP 503" in failed[0]["error"] and "2 attempts" in failed[0]["error"]
+    )
+    assert res.exit_code == 2 and "no complete baseline records" in res.output  # nothing to report
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = runner.invoke(
+        app, ["run", str(write_config(tmp_path, {"url": f"http://127.0.0.1:{port}"}))]
+    )
+    assert res.exit_code == 2
+    assert f"cannot reach the server at http://127.0.0.1:{port}" in res.output
+    assert "Traceback" not in res.output
+    monkeypatch.delenv("SPECBENCH_TEST_KEY", raising=False)
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            str(
+                write_config(
+                    tmp_path, {"url": "http://127.0.0.1:1", "api_key_env": "SPECBENCH_TEST_KEY"}
+                )
+            ),
+            "--force",
+        ],
+    )
+    assert res.exit_code == 2 and "SPECBENCH_TEST_KEY, which is not set" in res.output
+
+
+def test_mislabelled_server_is_reported(tmp_path: Path, servers: dict[str, FakeServer]) -> None:
+    endpoints = [{"url": servers["spec"].url, "gamma": 0}]  # speculative server labelled baseline
+    res = runner.invoke(
+        app, ["run", str(write_config(tmp_path, {"endpoints": endpoints}, concurrency=[1]))]
+    )
+    assert res.exit_code == 0, res.output
+    assert "labelled γ=0 (baseline) but reports speculative drafts" in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# a real vLLM server on the tiny pair
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tiny_pair_dirs() -> tuple[str, str]:
+    """The shipped tiny pair, or the random-weight stand-ins while it is being trained."""
+    from specbench.tinypair import tiny_model_dir
+
+    target, draft = tiny_model_dir("target"), tiny_model_dir("draft")
+    if (target / "config.json").is_file():
+        return str(target), str(draft)
+    if Path("/tmp/pair/target/config.json").is_file():
+        return "/tmp/pair/target", "/tmp/pair/draft"
+    pytest.skip("the tiny pair is not built yet (scripts/train_tiny_pair.py)")
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    pytest.importorskip("vllm")
+    target, draft = tiny_pair_dirs()
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 2}
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", target,
+        "--served-model-name", "tiny-target", "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "float32", "--max-model-len", "512", "--gpu-memory-utilization", "0.3",
+        "--enforce-eager", "--speculative-config", json.dumps(spec),
+    ]  # fmt: skip
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    import urllib.request
+
+                    urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                    break
+            except OSError:
+                time.sleep(2)
+        else:
+            pytest.fail("the vLLM server did not come up in 400 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_real_vllm_server(tmp_path: Path, vllm_server: str) -> None:
+    target, _ = tiny_pair_dirs()
+    server = {
+        "url": vllm_server,
+        "gamma": 2,
+        "label": "draft_model γ=2",
+        "prompt_format": "tokens",
+        "extra_body": {"return_token_ids": True},
+    }
+    cfg = write_config(
+        tmp_path, server, target={"model": target}, concurrency=[1, 4], max_new_tokens=16
+    )
+    res = runner.invoke(app, ["run", str(cfg)])
+    # one speculative server and no baseline: measured, then "nothing to compare" is reported
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    reqs = [r for r in recs if r["kind"] == "spec"]
+    assert len(reqs) == 12, res.output
+    for r in reqs:
+        assert r["new_tokens"] == len(r["output_ids"][0]) <= 16
+        assert r["ttft_ms"][0] > 0 and r["e2e_ms"][0] >= r["ttft_ms"][0]
+    batches = [r for r in recs if r["kind"] == "engine_metrics"]
+    assert all(b["acceptance_available"] for b in batches)
+    c1 = next(b for b in batches if b["concurrency"] == 1)["spec_counters"]
+    per_req = [r["spec_counters"] for r in reqs if r["concurrency"] == 1]
+    # per-request counters add up to the batch's diff, and vLLM drafts γ tokens every round
+    for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+        assert sum(c[key] for c in per_req) == c1[key]
+    assert (
+        c1["num_draft_tokens"] == 2 * c1["num_drafts"]
+        and len(c1["num_accepted_tokens_per_pos"]) == 2
+    )
+    e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
+    tau = e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"]
+    assert 1.0 <= tau <= 3.0 and not math.isnan(tau)
