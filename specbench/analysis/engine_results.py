@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.results import _decode_tps, _est, _f, _paired, recommend
+from specbench.analysis.results import _decode_tps, _est, _f, _paired, measured_latency, recommend
 from specbench.analysis.stats import Estimate, linear_fit, mean_ci, prompts_needed, ratio_ci
 from specbench.engine.engine_metrics import SpecCounters, estimates
 
@@ -327,10 +327,7 @@ def analyse_engine_group(
         }
         if row["measured"]:
             recs = specs1[g]
-            top_, bottom = _paired(base1, recs, "decode_tps")
-            speed = ratio_ci(top_, bottom, n_boot, level) if len(top_) else None
-            e2e_t, e2e_b = _paired(base1, recs, "tokens_per_s")
-            e2e = ratio_ci(e2e_t, e2e_b, n_boot, level) if len(e2e_t) else None
+            latency = measured_latency(base1, recs, n_boot, level)
             pg = per_gamma.get(str(g)) or {}
             row.update(
                 {
@@ -338,33 +335,19 @@ def analyse_engine_group(
                     "accepted_proposed": pg.get("accepted_proposed"),
                     "mean_tokens_per_round": pg.get("mean_accepted_length"),
                     "t_verify_ms_median": None,
-                    "itl_ms": _est(
-                        mean_ci(
-                            np.asarray([r["tpot_ms"] for r in recs if r.get("tpot_ms")]),
-                            n_boot,
-                            level,
-                        )
-                    ),
-                    "tokens_per_s": _est(
-                        mean_ci(
-                            np.asarray([_decode_tps(r) for r in recs if _decode_tps(r)]),
-                            n_boot,
-                            level,
-                        )
-                    ),
-                    "measured_speedup": _est(speed),
-                    "measured_e2e_speedup": _est(e2e),
+                    **latency,
                     "peak_memory_mb": None,
                 }
             )
             tau = (pg.get("mean_accepted_length") or {}).get("value")
             if tau is not None and tau < 1.5:
                 warnings.append(f"γ={g}: mean tokens per round {tau:.2f} < 1.5")
-            if speed is not None and math.isfinite(speed.value):
+            measured = (latency["measured_speedup"] or {}).get("value")
+            if measured:
                 for model in ("iid", "empirical"):
                     pred = row["predicted_speedup"][model]
                     if pred is not None:
-                        errors[model].append((pred - speed.value) / speed.value)
+                        errors[model].append((pred - measured) / measured)
         rows.append(row)
     out["gammas"] = rows
     out["prediction_error"] = {

@@ -76,6 +76,29 @@ def _paired(
     return np.asarray(top, float), np.asarray(bottom, float)
 
 
+def measured_latency(
+    base: list[dict[str, Any]], recs: list[dict[str, Any]], n_boot: int, level: float
+) -> dict[str, Any]:
+    """ITL, decode tokens/s and the speedups (decode and end to end, paired by prompt) of a
+    setting's records against the baseline's — shared by every backend's analysis."""
+    top, bottom = _paired(base, recs, "decode_tps")
+    e2e_top, e2e_bottom = _paired(base, recs, "tokens_per_s")
+    return {
+        "itl_ms": _est(
+            mean_ci(np.asarray([r["tpot_ms"] for r in recs if r.get("tpot_ms")]), n_boot, level)
+        ),
+        "tokens_per_s": _est(
+            mean_ci(np.asarray([_decode_tps(r) for r in recs if _decode_tps(r)]), n_boot, level)
+        ),
+        "measured_speedup": _est(ratio_of_means_ci(top, bottom, n_boot, level))
+        if len(top)
+        else None,
+        "measured_e2e_speedup": _est(ratio_of_means_ci(e2e_top, e2e_bottom, n_boot, level))
+        if len(e2e_top)
+        else None,
+    }
+
+
 def analyse_group(
     base: list[dict[str, Any]],
     specs: dict[int, list[dict[str, Any]]],
@@ -217,10 +240,6 @@ def analyse_group(
         if g in specs:
             recs = specs[g]
             est = estimate_alpha(recs, g, n_boot, level)
-            top, bottom = _paired(base, recs, "decode_tps")
-            speed = ratio_of_means_ci(top, bottom, n_boot, level) if len(top) else None
-            e2e_top, e2e_bottom = _paired(base, recs, "tokens_per_s")
-            e2e = ratio_of_means_ci(e2e_top, e2e_bottom, n_boot, level) if len(e2e_top) else None
             verify_g = [
                 v
                 for r in recs
@@ -233,22 +252,7 @@ def analyse_group(
                     "accepted_proposed": _est(est.accepted_proposed),
                     "mean_tokens_per_round": _est(est.tokens_per_round),
                     "t_verify_ms_median": _f(float(np.median(verify_g))) if verify_g else None,
-                    "itl_ms": _est(
-                        mean_ci(
-                            np.asarray([r["tpot_ms"] for r in recs if r.get("tpot_ms")]),
-                            n_boot,
-                            level,
-                        )
-                    ),
-                    "tokens_per_s": _est(
-                        mean_ci(
-                            np.asarray([_decode_tps(r) for r in recs if _decode_tps(r)]),
-                            n_boot,
-                            level,
-                        )
-                    ),
-                    "measured_speedup": _est(speed),
-                    "measured_e2e_speedup": _est(e2e),
+                    **measured_latency(base, recs, n_boot, level),
                     "peak_memory_mb": _f(
                         max((r["peak_memory_mb"] for r in recs), default=math.nan)
                     ),
@@ -258,11 +262,12 @@ def analyse_group(
                 warnings.append(
                     f"γ={g}: mean tokens per round {est.tokens_per_round.value:.2f} < 1.5"
                 )
-            if speed is not None:
+            measured = (row["measured_speedup"] or {}).get("value")
+            if measured:
                 for model in ("iid", "empirical"):
                     pred = row["predicted_speedup"][model]
-                    if pred is not None and math.isfinite(speed.value):
-                        errors[model].append((pred - speed.value) / speed.value)
+                    if pred is not None:
+                        errors[model].append((pred - measured) / measured)
         rows.append(row)
     out["gammas"] = rows
     out["prediction_error"] = {
@@ -351,9 +356,8 @@ def rank_methods(
     """Every measured drafter × policy × γ with its speedup (paired with the baseline), best first."""
     rows = []
     for (drafter, policy, gamma), recs in specs.items():
-        top, bottom = _paired(base, recs, "decode_tps")
-        speed = ratio_of_means_ci(top, bottom, n_boot, level) if len(top) else None
         est = estimate_alpha(recs, gamma, n_boot, level)
+        latency = measured_latency(base, recs, n_boot, level)
         used = [g for r in recs for g in r["rounds"]["gamma"]]
         fallback = sum(d == 0 for r in recs for d in r["rounds"]["drafted"])
         rows.append(
@@ -365,12 +369,8 @@ def rank_methods(
                 "fallback_rounds": fallback,
                 "mean_tokens_per_round": _est(est.tokens_per_round),
                 "accepted_proposed": _est(est.accepted_proposed),
-                "itl_ms": _est(
-                    mean_ci(
-                        np.asarray([r["tpot_ms"] for r in recs if r.get("tpot_ms")]), n_boot, level
-                    )
-                ),
-                "measured_speedup": _est(speed),
+                "itl_ms": latency["itl_ms"],
+                "measured_speedup": latency["measured_speedup"],
             }
         )
     rows.sort(key=lambda r: -((r["measured_speedup"] or {}).get("value") or 0.0))
