@@ -170,44 +170,54 @@ def decode_step_latencies(
     models: Mapping[str, Any],
     context_len: int = 64,
     n_steps: int = 200,
-    reset_every: int = 50,
-    warmup: int = 10,
+    block: int = 8,
+    reset_every: int = 64,
+    warmup: int = 16,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    """Time one decode step (1 new token, KV cache, batch 1) of each model, interleaved.
+    """Time one decode step (1 new token, KV cache, batch 1) of each model, interleaved in blocks.
 
-    Each model gets the same random context of `context_len` tokens (prefilled, not timed); then
-    the models take turns, one step each, so machine noise hits them alike. Every `reset_every`
-    steps the caches are rebuilt from the context (not timed), so the cache length stays within
-    [context_len, context_len + reset_every). The first `warmup` steps are discarded. Returns the
-    per-step times in milliseconds for each model. The thread count is the caller's
+    Each model gets the same random context of `context_len` tokens (prefilled, not timed). The
+    models then take turns, `block` consecutive steps each, so machine noise hits them alike while
+    each model runs a few steps back to back as a drafter does within a round (with `block=1` the
+    small model pays for the caches the big one just evicted on every step). Every `reset_every`
+    steps of a model its cache is rebuilt from the context (not timed), so the cache length stays
+    within [context_len, context_len + reset_every). Each step includes the argmax of the logits.
+    The first `warmup` steps of each model are discarded; `n_steps` are kept. Returns the per-step
+    times in milliseconds for each model. The thread count is the caller's
     (`torch.set_num_threads`).
     """
     if not models:
         return {}
+    if block < 1 or reset_every < 1:
+        raise ValueError("block and reset_every must be >= 1")
     vocab = min(int(m.config.vocab_size) for m in models.values())
     gen = torch.Generator().manual_seed(seed)
     ctx = torch.randint(0, vocab, (1, context_len), generator=gen)
     times: dict[str, list[float]] = {name: [] for name in models}
     state: dict[str, tuple[Any, torch.Tensor]] = {}
+    done = dict.fromkeys(models, 0)
 
     def prefill(name: str) -> None:
         m = models[name]
         out = m(input_ids=ctx.to(next(m.parameters()).device), use_cache=True)
         state[name] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
 
-    for i in range(warmup + n_steps):
+    total = warmup + n_steps
+    while any(n < total for n in done.values()):
         for name, m in models.items():
-            if i % reset_every == 0:
-                prefill(name)
-            cache, tok = state[name]
-            t0 = time.perf_counter()
-            out = m(input_ids=tok, past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1:].argmax(-1)
-            dt = time.perf_counter() - t0
-            state[name] = (out.past_key_values, nxt)
-            if i >= warmup:
-                times[name].append(dt * 1e3)
+            for _ in range(min(block, total - done[name])):
+                if done[name] % reset_every == 0:
+                    prefill(name)
+                cache, tok = state[name]
+                t0 = time.perf_counter()
+                out = m(input_ids=tok, past_key_values=cache, use_cache=True)
+                nxt = out.logits[:, -1:].argmax(-1)
+                dt = time.perf_counter() - t0
+                state[name] = (out.past_key_values, nxt)
+                if done[name] >= warmup:
+                    times[name].append(dt * 1e3)
+                done[name] += 1
     return times
 
 
