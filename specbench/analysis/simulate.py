@@ -153,8 +153,14 @@ def replay(
     gamma_max: int,
     n_boot: int = 2000,
     level: float = 0.95,
+    position_level: bool = True,
 ) -> Replay:
-    """A policy replayed over every prompt of a γ_max trace, with prompt-bootstrap intervals."""
+    """A policy replayed over every prompt of a γ_max trace, with prompt-bootstrap intervals.
+
+    `position_level` allows the exact position-by-position replay of greedy traces; it holds for
+    a draft *model* (its proposal at a position depends only on the true prefix) but not for
+    n-gram lookup, whose proposals are copied from a match found at the round's start.
+    """
     if policy.max_gamma > gamma_max:
         raise SpecbenchError(
             f"policy '{policy.name}' may draft up to γ={policy.max_gamma}, beyond the trace's "
@@ -166,7 +172,7 @@ def replay(
             raise SpecbenchError(
                 "the run has no per-position round records; rerun it with this specbench"
             )
-        greedy = float(rec.get("temperature", 1.0)) == 0.0
+        greedy = position_level and float(rec.get("temperature", 1.0)) == 0.0
         replay_one = replay_greedy_prompt if greedy else replay_prompt
         t, n, ms, gs = replay_one(policy, rec["rounds"], timing)
         prefill = sum(rec.get("draft_prefill_ms") or [0.0])
@@ -214,6 +220,7 @@ def simulate_run(
     records: list[dict[str, Any]],
     policies: Sequence[Policy | tuple[str, dict[str, Any]]],
     n_boot: int = 2000,
+    ngram_drafters: frozenset[str] = frozenset({"ngram"}),
 ) -> list[dict[str, Any]]:
     """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
     beside the measured result of a real run of that policy when the run has one."""
@@ -237,7 +244,14 @@ def simulate_run(
                 p if isinstance(p, Policy) else policy_for(p[0], p[1], temp) for p in policies
             ]
             for pol in wanted:
-                rep = replay(pol, trace, timing, gamma_max, n_boot)
+                rep = replay(
+                    pol,
+                    trace,
+                    timing,
+                    gamma_max,
+                    n_boot,
+                    position_level=drafter not in ngram_drafters,
+                )
                 row: dict[str, Any] = {
                     "policy": pol.name,
                     "gamma": pol.max_gamma,

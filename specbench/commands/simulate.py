@@ -59,8 +59,14 @@ def simulate(
 
     with user_errors():
         specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
-        records, _config, _env, _notes = load_run(run_dir)
-        results = simulate_run(records, specs)
+        records, config, _env, _notes = load_run(run_dir)
+        drafters = [config.get("draft") or {}, *(config.get("extra_drafters") or [])]
+        ngram = frozenset(
+            d.get("name") or d.get("method", "model")
+            for d in drafters
+            if d.get("method") == "ngram"
+        )
+        results = simulate_run(records, specs, ngram_drafters=ngram or frozenset({"ngram"}))
         if not results:
             raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
         (run_dir / "simulation.json").write_text(json.dumps(results, indent=2) + "\n")
