@@ -30,7 +30,7 @@ GREEDY = SamplingParams()
 
 def tiny_prompts(tokenizer) -> list[list[int]]:  # type: ignore[no-untyped-def]
     ids = []
-    for name in ("tiny_code", "tiny_prose", "tiny_structured"):
+    for name in ("tiny_code", "tiny_prose", "tiny_structured", "tiny_encoded"):
         wl = WorkloadSpec(name=name, dataset=DatasetSpec(name=name))
         for p in load_workload(wl, seed=0):
             ids.append(tokenizer(p.turns[0])["input_ids"])
