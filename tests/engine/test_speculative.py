@@ -50,11 +50,11 @@ def test_greedy_output_identical_to_baseline_for_every_prompt_and_gamma(tiny_pai
     mismatches = []
     accepted_total = 0
     for ids in prompts:
-        base = baseline_generate(target, ids, GREEDY, 16, CLOCK, tiny_pair.eos_ids)
+        base = baseline_generate(target, ids, GREEDY, 12, CLOCK, tiny_pair.eos_ids)
         for gamma in range(1, 9):
             drafter = ModelDrafter(draft, GREEDY, CLOCK, eos_ids=tiny_pair.eos_ids)
             spec = speculative_generate(
-                target, drafter, ids, fixed_gamma(gamma), GREEDY, 16, CLOCK, tiny_pair.eos_ids
+                target, drafter, ids, fixed_gamma(gamma), GREEDY, 12, CLOCK, tiny_pair.eos_ids
             )
             if spec.output_ids != base.output_ids:
                 mismatches.append((ids[:5], gamma))
