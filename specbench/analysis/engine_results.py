@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.results import _decode_tps, _est, _f, _paired, measured_latency, recommend
+from specbench.analysis.results import _decode_tps, _est, _f, _paired, conclude, measured_latency
 from specbench.analysis.stats import Estimate, linear_fit, mean_ci, prompts_needed, ratio_ci
 from specbench.engine.engine_metrics import SpecCounters, estimates
 
@@ -349,20 +349,7 @@ def analyse_engine_group(
                     if pred is not None:
                         errors[model].append((pred - measured) / measured)
         rows.append(row)
-    out["gammas"] = rows
-    out["prediction_error"] = {
-        m: {"mean_abs_rel": _f(float(np.mean(np.abs(v)))) if v else None, "n": len(v)}
-        for m, v in errors.items()
-    }
-    better = min(
-        ("iid", "empirical"),
-        key=lambda m: (
-            out["prediction_error"][m]["mean_abs_rel"]
-            if out["prediction_error"][m]["mean_abs_rel"] is not None
-            else math.inf
-        ),
-    )
-    out["recommendation"] = recommend(rows, out["baseline_itl_ms"], margin, better)
+    conclude(out, rows, errors, margin)
     if not base1:
         out["recommendation"]["reason"] = (
             "no baseline measured: add a setting without speculation (a server with gamma: 0)"

@@ -269,6 +269,16 @@ def analyse_group(
                     if pred is not None:
                         errors[model].append((pred - measured) / measured)
         rows.append(row)
+    conclude(out, rows, errors, margin)
+    out["warnings"] = warnings
+    return out
+
+
+def conclude(
+    out: dict[str, Any], rows: list[dict[str, Any]], errors: dict[str, list[float]], margin: float
+) -> None:
+    """Store the γ rows, each model's prediction error, and the recommendation (made with the
+    better-validated model) into a group's results — shared by every backend's analysis."""
     out["gammas"] = rows
     out["prediction_error"] = {
         m: {"mean_abs_rel": _f(float(np.mean(np.abs(v)))) if v else None, "n": len(v)}
@@ -283,8 +293,6 @@ def analyse_group(
         ),
     )
     out["recommendation"] = recommend(rows, out["baseline_itl_ms"], margin, better)
-    out["warnings"] = warnings
-    return out
 
 
 def recommend(

@@ -304,15 +304,10 @@ def _free_port() -> int:
 
 
 def tiny_pair_dirs() -> tuple[str, str]:
-    """The shipped tiny pair, or the random-weight stand-ins while it is being trained."""
+    """The shipped tiny pair's directories."""
     from specbench.tinypair import tiny_model_dir
 
-    target, draft = tiny_model_dir("target"), tiny_model_dir("draft")
-    if (target / "config.json").is_file():
-        return str(target), str(draft)
-    if Path("/tmp/pair/target/config.json").is_file():
-        return "/tmp/pair/target", "/tmp/pair/draft"
-    pytest.skip("the tiny pair is not built yet (scripts/train_tiny_pair.py)")
+    return str(tiny_model_dir("target")), str(tiny_model_dir("draft"))
 
 
 @pytest.fixture(scope="module")
