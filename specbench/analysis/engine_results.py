@@ -23,7 +23,15 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.results import _decode_tps, _est, _f, _paired, conclude, measured_latency
+from specbench.analysis.results import (
+    _decode_tps,
+    _est,
+    _f,
+    _paired,
+    add_prediction_errors,
+    conclude,
+    measured_latency,
+)
 from specbench.analysis.stats import Estimate, linear_fit, mean_ci, prompts_needed, ratio_ci
 from specbench.engine.engine_metrics import SpecCounters, estimates
 
@@ -343,11 +351,7 @@ def analyse_engine_group(
             if tau is not None and tau < 1.5:
                 warnings.append(f"γ={g}: mean tokens per round {tau:.2f} < 1.5")
             measured = (latency["measured_speedup"] or {}).get("value")
-            if measured:
-                for model in ("iid", "empirical"):
-                    pred = row["predicted_speedup"][model]
-                    if pred is not None:
-                        errors[model].append((pred - measured) / measured)
+            add_prediction_errors(errors, row, measured)
         rows.append(row)
     conclude(out, rows, errors, margin)
     if not base1:

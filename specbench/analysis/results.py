@@ -263,15 +263,23 @@ def analyse_group(
                     f"γ={g}: mean tokens per round {est.tokens_per_round.value:.2f} < 1.5"
                 )
             measured = (row["measured_speedup"] or {}).get("value")
-            if measured:
-                for model in ("iid", "empirical"):
-                    pred = row["predicted_speedup"][model]
-                    if pred is not None:
-                        errors[model].append((pred - measured) / measured)
+            add_prediction_errors(errors, row, measured)
         rows.append(row)
     conclude(out, rows, errors, margin)
     out["warnings"] = warnings
     return out
+
+
+def add_prediction_errors(
+    errors: dict[str, list[float]], row: dict[str, Any], measured: float | None
+) -> None:
+    """Append each model's relative error (predicted / measured − 1) for one measured γ row."""
+    if not measured:
+        return
+    for model in ("iid", "empirical"):
+        pred = row["predicted_speedup"][model]
+        if pred is not None:
+            errors[model].append((pred - measured) / measured)
 
 
 def conclude(

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from specbench.cli import app, user_errors
 from specbench.errors import SpecbenchError
+from specbench.report.compare import json_safe
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
     from specbench.engine.verify import VerifyReport
@@ -42,17 +43,6 @@ def _p(x: float | None) -> str:
     if x is None:
         return "–"
     return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe: non-finite floats become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
@@ -77,7 +67,7 @@ def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
         )
     for s_doc, s in zip(doc["sampling"], rep.sampling, strict=True):
         s_doc["summary"] = s.summary()
-    cleaned: dict[str, Any] = _clean(doc)
+    cleaned: dict[str, Any] = json_safe(doc)
     return cleaned
 
 

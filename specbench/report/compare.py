@@ -281,13 +281,14 @@ def to_junit(c: Comparison) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
+    """JSON-safe copy: non-finite floats become null."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
@@ -309,5 +310,5 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "only_in_new": [{"workload": w, "temperature": t} for w, t in c.only_in_new],
         "notes": c.notes,
     }
-    cleaned: dict[str, Any] = _clean(doc)
+    cleaned: dict[str, Any] = json_safe(doc)
     return cleaned
