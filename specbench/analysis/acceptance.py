@@ -7,8 +7,10 @@ For one group of speculative records (same workload, temperature, drafter and γ
   (c) accepted / tested — the iid MLE of α (tested = accepted + rejections);
   (d) per-position conditional acceptance a_i = #(A ≥ i) / #(A ≥ i − 1), over rounds that drafted
       at least i tokens;
-plus α solved from the mean accepted length τ = 1 + accepted / rounds, and the truncation curve
-ā(γ') = 1 + mean(min(A, γ')) from the rounds that drafted the full γ (THEORY §3).
+plus α solved from the mean accepted length τ = 1 + accepted / rounds, and the truncation curve:
+ā_p(γ') = 1 + mean(min(A, γ')) per prompt from its rounds that drafted the full γ, pooled by tokens
+Σ L_p / Σ (L_p / ā_p(γ')) (docs/theory.md §3: pooling rounds instead is biased low whenever α
+varies across prompts). Every interval resamples prompts, repeats of a prompt as one cluster.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.stats import Estimate, ratio_ci
+from specbench.analysis.stats import Estimate, proportion_ci, ratio_ci
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,13 @@ class PromptAcceptance:
     proposed: np.ndarray
     tested: np.ndarray
     rounds: np.ndarray
+    prompt_ids: list[str]
 
 
 def per_prompt(records: list[dict[str, Any]]) -> PromptAcceptance:
-    cols: dict[str, list[float]] = {k: [] for k in PromptAcceptance.__dataclass_fields__}
+    cols: dict[str, list[float]] = {
+        k: [] for k in PromptAcceptance.__dataclass_fields__ if k != "prompt_ids"
+    }
     for rec in records:
         r = rec["rounds"]
         beta_sum = verified = tested = 0.0
@@ -50,7 +55,8 @@ def per_prompt(records: list[dict[str, Any]]) -> PromptAcceptance:
         cols["proposed"].append(sum(r["drafted"]))
         cols["tested"].append(tested)
         cols["rounds"].append(len(r["accepted"]))
-    return PromptAcceptance(**{k: np.asarray(v, float) for k, v in cols.items()})
+    arrays = {k: np.asarray(v, float) for k, v in cols.items() if k != "prompt_ids"}
+    return PromptAcceptance(**arrays, prompt_ids=[str(rec["prompt_id"]) for rec in records])
 
 
 def all_rounds(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -73,10 +79,11 @@ def estimate_alpha(
     records: list[dict[str, Any]], gamma: int, n_boot: int, level: float
 ) -> AlphaEstimates:
     pp = per_prompt(records)
-    exact = ratio_ci(pp.beta_sum, pp.verified, n_boot, level)
-    acc_tested = ratio_ci(pp.accepted, pp.tested, n_boot, level)
-    acc_prop = ratio_ci(pp.accepted, pp.proposed, n_boot, level)
-    per_round = ratio_ci(pp.accepted, pp.rounds, n_boot, level)
+    ids = pp.prompt_ids
+    exact = proportion_ci(pp.beta_sum, pp.verified, n_boot, level, clusters=ids)
+    acc_tested = proportion_ci(pp.accepted, pp.tested, n_boot, level, clusters=ids)
+    acc_prop = proportion_ci(pp.accepted, pp.proposed, n_boot, level, clusters=ids)
+    per_round = ratio_ci(pp.accepted, pp.rounds, n_boot, level, clusters=ids)
     tau = Estimate(1 + per_round.value, 1 + per_round.lo, 1 + per_round.hi)
 
     def solve(t: float) -> float:
@@ -108,12 +115,53 @@ def accepted_histogram(accepted: np.ndarray, gamma: int) -> list[int]:
     return np.bincount(accepted, minlength=gamma + 1)[: gamma + 1].tolist()
 
 
-def truncation_curve(accepted: np.ndarray, drafted: np.ndarray, gamma_max: int) -> dict[int, float]:
-    """Empirical ā(γ) = 1 + mean(min(A, γ)) for γ ≤ γ_max, from rounds that drafted all γ_max.
+@dataclass(frozen=True)
+class PromptTruncation:
+    """Per prompt (record) of a γ_max run: tokens emitted L_p, exact-β α_p and ā_p(γ) for
+    γ = 1..γ_max from its rounds that drafted all γ_max (NaN where it has none)."""
 
-    Valid because the first γ decisions of a round do not depend on what is drafted after them.
-    """
-    full = accepted[drafted == gamma_max]
-    if len(full) == 0:
+    lengths: np.ndarray  # (P,)
+    alphas: np.ndarray  # (P,)
+    expected: np.ndarray  # (P, γ_max); column γ − 1 holds ā_p(γ)
+
+
+def prompt_truncation(records: list[dict[str, Any]], gamma_max: int) -> PromptTruncation:
+    """Valid because the first γ decisions of a round do not depend on what is drafted after them."""
+    lengths, alphas, rows = [], [], []
+    gammas = np.arange(1, gamma_max + 1)
+    pp = per_prompt(records)
+    for i, rec in enumerate(records):
+        acc = np.asarray(rec["rounds"]["accepted"], int)
+        dra = np.asarray(rec["rounds"]["drafted"], int)
+        full = acc[dra == gamma_max]
+        lengths.append(float((acc + 1).sum()))
+        alphas.append(pp.beta_sum[i] / pp.verified[i] if pp.verified[i] > 0 else np.nan)
+        if len(full):
+            rows.append(1.0 + np.minimum(full[:, None], gammas[None, :]).mean(axis=0))
+        else:
+            rows.append(np.full(gamma_max, np.nan))
+    expected = np.asarray(rows, float).reshape(len(records), gamma_max)
+    return PromptTruncation(np.asarray(lengths, float), np.asarray(alphas, float), expected)
+
+
+def truncation_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int, float]:
+    """Empirical ā(γ) for γ ≤ γ_max: per-prompt truncation pooled by tokens (docs/theory.md §3)."""
+    pt = prompt_truncation(records, gamma_max)
+    if not np.isfinite(pt.expected).any():
         return {}
-    return {g: float(1 + np.minimum(full, g).mean()) for g in range(1, gamma_max + 1)}
+    return {
+        g: roi.pooled_tokens_per_round(pt.lengths, pt.expected[:, g - 1])
+        for g in range(1, gamma_max + 1)
+    }
+
+
+def iid_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int, float]:
+    """ā(γ) from the iid model at each prompt's own exact-β α, pooled by tokens."""
+    pt = prompt_truncation(records, gamma_max)
+    keep = np.isfinite(pt.alphas)
+    if not keep.any():
+        return {}
+    return {
+        g: roi.pooled_expected_tokens_iid(g, pt.lengths[keep], pt.alphas[keep])
+        for g in range(1, gamma_max + 1)
+    }

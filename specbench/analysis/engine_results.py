@@ -23,16 +23,13 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.results import (
-    _decode_tps,
-    _est,
-    _f,
-    _paired,
-    add_prediction_errors,
-    conclude,
-    measured_latency,
-)
-from specbench.analysis.stats import Estimate, linear_fit, mean_ci, prompts_needed, ratio_ci
+from specbench.analysis.latency import measured_latency, pair, pooled_itl, speedup_of, tokens_per_s
+from specbench.analysis.predictions import add_prediction_errors, store_gamma_rows
+from specbench.analysis.recommend import decide_entry
+from specbench.analysis.serialize import est_json as _est
+from specbench.analysis.serialize import json_num as _f
+from specbench.analysis.stats import Estimate, mean_ci, prompts_needed, proportion_ci, ratio_ci
+from specbench.analysis.timing_model import TimingModel, linear_fit
 from specbench.engine.engine_metrics import SpecCounters, estimates
 
 NONE_EST = Estimate(math.nan, math.nan, math.nan)
@@ -78,7 +75,7 @@ def counter_estimators(
     for i in range(per_pos.shape[1]):
         den = a["drafts"] if i == 0 else per_pos[:, i - 1]
         conditional.append(
-            _est(ratio_ci(per_pos[:, i], den, n_boot, level)) if den.sum() > 0 else None
+            _est(proportion_ci(per_pos[:, i], den, n_boot, level)) if den.sum() > 0 else None
         )
     total = units[0]
     for u in units[1:]:
@@ -89,8 +86,8 @@ def counter_estimators(
         "units": len(units),
         "rounds": _f(float(a["drafts"].sum())),
         "mean_accepted_length": _est(tau),
-        "accepted_proposed": _est(ratio_ci(a["accepted"], a["draft_tokens"], n_boot, level)),
-        "accepted_tested": _est(ratio_ci(a["accepted"], a["tested"], n_boot, level))
+        "accepted_proposed": _est(proportion_ci(a["accepted"], a["draft_tokens"], n_boot, level)),
+        "accepted_tested": _est(proportion_ci(a["accepted"], a["tested"], n_boot, level))
         if per_pos.shape[1]
         else None,
         "from_accepted_length": _est(Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))),
@@ -171,8 +168,7 @@ def concurrency_table(
             s = [r for r in recs if _conc(r) == c]
             if not s:
                 continue
-            top, bottom = _paired(b, s, "decode_tps")
-            speed = ratio_ci(top, bottom, n_boot, level) if len(top) else None
+            speed = speedup_of(pair(b, s), n_boot, level)
             tp = _throughput(metrics, g, c)
             row["gammas"][str(g)] = {
                 **_latency(s, n_boot, level),
@@ -201,28 +197,34 @@ def concurrency_table(
 
 def analyse_engine_group(
     base: list[dict[str, Any]],
-    specs: dict[int, list[dict[str, Any]]],
+    settings: dict[tuple[str, str, int], list[dict[str, Any]]],
     metrics: list[dict[str, Any]],
-    margin: float,
     n_boot: int,
     level: float,
     target_halfwidth: float,
-) -> dict[str, Any]:
-    """The results entry of one workload × temperature of an engine run."""
+    margin: float = 0.05,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[tuple[str, str, int], list[dict[str, Any]]]]:
+    """The results entry of one workload × temperature of an engine run, with the baseline and
+    settings at the reference concurrency (the caller decides on those: `results.decide`)."""
+    specs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for (_, _, g), recs in settings.items():
+        specs[g] += recs
     warnings: list[str] = []
     all_recs = base + [r for rs in specs.values() for r in rs]
     c_ref = min((_conc(r) for r in all_recs), default=1)
     base1 = [r for r in base if _conc(r) == c_ref]
     specs1 = {g: [r for r in rs if _conc(r) == c_ref] for g, rs in specs.items()}
+    settings1 = {k: [r for r in rs if _conc(r) == c_ref] for k, rs in settings.items()}
     out: dict[str, Any] = {"n_prompts": len({r["prompt_id"] for r in base1})}
-    tpot = np.asarray([r["tpot_ms"] for r in base1 if r.get("tpot_ms")])
-    base_itl = mean_ci(tpot, n_boot, level)
+    base_itl = pooled_itl(base1, n_boot, level) or Estimate(math.nan, math.nan, math.nan)
     out["baseline_itl_ms"] = _est(base_itl)
     out["baseline_step_ms"] = _f(base_itl.value)
-    out["ttft_ms"] = _est(mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level))
-    out["baseline_tokens_per_s"] = _est(
-        mean_ci(np.asarray([_decode_tps(r) for r in base1 if _decode_tps(r)]), n_boot, level)
+    out["ttft_ms"] = (
+        _est(mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level))
+        if base1
+        else None
     )
+    out["baseline_tokens_per_s"] = _est(tokens_per_s(base_itl))
     out["baseline_peak_memory_mb"] = None
 
     # --- acceptance from the counters ---
@@ -251,7 +253,7 @@ def analyse_engine_group(
     if pooled:
         # Prompts are the units; a prompt's counts are summed over the γ it was run at.
         acc, tst = (np.asarray(v, float) for v in zip(*pooled.values(), strict=True))
-        alpha = ratio_ci(acc, tst, n_boot, level)
+        alpha = proportion_ci(acc, tst, n_boot, level)
         out["alpha"] = {**_est(alpha), "estimator": "accepted_tested"}  # type: ignore[dict-item]
     elif top is not None and top.get("accepted_tested"):
         out["alpha"] = {**top["accepted_tested"], "estimator": "accepted_tested"}
@@ -312,11 +314,13 @@ def analyse_engine_group(
     alpha_v = (out.get("alpha") or {}).get("value")
     trunc = {int(k): v for k, v in (top or {}).get("truncation", {}).items()}
 
+    # the one speed model, with the engine's whole round (draft + verify) as t0 + t1·γ
+    model = TimingModel(t_ar, 0.0, r0, r1)
+
     def predict(g: int, tokens: float | None) -> float | None:
-        if tokens is None or not (math.isfinite(r0) and math.isfinite(t_ar)):
+        if tokens is None or not model.finite or model.round_ms(g) <= 0:
             return None
-        rt = r0 + r1 * g
-        return _f(t_ar / (rt / tokens)) if rt > 0 else None
+        return _f(model.speedup(g, tokens))
 
     rows = []
     errors: dict[str, list[float]] = {"iid": [], "empirical": []}
@@ -353,15 +357,13 @@ def analyse_engine_group(
             measured = (latency["measured_speedup"] or {}).get("value")
             add_prediction_errors(errors, row, measured)
         rows.append(row)
-    conclude(out, rows, errors, margin)
+    store_gamma_rows(out, rows, errors)
     if not base1:
-        out["recommendation"]["reason"] = (
+        warnings.append(
             "no baseline measured: add a setting without speculation (a server with gamma: 0)"
         )
 
     conc_rows, stops = concurrency_table(base, specs, metrics, margin, n_boot, level)
-    rec = out["recommendation"]
-    chosen = rec["gamma"] or (rec.get("best_measured") or {}).get("gamma")
     out["engine"] = {
         "backend": next((r.get("backend") for r in all_recs if r.get("backend")), None),
         "reference_concurrency": c_ref,
@@ -370,16 +372,38 @@ def analyse_engine_group(
         "accept_length_gauge": _f(float(np.mean(gauges))) if gauges else None,
         "concurrency": conc_rows,
         "stops_paying": stops,
-        "chosen_gamma": chosen,
-        "chosen_stops_paying_at": (stops.get(str(chosen)) or {}).get("stops_paying_at")
-        if chosen
-        else None,
         "metrics_available": all(m.get("metrics_available", True) for m in metrics),
     }
     if metrics and not out["engine"]["metrics_available"]:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
     out["warnings"] = list(dict.fromkeys(warnings))
-    return out
+    return out, base1, settings1
+
+
+def engine_entry(
+    base: list[dict[str, Any]],
+    settings: dict[tuple[str, str, int], list[dict[str, Any]]],
+    metrics: list[dict[str, Any]],
+    failed: list[dict[str, Any]],
+    margin: float,
+    n_boot: int,
+    level: float,
+    target_halfwidth: float,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[tuple[str, str, int], list[dict[str, Any]]]]:
+    """The analysed and decided entry of one workload × temperature of an engine run, with the
+    concurrency at which the chosen γ stops paying."""
+    body, base1, settings1 = analyse_engine_group(
+        base, settings, metrics, n_boot, level, target_halfwidth, margin
+    )
+    decide_entry(body, base1, settings1, failed, margin, level, n_boot)
+    rec = body["recommendation"]
+    eng = body["engine"]
+    chosen = rec.get("gamma") or (rec.get("best_measured") or {}).get("gamma")
+    eng["chosen_gamma"] = chosen
+    eng["chosen_stops_paying_at"] = (
+        (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
+    )
+    return body, base1, settings1
 
 
 def group_metrics(records: list[dict[str, Any]]) -> dict[tuple[str, float], list[dict[str, Any]]]:

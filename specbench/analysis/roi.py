@@ -1,12 +1,17 @@
-"""The analytic speculation model: tokens per round, ITL, speedup, optimal γ, break-even points.
+"""The one speculation model: tokens per round, ITL, speedup, optimal γ, break-even points.
 
-Pure functions (stdlib + scipy root finding), reused by `specbench roi`, by the fit of a measured run
-and by `specbench accept`. Formulas from ../shared/THEORY.md §3–4:
+Pure functions (numpy + scipy root finding). `specbench roi`, `run`'s analysis, `simulate`, the
+engine analysis and `accept` all predict through these (with costs from
+`analysis.timing_model`). Formulas from docs/theory.md §3–4:
 
     ā(γ, α)     = (1 − α^{γ+1}) / (1 − α)          (γ + 1 at α = 1; Leviathan et al. 2023, eq. 1)
     T_t(γ)      = T_ar + slope·γ                    (slope 0 = the textbook "verify costs one step")
     round(γ)    = γ·T_d + T_t(γ)
     ITL_eff(γ)  = round(γ) / ā(γ),   speedup(γ) = T_ar / ITL_eff(γ)
+
+Heterogeneous acceptance (docs/theory.md §3): α varies across prompts, and a γ run spends
+L_p / ā_p(γ) rounds on a prompt of L_p tokens, so the pooled tokens per round is the token-weighted
+harmonic mean Σ L_p / Σ (L_p / ā_p(γ)) — never ā(pooled α) nor the round-weighted mean.
 
 "Off" (γ = 0, speedup 1) is always a candidate for the optimum. Times are in ms, or in units of T_ar
 when the caller works with a cost ratio c = T_d / T_ar (then T_ar = 1).
@@ -14,8 +19,10 @@ when the caller works with a cost ratio c = T_d / T_ar (then T_ar = 1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy.optimize import brentq
 
 
@@ -42,13 +49,38 @@ def round_ms(
     return gamma * t_draft_ms + verify_ms(gamma, t_target_ms, verify_slope_ms)
 
 
+def itl_from_round(round_time_ms: float, expected: float) -> float:
+    """ITL_eff = round time / ā: the time per emitted token."""
+    return round_time_ms / expected
+
+
 def itl_ms(
     gamma: int, expected: float, t_target_ms: float, t_draft_ms: float, verify_slope_ms: float = 0.0
 ) -> float:
     """ITL_eff(γ) = (γ·T_d + T_t(γ)) / ā; γ = 0 is plain decoding (T_ar)."""
     if gamma == 0:
         return t_target_ms
-    return round_ms(gamma, t_target_ms, t_draft_ms, verify_slope_ms) / expected
+    return itl_from_round(round_ms(gamma, t_target_ms, t_draft_ms, verify_slope_ms), expected)
+
+
+def pooled_tokens_per_round(
+    lengths: Sequence[float] | np.ndarray, expected: Sequence[float] | np.ndarray
+) -> float:
+    """Σ L_p / Σ (L_p / ā_p): tokens per round over prompts of L_p tokens with ā_p each."""
+    length = np.asarray(lengths, float)
+    per = np.asarray(expected, float)
+    keep = (length > 0) & np.isfinite(per) & (per > 0)
+    if not keep.any():
+        return float("nan")
+    return float(length[keep].sum() / (length[keep] / per[keep]).sum())
+
+
+def pooled_expected_tokens_iid(
+    gamma: int, lengths: Sequence[float] | np.ndarray, alphas: Sequence[float] | np.ndarray
+) -> float:
+    """The iid ā(γ, α_p) per prompt (or request), pooled by tokens."""
+    per = [expected_tokens(gamma, min(max(float(a), 0.0), 1.0)) for a in alphas]
+    return pooled_tokens_per_round(lengths, per)
 
 
 def speedup(

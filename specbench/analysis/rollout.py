@@ -1,16 +1,18 @@
 """From teacher-forced β to a rollout plan: per-bucket α with intervals, its drift along the
 response, and the γ / speedup / ON-OFF verdict it implies (THEORY §2–4). Pure numpy, no models.
 
-`specbench accept` feeds it per-request β arrays; every interval is a percentile bootstrap over
-requests (tokens of one request are correlated), computed in blocks of replicates so that memory
-stays O(block × requests) on large traffic logs.
+`specbench accept` feeds it per-request β arrays; every interval resamples requests (tokens of
+one request are correlated) through `analysis.stats`, in blocks so that memory stays
+O(block × requests) on large traffic logs.
 
-Speedup model (as in `analysis.results` / `analysis.roi`):
-    ā(γ) = (1 − α^{γ+1}) / (1 − α),  round(γ) = γ·T_d + T_t(γ),  T_t(γ) = verify_base + slope·γ,
-    speedup(γ) = T_ar · ā(γ) / round(γ).
-For fixed γ the speedup increases with α, so the percentile interval of α maps to the interval of
-the speedup endpoint by endpoint (timings are taken as exact). The verdict is ON only if the low
-end of the speedup interval at the optimal γ exceeds 1 + margin (THEORY §4).
+Speedup model (the one in `analysis.roi`, docs/theory.md §3–4), per request r with α_r and L_r
+scored tokens, pooled by tokens because a deployment spends L_r / ā(γ, α_r) rounds on request r:
+    ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)),   ā(γ, α) = (1 − α^{γ+1}) / (1 − α),
+    round(γ) = γ·T_d + verify_base + slope·γ,    speedup(γ) = T_ar · ā_pool(γ) / round(γ).
+(ā at the pooled α instead is optimistic whenever α varies across requests: ā is concave in α.)
+Timings are taken as exact; the interval of ā_pool(γ) is a ratio of sums over requests. The
+verdict is selection-aware like `run`'s (docs/theory.md §8): ON only if some γ's simultaneous
+(max-T over γ = 1..γ_max) lower bound exceeds 1 + margin.
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from specbench.analysis import roi
-from specbench.analysis.stats import DEFAULT_SEED, Estimate, linear_fit, prompts_needed
+from specbench.analysis.stats import (
+    DEFAULT_SEED,
+    Estimate,
+    log_linear_replicates,
+    prompts_needed,
+    proportion_ci,
+    ratio_ci,
+    simultaneous_lower,
+)
+from specbench.analysis.timing_model import TimingModel, linear_fit
 from specbench.errors import SpecbenchError
 
-BOOT_BLOCK = 200  # bootstrap replicates drawn at once
 ESTIMATOR = "exact_beta_teacher_forced"  # THEORY §2 (a), over every response position
 DRIFT_WARN = 0.05  # |α(last bin) − α(first bin)| worth a warning when its CI excludes 0
 DRIFT_MIN_REQUESTS = 5  # a position bin enters the drift only when this many requests reach it
@@ -41,49 +51,10 @@ class Scored(Protocol):
     target_nll: np.ndarray  # (n,)
 
 
-def ratio_ci(
-    num: np.ndarray,
-    den: np.ndarray,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    seed: int = DEFAULT_SEED,
-) -> Estimate:
-    """Σ num / Σ den with a percentile bootstrap over units (rows), in blocks of replicates.
-
-    The same estimator as `stats.ratio_ci`; NaN interval with < 2 units, NaN value with Σ den = 0.
-    """
-    num, den = np.asarray(num, float), np.asarray(den, float)
-    total = den.sum()
-    value = float(num.sum() / total) if total > 0 else math.nan
-    n = len(num)
-    if n < 2 or not math.isfinite(value):
-        return Estimate(value, math.nan, math.nan)
-    reps = _replicates(lambda idx: _ratio(num[idx], den[idx]), n, n_boot, seed)
-    lo, hi = _interval(reps, level)
-    return Estimate(value, lo, hi)
-
-
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     d = den.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(d > 0, num.sum(axis=-1) / d, np.nan)
-
-
-def _replicates(stat: Any, n: int, n_boot: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    out = [
-        stat(rng.integers(0, n, size=(min(BOOT_BLOCK, n_boot - b), n)))
-        for b in range(0, n_boot, BOOT_BLOCK)
-    ]
-    return np.concatenate(out)
-
-
-def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
-    if not np.isfinite(samples).any():
-        return math.nan, math.nan
-    tail = (1.0 - level) / 2 * 100
-    lo, hi = np.nanpercentile(samples, [tail, 100 - tail])
-    return float(lo), float(hi)
 
 
 def drift_ci(
@@ -95,17 +66,22 @@ def drift_ci(
     level: float = 0.95,
     seed: int = DEFAULT_SEED,
 ) -> Estimate:
-    """α(last bin) − α(first bin), resampling requests jointly for both bins."""
+    """α(last bin) − α(first bin), resampling requests jointly for both bins (percentile
+    interval of the replicate differences: the drift only decides a warning)."""
     value = float(_ratio(num_last, den_last) - _ratio(num_first, den_first))
     n = len(num_first)
     if n < 2 or not math.isfinite(value):
         return Estimate(value, math.nan, math.nan)
-
-    def stat(idx: np.ndarray) -> np.ndarray:
-        return _ratio(num_last[idx], den_last[idx]) - _ratio(num_first[idx], den_first[idx])
-
-    lo, hi = _interval(_replicates(stat, n, n_boot, seed), level)
-    return Estimate(value, lo, hi)
+    rep = log_linear_replicates(
+        [[num_first, den_first], [num_last, den_last]], (1.0, -1.0), n_boot, seed
+    )
+    diff = np.exp(rep.boot_log[:, 1]) - np.exp(rep.boot_log[:, 0])
+    diff = diff[np.isfinite(diff)]
+    if len(diff) == 0:
+        return Estimate(value, math.nan, math.nan)
+    tail = (1.0 - level) / 2
+    lo, hi = np.quantile(diff, [tail, 1 - tail])
+    return Estimate(value, float(lo), float(hi))
 
 
 def position_edges(max_len: int, first: int = 16) -> list[int]:
@@ -137,6 +113,8 @@ class SettingAcceptance:
     drift: Estimate | None  # α(drift_bins[1]) − α(drift_bins[0]); None with one such bin
     requests_needed: int | None  # for the target CI half-width; None when it is already met
     drift_bins: tuple[ProfileBin, ProfileBin] | None = None  # first bin, last well-filled bin
+    request_alpha: np.ndarray = field(default_factory=lambda: np.empty(0))  # α_r per request
+    request_tokens: np.ndarray = field(default_factory=lambda: np.empty(0))  # L_r scored tokens
 
 
 @dataclass(frozen=True)
@@ -170,7 +148,7 @@ def summarize_bucket(
         for r in scored
     ]
     counts_all = np.stack([np.bincount(b, minlength=n_bins) for b in bins]).astype(float)
-    agree = ratio_ci(
+    agree = proportion_ci(
         np.asarray([r.agree.sum() for r in scored], float),
         counts_all.sum(axis=1),
         n_boot,
@@ -195,12 +173,12 @@ def summarize_bucket(
         counts, sums = counts[keep], sums[keep]
         if not keep.any():
             continue
-        alpha = ratio_ci(sums.sum(axis=1), counts.sum(axis=1), n_boot, level, seed)
+        alpha = proportion_ci(sums.sum(axis=1), counts.sum(axis=1), n_boot, level, seed)
         profile = [
             ProfileBin(
                 edges[j],
                 edges[j + 1],
-                ratio_ci(sums[:, j], counts[:, j], n_boot, level, seed),
+                proportion_ci(sums[:, j], counts[:, j], n_boot, level, seed),
                 int(counts[:, j].sum()),
                 int((counts[:, j] > 0).sum()),
             )
@@ -233,6 +211,8 @@ def summarize_bucket(
                 if math.isfinite(alpha.halfwidth) and alpha.halfwidth > target_halfwidth
                 else None,
                 drift_bins,
+                sums.sum(axis=1) / counts.sum(axis=1),
+                counts.sum(axis=1),
             )
         )
     return BucketAcceptance(bucket, len(scored), tokens, agree, nll, settings)
@@ -260,6 +240,13 @@ class TimeModel:
     @property
     def cost_ratio(self) -> float:
         return self.t_draft_ms / self.t_target_ms
+
+    @property
+    def timing(self) -> TimingModel:
+        """The same costs as the one timing model (`analysis.timing_model`)."""
+        return TimingModel(
+            self.t_target_ms, self.t_draft_ms, self.verify_base_ms, self.verify_slope_ms
+        )
 
 
 def time_model_from_flags(t_target_ms: float, t_draft_ms: float, slope_ms: float) -> TimeModel:
@@ -331,19 +318,12 @@ def time_model_from_results(results: dict[str, Any], bucket: str | None, source:
 
 def predicted_speedup(gamma: int, alpha: float, tm: TimeModel) -> float:
     """T_ar / ITL_eff(γ) under iid acceptance α; γ = 0 is 1."""
-    if gamma == 0:
-        return 1.0
-    expected = roi.expected_tokens(gamma, alpha)
-    return tm.t_target_ms / roi.itl_ms(
-        gamma, expected, tm.verify_base_ms, tm.t_draft_ms, tm.verify_slope_ms
-    )
+    return tm.timing.speedup_iid(gamma, alpha)
 
 
 def break_even_alpha(gamma: int, tm: TimeModel) -> float | None:
     """α at which speedup(γ) = 1: ā(γ, α) = round(γ) / T_ar; None when no α reaches it."""
-    needed = (
-        gamma * tm.t_draft_ms + tm.verify_base_ms + tm.verify_slope_ms * gamma
-    ) / tm.t_target_ms
+    needed = tm.timing.round_ms(gamma) / tm.t_target_ms
     if needed > gamma + 1:
         return None
     return 0.0 if needed <= 1.0 else roi.alpha_from_accepted(needed, gamma)
@@ -383,19 +363,79 @@ class RolloutPlan:
     warnings: list[str] = field(default_factory=list)
 
 
-def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) -> RolloutPlan:
-    """Tabulate γ = 1..gamma_max, pick the point-optimal γ (off is a candidate), and decide."""
+def _pooled_options(
+    alphas: np.ndarray,
+    tokens: np.ndarray,
+    tm: TimeModel,
+    gamma_max: int,
+    level: float,
+    n_boot: int,
+    seed: int,
+) -> tuple[list[GammaOption], np.ndarray]:
+    """Per γ: ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)) with its interval, the speedup and ITL it
+    implies, and the simultaneous (max-T over γ) lower bounds of the speedups."""
+    a = np.clip(alphas, 0.0, 1.0)
+    per_gamma = [
+        [tokens, tokens / np.asarray([roi.expected_tokens(g, float(x)) for x in a])]
+        for g in range(1, gamma_max + 1)
+    ]
+    rep = log_linear_replicates(per_gamma, (1.0, -1.0), n_boot, seed)
+    bounds, _ = simultaneous_lower(rep, level)
+    options, speed_bounds = [], []
+    for g in range(1, gamma_max + 1):
+        expected = ratio_ci(per_gamma[g - 1][0], per_gamma[g - 1][1], n_boot, level, seed)
+        per_token = tm.t_target_ms / tm.timing.round_ms(g)
+        speed = Estimate(*(x * per_token for x in (expected.value, expected.lo, expected.hi)))
+        itl = Estimate(
+            *(tm.t_target_ms / x if x > 0 else math.nan for x in (speed.value, speed.hi, speed.lo))
+        )
+        options.append(GammaOption(g, expected, speed, itl))
+        speed_bounds.append(bounds[g - 1] * per_token)
+    return options, np.asarray(speed_bounds)
+
+
+def plan_rollout(
+    alpha: Estimate,
+    tm: TimeModel,
+    gamma_max: int,
+    margin: float,
+    per_request: tuple[np.ndarray, np.ndarray] | None = None,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = DEFAULT_SEED,
+) -> RolloutPlan:
+    """Tabulate γ = 1..gamma_max, pick the point-optimal γ (off is a candidate), and decide.
+
+    With `per_request` = (α_r, L_r) the prediction pools ā per request and the verdict uses the
+    simultaneous lower bound over γ (module docstring). With α alone (no request detail) the iid
+    model is applied to α's value and ends, and the verdict uses the chosen γ's interval.
+    """
     if gamma_max < 1:
         raise ValueError("gamma_max must be >= 1")
-    options = []
-    for g in range(1, gamma_max + 1):
-        speed = _map(alpha, lambda a, g=g: predicted_speedup(g, a, tm))
-        itl = Estimate(
-            *(tm.t_target_ms / s if s > 0 else math.nan for s in (speed.value, speed.hi, speed.lo))
+    decision_bounds: np.ndarray | None = None
+    if per_request is not None and len(per_request[0]) >= 2:
+        options, decision_bounds = _pooled_options(
+            np.asarray(per_request[0], float),
+            np.asarray(per_request[1], float),
+            tm,
+            gamma_max,
+            level,
+            n_boot,
+            seed,
         )
-        options.append(
-            GammaOption(g, _map(alpha, lambda a, g=g: roi.expected_tokens(g, a)), speed, itl)
-        )
+    else:
+        options = []
+        for g in range(1, gamma_max + 1):
+            speed = _map(alpha, lambda a, g=g: predicted_speedup(g, a, tm))
+            itl = Estimate(
+                *(
+                    tm.t_target_ms / s if s > 0 else math.nan
+                    for s in (speed.value, speed.hi, speed.lo)
+                )
+            )
+            options.append(
+                GammaOption(g, _map(alpha, lambda a, g=g: roi.expected_tokens(g, a)), speed, itl)
+            )
     top = max(options, key=lambda o: o.speedup.value if math.isfinite(o.speedup.value) else -1.0)
     warnings = []
     if math.isfinite(alpha.value) and alpha.value < 0.4:
@@ -426,19 +466,38 @@ def plan_rollout(alpha: Estimate, tm: TimeModel, gamma_max: int, margin: float) 
         warnings.append(
             f"ā = {top.expected_tokens.value:.2f} tokens per round at γ={top.gamma} (< 1.5)"
         )
-    lo = top.speedup.lo
-    if math.isfinite(lo) and lo > 1.0 + margin:
-        verdict, gamma = "on", top.gamma
-        reason = f"speedup CI low end {lo:.3f} > 1 + margin {margin:g}"
+    if decision_bounds is not None:
+        clearing = [o for o, b in zip(options, decision_bounds, strict=True) if b > 1.0 + margin]
+        if clearing:
+            chosen = max(clearing, key=lambda o: o.speedup.value)
+            bound = decision_bounds[chosen.gamma - 1]
+            verdict, gamma = "on", chosen.gamma
+            reason = (
+                f"simultaneous lower bound {bound:.3f} over γ = 1..{gamma_max} > 1 + margin "
+                f"{margin:g}"
+            )
+            top = chosen
+        else:
+            bound = decision_bounds[top.gamma - 1]
+            verdict, gamma = "off", 0
+            reason = (
+                f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its simultaneous lower bound "
+                f"{bound:.3f} is not above 1 + margin {margin:g}"
+            )
     else:
-        verdict, gamma = "off", 0
-        reason = (
-            f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its CI low end {lo:.3f} is not "
-            f"above 1 + margin {margin:g}"
-            if math.isfinite(lo)
-            else f"γ={top.gamma} predicts {top.speedup.value:.2f}× but one request gives no "
-            "confidence interval"
-        )
+        lo = top.speedup.lo
+        if math.isfinite(lo) and lo > 1.0 + margin:
+            verdict, gamma = "on", top.gamma
+            reason = f"speedup CI low end {lo:.3f} > 1 + margin {margin:g}"
+        else:
+            verdict, gamma = "off", 0
+            reason = (
+                f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its CI low end {lo:.3f} is "
+                f"not above 1 + margin {margin:g}"
+                if math.isfinite(lo)
+                else f"γ={top.gamma} predicts {top.speedup.value:.2f}× but one request gives no "
+                "confidence interval"
+            )
     return RolloutPlan(
         verdict,
         gamma,
@@ -471,7 +530,16 @@ def bucket_result(
     target_halfwidth: float,
 ) -> BucketResult:
     """Plan every setting of a bucket and collect the warnings a reader should see."""
-    plans = [plan_rollout(s.alpha, tm, gamma_max, margin) for s in acceptance.settings]
+    plans = [
+        plan_rollout(
+            s.alpha,
+            tm,
+            gamma_max,
+            margin,
+            (s.request_alpha, s.request_tokens) if len(s.request_tokens) else None,
+        )
+        for s in acceptance.settings
+    ]
     notes: list[str] = []
     for s, plan in zip(acceptance.settings, plans, strict=True):
         notes += [f"{s.label}: {w}" for w in plan.warnings]

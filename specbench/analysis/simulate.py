@@ -7,7 +7,12 @@ are replayed position by position (`replay_greedy_prompt`): the output is the sa
 the policy's own round boundaries are laid over the recorded match/mismatch of every position. Replaying a policy over a prompt's recorded rounds gives its γ per
 round and tokens per round; the run's fitted timing model turns them into ITL and speedup:
 
-    round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ),   ITL = Σ time / Σ tokens
+    round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ)   (`analysis.timing_model`)
+
+A sampled prompt replayed round by round yields ā_p(policy) = tokens / rounds over the trace's
+rounds; a real run would spend L_p / ā_p rounds on that prompt's L_p tokens, so prompts are pooled
+by tokens, not by rounds (docs/theory.md §3): tokens per round Σ L_p / Σ (L_p / ā_p) and pooled
+throughput Σ L_p / Σ (L_p · time_p / tokens_p) — the quantities the run's measured rows hold.
 
 (the confidence policy spends one more draft forward when it stops early; each prompt also pays
 its measured draft prefill). The round-start contexts of a real run under the policy differ a
@@ -22,29 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.latency import pair, speedup_of
+from specbench.analysis.serialize import est_json
 from specbench.analysis.stats import Estimate, ratio_ci
+from specbench.analysis.timing_model import TimingModel, fit_from_records
 from specbench.config import PolicySpec
 from specbench.engine.policies import Policy
 from specbench.errors import SpecbenchError
 
-
-@dataclass(frozen=True)
-class Timing:
-    t_ar_ms: float
-    t_draft_ms: float
-    t0_ms: float
-    t1_ms: float
-    o0_ms: float = 0.0
-    o1_ms: float = 0.0
-
-    def round_ms(self, gamma: int, draft_forwards: int) -> float:
-        return (
-            draft_forwards * self.t_draft_ms
-            + self.t0_ms
-            + self.t1_ms * gamma
-            + self.o0_ms
-            + self.o1_ms * gamma
-        )
+Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
 
 
 @dataclass(frozen=True)
@@ -166,7 +157,7 @@ def replay(
             f"policy '{policy.name}' may draft up to γ={policy.max_gamma}, beyond the trace's "
             f"γ_max={gamma_max}; rerun with a larger γ in the grid or lower the policy's max_gamma"
         )
-    toks, nrounds, times, all_g = [], [], [], []
+    toks, nrounds, times, lengths, ids, all_g = [], [], [], [], [], []
     for rec in records:
         if "rounds" not in rec or "draft_top_prob" not in rec["rounds"]:
             raise SpecbenchError(
@@ -179,9 +170,14 @@ def replay(
         toks.append(t)
         nrounds.append(n)
         times.append(ms + prefill)
+        lengths.append(sum(a + 1 for a in rec["rounds"]["accepted"]))
+        ids.append(str(rec["prompt_id"]))
         all_g += gs
-    tpr = ratio_ci(np.asarray(toks, float), np.asarray(nrounds, float), n_boot, level)
-    rate = ratio_ci(np.asarray(toks, float), np.asarray(times, float), n_boot, level)
+    # pooled by tokens: each prompt scaled to its real length L_p (module docstring)
+    scale = np.asarray(lengths, float) / np.maximum(np.asarray(toks, float), 1.0)
+    length = np.asarray(lengths, float)
+    tpr = ratio_ci(length, scale * np.asarray(nrounds, float), n_boot, level, clusters=ids)
+    rate = ratio_ci(length, scale * np.asarray(times, float), n_boot, level, clusters=ids)
     speed = Estimate(
         rate.value * timing.t_ar_ms, rate.lo * timing.t_ar_ms, rate.hi * timing.t_ar_ms
     )
@@ -200,20 +196,10 @@ def policy_for(name: str, options: dict[str, Any], temperature: float) -> Policy
 
 
 def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]]) -> Timing:
-    """The timing model of one drafter's trace: T_ar from the baseline steps, T_d the mean draft
-    step, verify and harness overhead fitted as a + b·k over the trace's rounds."""
-    from specbench.analysis.stats import linear_fit
-
-    steps = [s for r in base for s in r.get("step_ms") or []]
-    if not steps:
+    """The timing model of one drafter's trace (`analysis.timing_model.fit_from_records`)."""
+    if not any(r.get("step_ms") for r in base):
         raise SpecbenchError("the run has no baseline step timings to simulate against")
-    draft = [t for r in trace for ts in r["rounds"]["draft_ms"] for t in ts]
-    ks = np.asarray([k for r in trace for k in r["rounds"]["drafted"]], float)
-    verify = np.asarray([v for r in trace for v in r["rounds"]["verify_ms"]])
-    overhead = np.asarray([o for r in trace for o in r["rounds"]["overhead_ms"]])
-    t0, t1, _ = linear_fit(ks, verify)
-    o0, o1, _ = linear_fit(ks, overhead)
-    return Timing(float(np.mean(steps)), float(np.mean(draft)) if draft else 0.0, t0, t1, o0, o1)
+    return fit_from_records(base, trace).model
 
 
 def simulate_run(
@@ -224,8 +210,7 @@ def simulate_run(
 ) -> list[dict[str, Any]]:
     """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
     beside the measured result of a real run of that policy when the run has one."""
-    from specbench.analysis.results import _est, _paired, group_records
-    from specbench.analysis.stats import ratio_of_means_ci
+    from specbench.analysis.results import group_records
 
     out = []
     for (workload, temp), grp in group_records(records).items():
@@ -255,8 +240,8 @@ def simulate_run(
                 row: dict[str, Any] = {
                     "policy": pol.name,
                     "gamma": pol.max_gamma,
-                    "predicted_tokens_per_round": _est(rep.tokens_per_round),
-                    "predicted_speedup": _est(rep.speedup),
+                    "predicted_tokens_per_round": est_json(rep.tokens_per_round),
+                    "predicted_speedup": est_json(rep.speedup),
                     "mean_gamma": round(rep.mean_gamma, 3),
                     "measured_tokens_per_round": None,
                     "measured_speedup": None,
@@ -268,11 +253,8 @@ def simulate_run(
                     from specbench.analysis.acceptance import estimate_alpha
 
                     est = estimate_alpha(real, pol.max_gamma, n_boot, 0.95)
-                    top, bottom = _paired(base, real, "decode_tps")
-                    row["measured_tokens_per_round"] = _est(est.tokens_per_round)
-                    row["measured_speedup"] = (
-                        _est(ratio_of_means_ci(top, bottom, n_boot)) if len(top) else None
-                    )
+                    row["measured_tokens_per_round"] = est_json(est.tokens_per_round)
+                    row["measured_speedup"] = est_json(speedup_of(pair(base, real), n_boot, 0.95))
                     if row["measured_speedup"] and row["measured_speedup"]["value"]:
                         row["speedup_error"] = round(
                             rep.speedup.value / row["measured_speedup"]["value"] - 1, 4

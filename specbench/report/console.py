@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.report.documents import _setting
+from specbench.report.text import pool_sentence
 
 
 def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
@@ -58,12 +59,7 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
         for w in e.get("warnings", []):
             console.print(f"[yellow]warning[/yellow] {e['workload']} T={e['temperature']:g}: {w}")
     for g in results.get("global", {}).get("by_temperature", []):
-        console.print(
-            f"T={g['temperature']:g}: one γ for all traffic = {g['single_gamma']} "
-            f"(weighted {g['single_gamma_weighted_speedup']:.2f}×); per-workload settings give "
-            f"{g['per_workload_weighted_speedup']:.2f}×; ON for {', '.join(g['on_for']) or 'none'}, "
-            f"OFF for {', '.join(g['off_for']) or 'none'}"
-        )
+        console.print(pool_sentence(g))
     if results.get("failures"):
         console.print(f"[red]{len(results['failures'])} prompt(s) failed:[/red]")
         for f in results["failures"][:20]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench.records import RECORDS_FILE, read_records
 from specbench.report import plots
+from specbench.report.text import decision_rule, pool_sentence
 
 
 @dataclass
@@ -122,12 +123,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             f"device {env.get('device')} ({env.get('gpu') or env.get('cpu')}), dtype {env.get('dtype')}, "
             f"torch {env.get('torch')}, transformers {env.get('transformers')}."
         ),
-        Para(
-            "Speculation is ON for a workload only if the low end of the 95 % confidence interval of "
-            f"its measured speedup exceeds 1 + {run.get('margin')}. Speedup = decode tokens/s "
-            "(TPOT-based) of speculation ÷ baseline on the same prompts; intervals are bootstrap "
-            "over prompts."
-        ),
+        Para(decision_rule(run)),
         Heading("Summary"),
     ]
     rows = []
@@ -165,17 +161,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
     )
     glob = results.get("global", {}).get("by_temperature", [])
     if glob:
-        blocks.append(
-            Bullets(
-                [
-                    f"T={g['temperature']:g}: a single γ for all traffic would be {g['single_gamma']} "
-                    f"(traffic-weighted {g['single_gamma_weighted_speedup']:.2f}×); per-workload settings give "
-                    f"{g['per_workload_weighted_speedup']:.2f}×. ON: {', '.join(g['on_for']) or 'none'}; "
-                    f"OFF: {', '.join(g['off_for']) or 'none'}."
-                    for g in glob
-                ]
-            )
-        )
+        blocks.append(Bullets([pool_sentence(g) for g in glob]))
     blocks += [
         Image(images["alpha"], "α by workload"),
         Image(images["per_position"], "per-position acceptance"),

@@ -15,7 +15,7 @@ import yaml
 
 from specbench.analysis import acceptance, roi
 from specbench.analysis.conformance import compare, engine_units, setting_mismatches
-from specbench.analysis.engine_results import analyse_engine_group
+from specbench.analysis.engine_results import engine_entry
 from specbench.config import parse_config
 from specbench.engine.engine_metrics import (
     SpecCounters,
@@ -144,7 +144,9 @@ def test_counters_agree_with_the_per_round_estimators() -> None:
     )
     e = estimates(c, gamma)
     assert e.per_position == pytest.approx(acceptance.per_position_acceptance(acc, dra, gamma))
-    assert e.truncation == pytest.approx(acceptance.truncation_curve(acc, dra, gamma))
+    # one pool of rounds (counters cannot tell prompts apart): ā(γ) = 1 + mean(min(A, γ))
+    round_pooled = {g: 1 + float(np.minimum(acc, g).mean()) for g in range(1, gamma + 1)}
+    assert e.truncation == pytest.approx(round_pooled)
     assert e.histogram == acceptance.accepted_histogram(acc, gamma)
     tested = np.minimum(acc + 1, dra).sum()
     assert e.accepted_tested == pytest.approx(acc.sum() / tested)
@@ -233,9 +235,9 @@ def synthetic_engine_run(n: int = 12) -> list[dict[str, Any]]:
 def test_engine_entry_acceptance_speedup_and_concurrency() -> None:
     recs = synthetic_engine_run()
     base = [r for r in recs if r["kind"] == "baseline"]
-    specs = {3: [r for r in recs if r["kind"] == "spec"]}
+    specs = {("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]}
     metrics = [r for r in recs if r["kind"] == "engine_metrics"]
-    e = analyse_engine_group(base, specs, metrics, 0.05, 500, 0.95, 0.05)
+    e, _, _ = engine_entry(base, specs, metrics, [], 0.05, 500, 0.95, 0.05)
     assert e["alpha"]["estimator"] == "accepted_tested"
     assert e["alpha"]["value"] == pytest.approx(0.75)
     assert e["alpha_estimators"]["mean_accepted_length"]["value"] == pytest.approx(2.8)
@@ -260,8 +262,8 @@ def test_engine_entry_without_counters_marks_acceptance_unavailable() -> None:
     for r in recs:
         r.pop("spec_counters", None)
     base = [r for r in recs if r["kind"] == "baseline"]
-    specs = {3: [r for r in recs if r["kind"] == "spec"]}
-    e = analyse_engine_group(base, specs, [], 0.05, 300, 0.95, 0.05)
+    specs = {("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]}
+    e, _, _ = engine_entry(base, specs, [], [], 0.05, 300, 0.95, 0.05)
     assert e["alpha"] is None
     assert any("acceptance unavailable" in w for w in e["warnings"])
     assert e["gammas"] == []  # nothing to predict without acceptance; speedup still measured
