@@ -459,8 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.alpha_from is not None and args.alpha_from.is_file():
         alphas = alphas_from_run(json.loads(args.alpha_from.read_text()))
         result["predictions"] = {
-            "alpha_source": f"the tiny pair's run ({args.alpha_from}): acceptance of the tiny "
-            "pair, timings of the sized pair",
+            "alpha_source": f"α of the tiny pair's run ({args.alpha_from.name}) with the "
+            "sized pair's timings: the timing half of a deployment, not its acceptance",
             "workloads": predictions(alphas, result["batch1"], result["batch"], args.gamma_max),
         }
     else:

@@ -247,14 +247,15 @@ def plan_steps(ctx: Context) -> list[Step]:
         accept_args += ["--no-logged-params", "--timing-reps", "3"]
         verify_args = ["--max-prompts", "1", "--contexts", "1", "--samples", "100", "--gamma", "2"]
     else:
-        run_args, accept_args = ["--max-prompts", "3"], []
+        # accept at dtype auto: bf16 on CUDA, the GPU default a user gets
+        run_args, accept_args = ["--max-prompts", "3"], ["--dtype", "auto"]
         verify_args = ["--max-prompts", "2", "--contexts", "3", "--samples", "600"]
     physics_args = ["--device", d, "--out", str(w / "physics.json")]
     physics_args += ["--alpha-from", str(w / "run" / "results.json")] + (["--quick"] if q else [])
     accept = [*sb, "accept", "--config", run_cfg, "--data", "datasets/logged/tiny_traffic.jsonl"]
     accept += ["--bucket-by", "workload", "--device", d, "--measure-timing", "--json"]
     gpu_tests = [*pytest, "-m", "gpu", "tests/test_gpu_check.py"]
-    unit = [*pytest, "-m", "not slow and not gpu", *_optional_ignores(ctx)]
+    unit = [*pytest, "-m", "not slow and not gpu", *([] if q else _optional_ignores(ctx))]
     steps = [
         Step("gpu-tests", [*gpu_tests, "--junitxml", str(w / "gpu-tests.xml")], 0),
         Step(
@@ -290,11 +291,14 @@ def plan_steps(ctx: Context) -> list[Step]:
 
 
 def _optional_ignores(ctx: Context) -> list[str]:
-    """Tests of the Parquet / Hugging Face loaders need pyarrow and datasets; without them (not
-    carried) they are left out, and the summary says so via the step's note."""
+    """Workers when pytest-xdist is there (the GPU image has it; --dist loadfile keeps each test
+    file in one process, as in a serial run). The Parquet / Hugging Face loader tests need pyarrow
+    and datasets: without them they are left out (the log shows the command)."""
+    extra = ["-n", "8", "--dist", "loadfile"] if _imports(ctx, "xdist") else []
     if _imports(ctx, "pyarrow, datasets"):
-        return []
+        return extra
     return [
+        *extra,
         "--ignore",
         "tests/test_data.py",
         "--deselect",
@@ -449,7 +453,7 @@ def summary_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                 (
                     f"sized {name}",
                     f"{m['params'] / 1e6:.1f} M params",
-                    f"{m['layers']} layers × {m['hidden']}, {ph['dtype']}, random weights",
+                    f"{m['layers']} layer(s) × {m['hidden']}, {ph['dtype']}, random weights",
                 )
             )
         b1 = ph["batch1"]
