@@ -531,7 +531,13 @@ def summary_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
             rows.append(
                 (
                     f"predicted speedup {p['workload']} T={p['temperature']:g}",
-                    f"α {p['alpha']:.3f}: best γ {p['best_gamma']} → {p['best_speedup']:.2f}× at batch 1",
+                    f"α {p['alpha']:.3f}: "
+                    + (
+                        f"best γ {p['best_gamma']} → {p['best_speedup']:.2f}×"
+                        if p["best_gamma"]
+                        else "off: no γ pays"
+                    )
+                    + " at batch 1",
                     f"γ=1…{len(p['batch1'])}: {curve}; {per_b}",
                 )
             )

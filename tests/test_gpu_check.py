@@ -211,6 +211,25 @@ def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
     assert "| verify float32 | LOSSLESS |" in summary
     assert "| step physics | PASS" in summary
 
+    # The CUDA-only rows of the summary, rendered from this result with the fields a GPU adds.
+    ph["timer_check"] = {
+        "ran": True,
+        "rows": [{"step": "target", "wall_ms": 7.5, "event_ms": 7.0, "rel_diff": 0.5 / 7}],
+        "max_abs_rel_diff": 0.5 / 7,
+        "tolerance": physics.TIMER_TOLERANCE,
+        "passed": False,
+    }
+    ph["batch1"]["t_target_ms"], ph["weight_read_floor_ms"], ph["copy_bandwidth_gbs"] = (
+        6.5,
+        1.3,
+        4300,
+    )
+    ph["batch"][0]["peak_memory_mb"] = 6144.0
+    driver.write_summary(res, tmp_path / "cuda.md")
+    cuda = (tmp_path / "cuda.md").read_text()
+    assert "| timer agreement (wall vs CUDA events) | FAIL: max 7.14 % |" in cuda
+    assert "T_ar / floor = 5.0" in cuda and "peak 6.0 GiB" in cuda
+
 
 # --------------------------------------------------------------------------------------------
 # CUDA only
