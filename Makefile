@@ -5,7 +5,7 @@ TORCH ?= 2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean install-vllm test-vllm
+.PHONY: install demo test lint bench clean install-vllm test-vllm gpu-check gpu-check-quick
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,17 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# The GPU check (README "Measured on a GPU"). On a CUDA machine, offline, at most 8 minutes:
+# it needs no .venv (the machine's python3 with torch, plus the wheels carried in .gpu-wheels/).
+# The quick form runs the same script on this machine's CPU with small shapes (as CI does).
+GPU_PY = $(if $(wildcard $(PY)),$(PY),python3)
+
+gpu-check:
+	PYTHON=$(GPU_PY) bash scripts/gpu_check.sh --out reports/gpu-check
+
+gpu-check-quick: $(STAMP)
+	PYTHON=$(PY) bash scripts/gpu_check.sh --device cpu --quick --out reports/gpu-check-quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info
