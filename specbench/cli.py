@@ -371,7 +371,7 @@ def run(
             f"{outcome.written} records written, {outcome.skipped} already complete, "
             f"{len(outcome.failures)} failed"
         )
-        incomplete = _run_incomplete(outcome, max_rate)
+        incomplete = run_incomplete(outcome, max_rate)
         try:
             results, _ = write_reports(out_dir)
         except SpecbenchError as exc:
@@ -391,7 +391,7 @@ def run(
 EXIT_RUN_INCOMPLETE = 4  # exit code: prompts failed beyond --max-failure-rate
 
 
-def _run_incomplete(outcome: Any, max_rate: float) -> str | None:
+def run_incomplete(outcome: Any, max_rate: float) -> str | None:
     """The one-line reason a run is incomplete, or None. The share is over every planned unit:
     those measured now (ok or failed) and those already complete in the directory."""
     failed = len(outcome.failures)

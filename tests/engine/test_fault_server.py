@@ -19,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import _run_incomplete, app
+from specbench.cli import app, run_incomplete
 from specbench.config import RunConfig, parse_config
 from specbench.engine.engine_run import run_engine
 from specbench.engine.runner import RunOutcome, load_prompts
@@ -229,19 +229,19 @@ def test_resume_retries_failed_requests_only(tmp_path: Path, fault_server: Fault
     assert outcome.written == 0 and outcome.skipped == 3 and len(fault_server.log) == n_before + 1
 
 
-def test_run_incomplete_threshold() -> None:
+def testrun_incomplete_threshold() -> None:
     def outcome(failed: int, written: int, skipped: int) -> RunOutcome:
         o = RunOutcome(Path("."), written=written, skipped=skipped)
         o.failures = [{"error": f"HTTP 503:\n overloaded {i}"} for i in range(failed)]
         return o
 
-    assert _run_incomplete(outcome(0, 20, 0), 0.0) is None
-    assert _run_incomplete(outcome(1, 10, 10), 0.05) is None  # 1 of 20 = 5 %: not above
-    msg = _run_incomplete(outcome(2, 10, 10), 0.05)
+    assert run_incomplete(outcome(0, 20, 0), 0.0) is None
+    assert run_incomplete(outcome(1, 10, 10), 0.05) is None  # 1 of 20 = 5 %: not above
+    msg = run_incomplete(outcome(2, 10, 10), 0.05)
     assert msg is not None and "\n" not in msg
     assert msg.startswith("run incomplete: 2 of 20 prompts failed (10%, above --max-failure-rate")
     assert "first: HTTP 503: overloaded 0" in msg
-    assert _run_incomplete(outcome(2, 10, 10), 0.1) is None
+    assert run_incomplete(outcome(2, 10, 10), 0.1) is None
 
 
 # ---------------------------------------------------------------------------------------------
