@@ -320,8 +320,19 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Discard the run already in DIR and start over.")
     ] = False,
+    max_failure_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--max-failure-rate",
+            help="Exit 4 (run incomplete) when more than this share of the prompts failed "
+            "(default: the config's max_failure_rate, 0.05).",
+        ),
+    ] = None,
 ) -> None:
-    """Measure speculative decoding on a model pair over the workloads, then report."""
+    """Measure speculative decoding on a model pair over the workloads, then report.
+
+    Exit codes: 0 measured; 2 bad input; 4 run incomplete (prompts failed beyond
+    --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.engine import runner
     from specbench.report.console import render_summary
@@ -333,6 +344,9 @@ def run(
         over = _run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
         cfg = parse_config(deep_merge(data, over), str(config))
         out_dir = Path(cfg.output_dir)
+        if max_failure_rate is not None and not 0.0 <= max_failure_rate <= 1.0:
+            raise SpecbenchError(f"--max-failure-rate must be in [0, 1], got {max_failure_rate:g}")
+        max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
         console = Console()
         console.print(f"specbench run: {cfg.name} → {out_dir}")
         try:
@@ -357,11 +371,38 @@ def run(
             f"{outcome.written} records written, {outcome.skipped} already complete, "
             f"{len(outcome.failures)} failed"
         )
-        results, _ = write_reports(out_dir)
-        render_summary(console, results)
-        console.print(
-            f"reports: {out_dir}/report.md, report.html, results.json, summary.csv, plots/"
-        )
+        incomplete = run_incomplete(outcome, max_rate)
+        try:
+            results, _ = write_reports(out_dir)
+        except SpecbenchError as exc:
+            if incomplete is None:
+                raise
+            console.print(f"[yellow]warning[/yellow] no report: {exc}")
+        else:
+            render_summary(console, results)
+            console.print(
+                f"reports: {out_dir}/report.md, report.html, results.json, summary.csv, plots/"
+            )
+        if incomplete is not None:
+            typer.echo(f"error: {incomplete}", err=True)
+            raise typer.Exit(EXIT_RUN_INCOMPLETE)
+
+
+EXIT_RUN_INCOMPLETE = 4  # exit code: prompts failed beyond --max-failure-rate
+
+
+def run_incomplete(outcome: Any, max_rate: float) -> str | None:
+    """The one-line reason a run is incomplete, or None. The share is over every planned unit:
+    those measured now (ok or failed) and those already complete in the directory."""
+    failed = len(outcome.failures)
+    total = outcome.written + outcome.skipped
+    if failed == 0 or total == 0 or failed / total <= max_rate:
+        return None
+    first = " ".join(str(outcome.failures[0].get("error") or "no error message").split())
+    return (
+        f"run incomplete: {failed} of {total} prompts failed ({failed / total:.0%}, above "
+        f"--max-failure-rate {max_rate:g}); first: {first}; rerun with --resume to retry them"
+    )
 
 
 @app.command()

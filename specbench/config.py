@@ -244,6 +244,8 @@ class RunConfig(_Strict):
     chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
     warmup: int = Field(default=1, ge=0)  # warm-up prompts per workload, reported apart
     repeats: int = Field(default=1, ge=1)
+    # `run` exits 4 ("run incomplete") when more than this share of the prompts failed.
+    max_failure_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     seed: int = 0
     # torch intra-op threads on CPU (None = torch's default). For tiny models 1 is fastest and,
     # on a busy machine, far steadier: OpenMP threads waiting on a preempted sibling turned a

@@ -107,6 +107,31 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
         yield rec
 
 
+def unit_of(rec: dict[str, Any]) -> tuple[UnitKey, int | None]:
+    """A measured unit's identity: its UnitKey, plus the concurrency on the engine backends (which
+    measure the same prompt once per concurrency level); None for the transformers backend."""
+    conc = rec.get("concurrency")
+    return UnitKey.of(rec), (int(conc) if conc is not None else None)
+
+
+MEASURED_KINDS = ("baseline", "spec")
+
+
+def unresolved_failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last failed record of each unit that has no successful record in the file.
+
+    `--resume` retries failed units and appends their new records (a record is never rewritten),
+    so a failure followed by a success is history, not a failure of the run.
+    """
+    ok = {unit_of(r) for r in records if r.get("kind") in MEASURED_KINDS}
+    last: dict[tuple[UnitKey, int | None], dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("kind") == "failed" and (unit := unit_of(rec)) not in ok:
+            last.pop(unit, None)  # keep file order of the latest failure
+            last[unit] = rec
+    return list(last.values())
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     return list(iter_records(path))
 

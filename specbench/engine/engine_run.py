@@ -8,13 +8,19 @@ of a conversation run in order). The engine's spec-decode counters are read befo
 batch and diffed; at concurrency 1 they are also read around each conversation, which attributes
 them to prompts (the bootstrap units of the acceptance intervals and of the conformance test).
 
-Records (records.jsonl), appended as soon as a batch ends:
-- one "baseline"/"spec" line per prompt with the transformers backend's fields (ttft_ms list,
-  tpot_ms = (e2e − TTFT) / (tokens − 1) summed over turns, tokens_per_s, new_tokens, wall_ms…)
-  plus `concurrency`, `e2e_ms`, `backend` and, at concurrency 1, `spec_counters`;
-- then one "engine_metrics" line for the batch: counter deltas (`spec_counters`, null with
-  `acceptance_available: false` when the engine exports none), batch wall time, output tokens/s.
-A batch is complete once its engine_metrics line exists; `--resume` skips complete batches.
+Records (records.jsonl), each appended (flushed and fsynced) the moment it exists:
+- one "baseline"/"spec" line per prompt, written when its conversation completes (not when its
+  batch ends), with the transformers backend's fields (ttft_ms list, tpot_ms = (e2e − TTFT) /
+  (tokens − 1) summed over turns, tokens_per_s, new_tokens, wall_ms…) plus `concurrency`,
+  `e2e_ms`, `backend` and, at concurrency 1, `spec_counters`; a request that failed is a "failed"
+  line with its error;
+- then, last, one "engine_metrics" line for the batch: counter deltas (`spec_counters`, null with
+  `acceptance_available: false` when the engine exports none), batch wall time, output tokens/s,
+  `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch.
+A unit is (setting, workload, temperature, concurrency, repeat, prompt); it is done once it has a
+successful line. `--resume` runs every unit not done — the ones a kill left unstarted or in flight
+and the ones that failed — as the rest of their batch (a partial batch), so a killed run loses at
+most the requests in flight and each unit ends with exactly one successful line.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +46,13 @@ from specbench.engine.runner import (
     prepare_run_dir,
 )
 from specbench.errors import SpecbenchError
-from specbench.records import RECORDS_FILE, RecordWriter, iter_records, repair_truncated_tail
+from specbench.records import (
+    MEASURED_KINDS,
+    RECORDS_FILE,
+    RecordWriter,
+    iter_records,
+    repair_truncated_tail,
+)
 
 ENGINE_METRICS_KIND = "engine_metrics"
 
@@ -89,14 +101,24 @@ class Snapshot:
     accept_length: float | None = None  # SGLang's gauge, where exported
 
 
+OnResult = Callable[[int, ConversationResult], None]
+
+
 class EngineSession(Protocol):
     """An open engine setting."""
 
     def snapshot(self) -> Snapshot: ...
 
     def run_batch(
-        self, convs: list[Conversation], temperature: float, concurrency: int
-    ) -> list[ConversationResult]: ...
+        self,
+        convs: list[Conversation],
+        temperature: float,
+        concurrency: int,
+        on_result: OnResult | None = None,
+    ) -> list[ConversationResult]:
+        """Run the conversations; call `on_result(index, result)` in the calling thread as each
+        one completes (so its record is on disk before the batch ends); return them all."""
+        ...
 
 
 class Backend(Protocol):
@@ -117,6 +139,10 @@ class BatchKey:
     temperature: float
     concurrency: int
     repeat: int
+
+
+# A unit: one prompt of one batch.
+UnitId = tuple[BatchKey, str]
 
 
 def _batch_key(rec: dict[str, Any]) -> BatchKey:
@@ -160,8 +186,9 @@ def merged_server_config(cfg: RunConfig, stored_yaml: str) -> RunConfig:
 
 def prepare_engine_dir(
     cfg: RunConfig, out_dir: Path, resume: bool, force: bool
-) -> tuple[RunConfig, set[BatchKey]]:
-    """Create or validate DIR; return the config to store and the batches already complete.
+) -> tuple[RunConfig, set[UnitId]]:
+    """Create or validate DIR; return the config to store and the units already measured
+    successfully (a failed unit is not done: `--resume` retries it).
 
     openai backend: `--resume` also accepts a config that differs only in `server` (the next
     server of a one-server-per-setting series); the stored config then lists every endpoint.
@@ -180,12 +207,12 @@ def prepare_engine_dir(
         cfg = merged_server_config(cfg, stored.read_text())
         stored.write_text(dump_config(cfg))
     prepare_run_dir(cfg, out_dir, resume, force)
-    done: set[BatchKey] = set()
+    done: set[UnitId] = set()
     if records.exists():
         repair_truncated_tail(records)
         for rec in iter_records(records):
-            if rec.get("kind") == ENGINE_METRICS_KIND:
-                done.add(_batch_key(rec))
+            if rec.get("kind") in MEASURED_KINDS:
+                done.add((_batch_key(rec), str(rec["prompt_id"])))
     return cfg, done
 
 
@@ -251,6 +278,7 @@ def metrics_record(
     after: Snapshot,
     wall_ms: float,
     results: list[ConversationResult],
+    n_planned: int,
 ) -> dict[str, Any]:
     counters = (
         after.counters.minus(before.counters)
@@ -268,6 +296,8 @@ def metrics_record(
         "spec_counters": counters.to_dict() if counters is not None else None,
         "accept_length_gauge": after.accept_length,
         "n_requests": len(results),
+        "n_planned": n_planned,  # the workload's prompts; fewer ran in a resumed (partial) batch
+        "partial": len(results) < n_planned,
         "n_failed": sum(1 for r in results if r.error is not None),
         "output_tokens": tokens,
         "batch_wall_ms": _rounded(wall_ms),
@@ -342,10 +372,11 @@ def run_engine(
     plan = list(plan_batches(cfg))
     total = sum(len(prompts[w]) for s in settings for w, *_ in plan)
     already = sum(
-        len(prompts[w])
+        1
         for s in settings
         for w, t, c, r in plan
-        if BatchKey(s.gamma, s.label, w, t, c, r) in done
+        for p in prompts[w]
+        if (BatchKey(s.gamma, s.label, w, t, c, r), p.id) in done
     )
     ev.planned(total, already)
     _write_env(out_dir, cfg, backend)
@@ -367,7 +398,7 @@ def _measure(
     backend: Backend,
     settings: list[Setting],
     plan: list[tuple[str, float, int, int]],
-    done: set[BatchKey],
+    done: set[UnitId],
     prompts: dict[str, list[Prompt]],
     ev: RunEvents,
     outcome: RunOutcome,
@@ -377,19 +408,22 @@ def _measure(
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
     ):
         for setting in settings:
-            todo = [b for b in plan if BatchKey(setting.gamma, setting.label, *b) not in done]
-            outcome.skipped += sum(len(prompts[w]) for w, *_ in plan) - sum(
-                len(prompts[w]) for w, *_ in todo
-            )
+            todo: list[tuple[tuple[str, float, int, int], list[Prompt]]] = []
+            for batch in plan:
+                key = BatchKey(setting.gamma, setting.label, *batch)
+                rest = [p for p in prompts[batch[0]] if (key, p.id) not in done]
+                outcome.skipped += len(prompts[batch[0]]) - len(rest)
+                if rest:
+                    todo.append((batch, rest))
             if not todo:
                 continue
             with backend.open(setting) as session:
                 try:
                     _warm_up(cfg, setting, session, prompts, warm_writer, ev)
-                    for workload, temp, conc, rep in todo:
+                    for (workload, temp, conc, rep), rest in todo:
                         _run_batch(
-                            cfg, setting, session, prompts[workload], workload, temp, conc, rep,
-                            writer, ev, outcome,
+                            cfg, setting, session, rest, len(prompts[workload]), workload, temp,
+                            conc, rep, writer, ev, outcome,
                         )  # fmt: skip
                 except (KeyboardInterrupt, SpecbenchError):
                     raise
@@ -467,6 +501,7 @@ def _run_batch(
     setting: Setting,
     session: EngineSession,
     items: list[Prompt],
+    n_planned: int,
     workload: str,
     temp: float,
     conc: int,
@@ -475,16 +510,15 @@ def _run_batch(
     ev: RunEvents,
     outcome: RunOutcome,
 ) -> None:
+    """Run one batch (or the rest of one: `items` are its prompts not yet measured); each
+    request's record is written as it completes, the batch's metrics record last."""
     label = f"{'γ=' + str(setting.gamma) if setting.gamma else 'baseline'} c={conc}"
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)
-    before = session.snapshot()
-    t0 = time.perf_counter()
-    results = session.run_batch(convs, temp, conc)
-    wall_ms = (time.perf_counter() - t0) * 1000.0
-    after = session.snapshot()
-    for conv, res in zip(convs, results, strict=True):
+
+    def write(i: int, res: ConversationResult) -> None:
+        conv = convs[i]
         rec = request_record({**head, "prompt_id": conv.prompt.id, "seed": conv.seed}, res, True)
         if rec["kind"] == "failed":
             outcome.failures.append(rec)
@@ -493,7 +527,13 @@ def _run_batch(
         writer.write(rec)
         outcome.written += 1
         ev.unit_finished(rec)
-    mrec = metrics_record(head, before, after, wall_ms, results)
+
+    before = session.snapshot()
+    t0 = time.perf_counter()
+    results = session.run_batch(convs, temp, conc, write)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    after = session.snapshot()
+    mrec = metrics_record(head, before, after, wall_ms, results, n_planned)
     writer.write(mrec)
     counters = SpecCounters.from_dict(mrec["spec_counters"]) if mrec["spec_counters"] else None
     outcome.warnings.extend(label_checks(setting, counters, after.available))

@@ -14,24 +14,35 @@ keep that many conversations in flight.
 Prometheus `/metrics` is scraped before and after each batch (vLLM's current and V0 counter
 names, SGLang's accept-length gauge; `engine_metrics.py`) and around each conversation at
 concurrency 1. A server without `/metrics` is still measured; acceptance is marked unavailable.
-Transient failures (connection errors, timeouts, HTTP 429/5xx) are retried `server.retries` times;
-a request that still fails is recorded with kind "failed" and its error.
+
+Every stream is validated: each server-sent event must parse as a completion chunk (pydantic
+models below), and the stream must end with a chunk carrying `finish_reason` and then `[DONE]`;
+anything else fails the request with the reason (a malformed chunk is not skipped, a stream cut
+short is not measured as a short answer). Transient failures (connection errors, timeouts, a
+stream cut off, HTTP 408/429/5xx) are retried `server.retries` times, after the server's
+`Retry-After` when it sends one; a request that still fails is recorded with kind "failed" and
+its error. HTTP is httpx2 (the maintained httpx, already installed with huggingface_hub) and its
+SSE parser: one connection pool per server, so requests reuse connections as a serving client
+does, and TTFT does not include a TCP handshake per request.
 
     specbench run configs/tiny-openai.yaml
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
+import queue
+import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import httpx2
+from pydantic import BaseModel, ValidationError
 
 from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
@@ -44,6 +55,7 @@ from specbench.engine.engine_metrics import (
 from specbench.engine.engine_run import (
     Conversation,
     ConversationResult,
+    OnResult,
     Setting,
     Snapshot,
     TurnResult,
@@ -66,23 +78,140 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 class RequestFailed(Exception):
-    """A request that failed; `retry` says whether trying again may help."""
+    """A request that failed; `retry` says whether trying again may help, `retry_after_s` how long
+    the server asked to wait first (HTTP Retry-After)."""
 
-    def __init__(self, message: str, retry: bool) -> None:
+    def __init__(self, message: str, retry: bool, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retry = retry
+        self.retry_after_s = retry_after_s
 
 
-def _http_error(exc: urllib.error.HTTPError) -> RequestFailed:
+MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is not waited for past this
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delay-seconds or an HTTP date, RFC 9110 §10.2.3)."""
+    if not value:
+        return None
     try:
-        body = exc.read().decode(errors="replace")
-        detail = json.loads(body).get("error", body) if body.startswith("{") else body
+        secs = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        secs = when.timestamp() - time.time()
+    return min(max(secs, 0.0), MAX_RETRY_AFTER_S) if secs == secs else None  # NaN: ignored
+
+
+def _status_error(resp: httpx2.Response) -> RequestFailed:
+    """A non-2xx response as a RequestFailed (its body's error message, Retry-After kept)."""
+    try:
+        resp.read()
+        body = resp.text
+        detail: Any = json.loads(body).get("error", body) if body.startswith("{") else body
         if isinstance(detail, dict):
             detail = detail.get("message", detail)
     except Exception:
         detail = ""
     text = " ".join(str(detail).split())[:200]
-    return RequestFailed(f"HTTP {exc.code}: {text}", exc.code in RETRY_HTTP)
+    code = resp.status_code
+    return RequestFailed(
+        f"HTTP {code}: {text}", code in RETRY_HTTP, _retry_after(resp.headers.get("retry-after"))
+    )
+
+
+# --- the completion-chunk schema (OpenAI streaming; extra fields any server adds are ignored)
+
+
+class _Delta(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    text: str | None = None  # /v1/completions
+    delta: _Delta | None = None  # /v1/chat/completions
+    token_ids: list[int] | None = None  # vLLM with return_token_ids
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class StreamChunk(BaseModel):
+    choices: list[_Choice] = []
+    usage: _Usage | None = None
+    error: Any = None
+
+
+def parse_chunk(data: str, index: int) -> StreamChunk:
+    """One event's data as a completion chunk, or RequestFailed naming what is wrong with it."""
+    try:
+        return StreamChunk.model_validate_json(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ())) or "chunk"
+        raise RequestFailed(
+            f"malformed stream chunk {index} ({where}: {err.get('msg', '')}): {data[:80]!r}"[:300],
+            False,  # a server that sends malformed JSON sends it again
+        ) from None
+
+
+def _transport_error(exc: httpx2.HTTPError) -> RequestFailed:
+    if isinstance(exc, httpx2.TimeoutException):
+        return RequestFailed(f"timed out ({type(exc).__name__})", True)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return RequestFailed(f"{type(exc).__name__}: {first}"[:300], True)
+
+
+def run_threaded(
+    work: Callable[[Conversation], ConversationResult],
+    items: list[Conversation],
+    workers: int,
+) -> Iterator[tuple[int, ConversationResult]]:
+    """Run `work` over `items` with `workers` in flight (closed loop), yielding (index, result) in
+    the caller's thread as each completes.
+
+    Daemon threads rather than a ThreadPoolExecutor: on Ctrl-C (a KeyboardInterrupt in the caller)
+    no new item starts and the process exits at once, dropping only the requests in flight; an
+    executor's threads would be joined at exit, holding the process until their requests end.
+    """
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(len(items)):
+        todo.put(i)
+    done: queue.SimpleQueue[tuple[int, ConversationResult | BaseException]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((i, work(items[i])))
+            except BaseException as exc:  # a bug: re-raised in the caller's thread
+                done.put((i, exc))
+                return
+
+    for _ in range(min(workers, len(items))):
+        threading.Thread(target=worker, daemon=True).start()
+    try:
+        for _ in range(len(items)):
+            while True:
+                try:
+                    i, res = done.get(timeout=0.1)  # short waits keep Ctrl-C responsive
+                    break
+                except queue.Empty:
+                    continue
+            if isinstance(res, BaseException):
+                raise res
+            yield i, res
+    finally:
+        stop.set()
 
 
 class OpenAISession:
@@ -95,8 +224,10 @@ class OpenAISession:
         model: str,
         max_context: int | None,
         metrics_ok: bool,
+        client: httpx2.Client,
     ) -> None:
         self.b = backend
+        self.client = client
         self.cfg = backend.cfg
         self.api, _ = split_url(setting.endpoint)
         self.model = model
@@ -108,8 +239,8 @@ class OpenAISession:
         if not self.metrics_ok:
             return Snapshot(False, None)
         try:
-            text = self.b.get_text(self.b.metrics_url_for(self.api), timeout=10.0)
-        except (OSError, RequestFailed):
+            text = self.b.get_text(self.client, self.b.metrics_url_for(self.api), timeout=10.0)
+        except RequestFailed:
             return Snapshot(False, None)
         samples = parse_prometheus(text)
         return Snapshot(True, spec_counters_from_samples(samples), accept_length_gauge(samples))
@@ -162,58 +293,57 @@ class OpenAISession:
         return path, {**body, **s.extra_body}, prompt_tokens, truncated
 
     def _stream_once(self, path: str, body: dict[str, Any]) -> TurnResult:
-        req = urllib.request.Request(
-            self.api + path,
-            data=json.dumps(body).encode(),
-            headers={**self.b.headers(), "Content-Type": "application/json"},
-            method="POST",
-        )
         text: list[str] = []
         ids: list[int] = []
-        usage: dict[str, Any] = {}
+        usage = _Usage()
         finish = ""
         chunks = 0
+        ended = False
         first: float | None = None
         t0 = time.perf_counter()
         try:
-            with urllib.request.urlopen(req, timeout=self.cfg.server.timeout_s) as resp:
-                for raw in resp:
-                    line = raw.decode("utf-8", errors="replace").strip()
-                    if not line.startswith("data:"):
+            with self.client.sse(
+                self.api + path, method="POST", json=body, headers=self.b.headers()
+            ) as source:
+                if source.response.status_code >= 300:
+                    raise _status_error(source.response)
+                for index, event in enumerate(source):
+                    data = event.data.strip()
+                    if not data:
                         continue
-                    data = line[len("data:") :].strip()
                     if data == "[DONE]":
+                        ended = True
                         break
-                    try:
-                        msg = json.loads(data)
-                    except json.JSONDecodeError:
-                        continue
-                    if msg.get("error"):
-                        raise RequestFailed(f"server error: {msg['error']}"[:300], False)
-                    if msg.get("usage"):
-                        usage = msg["usage"]
-                    for choice in msg.get("choices") or []:
-                        piece = choice.get("text")
+                    msg = parse_chunk(data, index)
+                    if msg.error:
+                        raise RequestFailed(f"server error: {msg.error}"[:300], False)
+                    if msg.usage is not None:
+                        usage = msg.usage
+                    for choice in msg.choices:
+                        piece = choice.text
                         if piece is None:
-                            piece = (choice.get("delta") or {}).get("content") or ""
-                        if choice.get("token_ids"):
-                            ids.extend(choice["token_ids"])
-                        if piece or choice.get("token_ids"):
+                            piece = (choice.delta.content if choice.delta else None) or ""
+                        if choice.token_ids:
+                            ids.extend(choice.token_ids)
+                        if piece or choice.token_ids:
                             chunks += 1
                             if first is None:
                                 first = time.perf_counter()
                             text.append(piece)
-                        if choice.get("finish_reason"):
-                            finish = str(choice["finish_reason"])
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RequestFailed(f"{type(exc).__name__}: {reason}"[:300], True) from None
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+        except httpx2.HTTPError as exc:  # connect/read timeouts, a connection cut mid-stream
+            raise _transport_error(exc) from None
         end = time.perf_counter()
+        if not ended or not finish:
+            # a stream cut short would be measured as a short answer, skewing TPOT and tokens/s
+            missing = " and ".join(
+                m for m, ok in (("a finish_reason", bool(finish)), ("[DONE]", ended)) if not ok
+            )
+            raise RequestFailed(f"stream ended without {missing} after {chunks} chunks", True)
         out = "".join(text)
-        if usage.get("completion_tokens") is not None:
-            n = int(usage["completion_tokens"])
+        if usage.completion_tokens is not None:
+            n = int(usage.completion_tokens)
         elif ids:
             n = len(ids)
         elif (tok := self.b.tokenizer()) is not None:
@@ -221,7 +351,7 @@ class OpenAISession:
         else:
             n = chunks
         return TurnResult(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            prompt_tokens=int(usage.prompt_tokens or 0),
             new_tokens=n,
             ttft_ms=((first if first is not None else end) - t0) * 1000.0,
             e2e_ms=(end - t0) * 1000.0,
@@ -245,7 +375,8 @@ class OpenAISession:
                     raise RequestFailed(
                         f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})", False
                     ) from None
-                time.sleep(min(0.5 * 2**attempt, 5.0))
+                backoff = min(0.5 * 2**attempt, 5.0)
+                time.sleep(exc.retry_after_s if exc.retry_after_s is not None else backoff)
         raise AssertionError("unreachable")
 
     def _conversation(
@@ -270,13 +401,27 @@ class OpenAISession:
         return res
 
     def run_batch(
-        self, convs: list[Conversation], temperature: float, concurrency: int
+        self,
+        convs: list[Conversation],
+        temperature: float,
+        concurrency: int,
+        on_result: OnResult | None = None,
     ) -> list[ConversationResult]:
-        per_request = concurrency == 1
-        if concurrency == 1:
-            return [self._conversation(c, temperature, True) for c in convs]
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            return list(pool.map(lambda c: self._conversation(c, temperature, per_request), convs))
+        results: list[ConversationResult] = [ConversationResult() for _ in convs]
+
+        def deliver(i: int, res: ConversationResult) -> None:
+            results[i] = res
+            if on_result is not None:  # its record goes to disk now, not when the batch ends
+                on_result(i, res)
+
+        if concurrency == 1:  # in this thread: per-request counters, Ctrl-C lands in the request
+            for i, conv in enumerate(convs):
+                deliver(i, self._conversation(conv, temperature, True))
+        else:
+            work = lambda c: self._conversation(c, temperature, False)  # noqa: E731
+            for i, res in run_threaded(work, convs, concurrency):
+                deliver(i, res)
+        return results
 
 
 class OpenAIBackend:
@@ -317,13 +462,23 @@ class OpenAIBackend:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def get_text(self, url: str, timeout: float) -> str:
-        req = urllib.request.Request(url, headers=self.headers())
+    def get_text(self, client: httpx2.Client, url: str, timeout: float) -> str:
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return str(resp.read().decode("utf-8", errors="replace"))
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
+            resp = client.get(url, headers=self.headers(), timeout=timeout)
+        except httpx2.HTTPError as exc:
+            raise _transport_error(exc) from None
+        if resp.status_code >= 300:
+            raise _status_error(resp)
+        return resp.text
+
+    def client(self) -> httpx2.Client:
+        """A connection pool for one server: room for the largest concurrency (a request never
+        waits for a connection while the clock runs), `timeout_s` on each connect and read."""
+        s = self.cfg.server
+        return httpx2.Client(
+            timeout=httpx2.Timeout(s.timeout_s),
+            limits=httpx2.Limits(max_connections=max(self.cfg.concurrency) + 2),
+        )
 
     def metrics_url_for(self, api: str) -> str:
         if self.cfg.server.metrics_url and len(self.endpoints) == 1:
@@ -355,24 +510,30 @@ class OpenAIBackend:
         eps = sorted(self.endpoints, key=lambda ep: ep.gamma)
         return [Setting(ep.gamma, endpoint_label(ep), ep.url) for ep in eps]
 
-    def _preflight(self, setting: Setting) -> tuple[str, int | None, bool]:
+    def _preflight(self, client: httpx2.Client, setting: Setting) -> tuple[str, int | None, bool]:
         """Check the server answers; return (model, max context for prompts, /metrics present)."""
         api, origin = split_url(setting.endpoint)
         s = self.cfg.server
         try:
-            listing = json.loads(self.get_text(api + "/models", timeout=min(s.timeout_s, 15.0)))
+            text = self.get_text(client, api + "/models", timeout=min(s.timeout_s, 15.0))
         except RequestFailed as exc:
             if str(exc).startswith(("HTTP 401", "HTTP 403")):
                 raise SpecbenchError(
                     f"the server at {setting.endpoint} refused the request ({exc}); set the API key "
                     "in the environment variable named by server.api_key_env"
                 ) from None
+            if not str(exc).startswith("HTTP "):  # no answer at all
+                raise SpecbenchError(
+                    f"cannot reach the server at {setting.endpoint} ({exc}); start it or fix "
+                    "server.url"
+                ) from None
+            text = "{}"
+        try:
+            listing = json.loads(text)
+        except ValueError:
             listing = {}
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SpecbenchError(
-                f"cannot reach the server at {setting.endpoint} ({reason}); start it or fix server.url"
-            ) from None
+        if not isinstance(listing, dict):
+            listing = {}
         served = [m for m in listing.get("data", []) if isinstance(m, dict)]
         names = [str(m.get("id")) for m in served]
         model = s.model or (names[0] if len(names) == 1 else self.cfg.target.model)
@@ -384,13 +545,15 @@ class OpenAIBackend:
         max_len = next((m.get("max_model_len") for m in served if m.get("id") == model), None)
         max_context = max(1, int(max_len) - self.cfg.max_new_tokens) if max_len else None
         try:
-            self.get_text(self.metrics_url_for(api), timeout=10.0)
+            self.get_text(client, self.metrics_url_for(api), timeout=10.0)
             metrics_ok = True
-        except (OSError, RequestFailed):
+        except RequestFailed:
             metrics_ok = False
         version = None
         with suppress(Exception):
-            version = json.loads(self.get_text(origin + "/version", timeout=5.0)).get("version")
+            version = json.loads(self.get_text(client, origin + "/version", timeout=5.0)).get(
+                "version"
+            )
         self.server_info[setting.endpoint] = {
             "label": setting.label,
             "gamma": setting.gamma,
@@ -403,8 +566,9 @@ class OpenAIBackend:
 
     @contextmanager
     def open(self, setting: Setting) -> Iterator[OpenAISession]:
-        model, max_context, metrics_ok = self._preflight(setting)
-        yield OpenAISession(self, setting, model, max_context, metrics_ok)
+        with self.client() as client:
+            model, max_context, metrics_ok = self._preflight(client, setting)
+            yield OpenAISession(self, setting, model, max_context, metrics_ok, client)
 
     def environment(self) -> dict[str, Any]:
         import transformers

@@ -40,6 +40,7 @@ from specbench.engine.engine_metrics import SpecCounters, spec_counters_from_vll
 from specbench.engine.engine_run import (
     Conversation,
     ConversationResult,
+    OnResult,
     Setting,
     Snapshot,
     TurnResult,
@@ -224,7 +225,11 @@ class VllmSession:
         )
 
     def run_batch(
-        self, convs: list[Conversation], temperature: float, concurrency: int
+        self,
+        convs: list[Conversation],
+        temperature: float,
+        concurrency: int,
+        on_result: OnResult | None = None,
     ) -> list[ConversationResult]:
         results = [ConversationResult() for _ in convs]
         answers: list[list[str]] = [[] for _ in convs]
@@ -253,6 +258,8 @@ class VllmSession:
                 after, before = self.counters(), start.get(i)
                 if after is not None and before is not None:
                     results[i].counters = after.minus(before)
+            if on_result is not None:  # its record goes to disk now, not when the batch ends
+                on_result(i, results[i])
 
         while pending or inflight:
             while pending and active < concurrency:

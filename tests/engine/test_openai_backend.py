@@ -255,7 +255,10 @@ def test_retries_then_recorded_failures(tmp_path: Path) -> None:
     assert (
         len(failed) == 6 and "HTTP 503" in failed[0]["error"] and "2 attempts" in failed[0]["error"]
     )
-    assert res.exit_code == 2 and "no complete baseline records" in res.output  # nothing to report
+    # every prompt failed: "run incomplete" (exit 4, not a verdict's 1), with why no report
+    assert res.exit_code == 4, res.output
+    assert "error: run incomplete: 6 of 6 prompts failed (100%" in res.output
+    assert "no report: " in res.output and "no complete baseline records" in res.output
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

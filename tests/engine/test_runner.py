@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.cli import run_incomplete
 from specbench.config import parse_config
 from specbench.engine import runner
 from specbench.errors import SpecbenchError
@@ -113,3 +114,10 @@ def test_a_failing_prompt_is_recorded_and_the_run_goes_on(
     failed = [r for r in recs if r["kind"] == "failed"]
     assert len(failed) == 1 and "out of memory" in failed[0]["error"]
     assert sum(r["kind"] == "spec" for r in recs) == 5
+    assert run_incomplete(outcome, 0.05) is not None  # 1 of 9 failed: `run` would exit 4
+    # --resume retries the failed unit, and only it
+    outcome = runner.run(
+        parse_config(tiny_config(tmp_path)), tmp_path, session=session, resume=True
+    )
+    assert (outcome.written, outcome.skipped, outcome.failures) == (1, 8, [])
+    assert run_incomplete(outcome, 0.05) is None
