@@ -729,6 +729,8 @@ def power_advice(
     mde_out = math.expm1(mde) if metric.relative else mde
     c = (_effect_scale(metric, th) / z) ** 2  # the largest se that still detects the minimum
     se_p2, se_r2 = (test.se_prompts or 0.0) ** 2, (test.se_runs or 0.0) ** 2
+    if c <= 0:  # no minimum effect set: nothing to size for
+        return mde_out, ""
     if test.se**2 <= c:
         return mde_out, "enough for the minimum effect"
     if se_p2 == 0:  # runs only (Welch over runs)
