@@ -741,7 +741,7 @@ def power_advice(
         return mde_out, f"≈{math.ceil(k_runs * se_r2 / (c - se_p2))} runs per side"
     n2 = math.ceil(n_prompts * se_p2 / (c / 2))
     k2 = math.ceil(k_runs * se_r2 / (c / 2))
-    return mde_out, f"≈{n2} prompts and ≈{k2} runs per side"
+    return mde_out, f"≈{n2} prompts + ≈{k2} runs/side"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def _shown(c: Comparison, show_all: bool) -> tuple[list[Row], list[Row], list[Ro
 
 
 def _note(r: Row) -> str:
-    needs = f"minimum effect needs {r.needs}" if r.status == NOT_SIGNIFICANT and r.needs else ""
+    needs = f"needs {r.needs}" if r.status == NOT_SIGNIFICANT and r.needs else ""
     return "; ".join(x for x in (r.note, r.reason, needs) if x)
 
 
