@@ -1,18 +1,22 @@
-"""`specbench compare BASE NEW`: did acceptance, latency or the speculation verdict regress?
+"""`specbench compare BASE NEW`: did acceptance, speedup or the speculation verdict regress?
 
-    specbench compare reports/main reports/pr                      # two run directories
+    specbench compare reports/main reports/pr --strict             # two run directories
+    specbench compare main1 main2 main3 vs pr1 pr2 pr3             # several runs per side
+    specbench compare reports/old-driver reports/new-driver --subject env
     specbench compare baseline/results.json reports/pr --markdown comment.md --junit junit.xml
-    specbench compare reports/main reports/pr --thresholds ci/thresholds.yaml --json
 
-BASE and NEW are run directories (records.jsonl: per-prompt bootstrap tests) or results.json files
-(stored CIs, normal approximation). A regression is significant AND beyond a minimum effect (see
-analysis/compare.py); a verdict flip ON → OFF always counts. Runs of different schema versions,
-models or sampling settings are refused unless --force; different hardware or software makes the
-timing rows "not comparable" while acceptance is still compared; so does a run that flagged its own
-timing as unstable (unless --gate-unstable-timing).
+BASE and NEW are run directories (records.jsonl: per-prompt tests) or results.json files (stored
+CIs, normal approximation); several run directories per side are separated by the word `vs`.
+A regression is significant after Holm's adjustment over every tested row AND beyond a minimum
+effect (docs/compare.md). Acceptance and speedup are gated; absolute latency and tokens/s are
+informational unless several runs per side are given or `--subject env` declares the environment
+change (engine, driver, hardware) the thing under test. Runs of different schema versions, models
+or sampling settings are refused unless --force. Failed records and settings missing from NEW are
+always listed; `--strict` makes them fail the comparison.
 
-Exit codes: 0 no regression, 1 at least one regression, 2 bad input (missing or unreadable run,
-incomparable runs without --force, a bad thresholds file or option).
+Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed/missing rows),
+2 bad input (missing or unreadable run, incomparable runs without --force, a bad thresholds file or
+option).
 """
 
 from __future__ import annotations
@@ -63,6 +67,46 @@ def load_side(path: Path) -> Side:
     return side_from_results(doc, str(path))
 
 
+def split_sides(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """BASE NEW, or BASE… vs NEW… (several runs per side)."""
+    words = [str(p) for p in paths]
+    if "vs" in words:
+        i = words.index("vs")
+        base, new = paths[:i], paths[i + 1 :]
+        if not base or not new or "vs" in words[i + 1 :]:
+            raise SpecbenchError(
+                "give runs as BASE NEW or BASE… vs NEW… (one `vs`, at least one run on each side)"
+            )
+        return base, new
+    if len(paths) != 2:
+        raise SpecbenchError(
+            f"got {len(paths)} runs; give BASE NEW, or several per side as BASE… vs NEW…"
+        )
+    return paths[:1], paths[1:]
+
+
+def load_many(paths: list[Path], which: str) -> Side:
+    """One side from one run, or several runs of the same config merged (runs as the unit)."""
+    from specbench.analysis.compare import identity_differences, merge_runs
+
+    sides = [load_side(p) for p in paths]
+    if len(sides) == 1:
+        return sides[0]
+    if not all(s.has_records for s in sides):
+        raise SpecbenchError(
+            f"several {which} runs must each be a run directory with records.jsonl, "
+            "not a results.json"
+        )
+    for s in sides[1:]:
+        if diffs := identity_differences(sides[0], s):
+            what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
+            raise SpecbenchError(
+                f"the {which} runs {sides[0].label} and {s.label} measured different things "
+                f"({what}); the runs of one side must share models and settings"
+            )
+    return merge_runs(sides)
+
+
 def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
     """Defaults < YAML file < flags."""
     import yaml
@@ -97,8 +141,14 @@ def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
 
 @app.command()
 def compare(
-    base: Annotated[Path, typer.Argument(help="Base run directory or results.json.")],
-    new: Annotated[Path, typer.Argument(help="New run directory or results.json.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="BASE NEW (run directories or results.json), or several runs per side: "
+            "BASE… vs NEW…",
+            show_default=False,
+        ),
+    ],
     thresholds: Annotated[
         Path | None,
         typer.Option("--thresholds", help="YAML file of significance and minimum effects."),
@@ -132,9 +182,27 @@ def compare(
         bool,
         typer.Option(
             "--gate-unstable-timing",
-            help="Gate on timing rows even where a run flagged its timing as unstable.",
+            help="Kept for old scripts; no effect (a run's unstable-timing flag no longer blocks "
+            "rows: the run-to-run term is in the test).",
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Failed records, or settings in BASE missing from NEW, fail the comparison "
+            "(exit 1). They are listed either way.",
+        ),
+    ] = False,
+    subject: Annotated[
+        str,
+        typer.Option(
+            "--subject",
+            help="What the comparison is about: 'code' (default; absolute timing informational "
+            "with one run per side) or 'env' (an engine, driver or hardware change: absolute "
+            "timing gated across it).",
+        ),
+    ] = "code",
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Also write a Markdown PR comment here.")
     ] = None,
@@ -148,10 +216,11 @@ def compare(
         bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
     ] = False,
 ) -> None:
-    """Compare two runs; exit 1 on a significant regression beyond the minimum effect.
+    """Compare two runs (or two sets of runs); exit 1 on a significant regression beyond the
+    minimum effect (Holm-adjusted over every tested row; see docs/compare.md).
 
-    Exit codes: 0 no regression, 1 at least one regression, 2 bad input (or incomparable runs
-    without --force).
+    Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed or missing
+    rows), 2 bad input (or incomparable runs without --force).
     """
     from specbench.analysis.compare import compare as compare_sides
     from specbench.analysis.compare import identity_differences
@@ -169,7 +238,10 @@ def compare(
                 "throughput_drop": throughput_drop,
             },
         )
-        b_side, n_side = load_side(base), load_side(new)
+        if subject not in ("code", "env"):
+            raise SpecbenchError(f"--subject must be 'code' or 'env' (got {subject!r})")
+        base_paths, new_paths = split_sides(runs)
+        b_side, n_side = load_many(base_paths, "base"), load_many(new_paths, "new")
         diffs = identity_differences(b_side, n_side)
         if diffs and not force:
             what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
@@ -177,7 +249,13 @@ def compare(
                 f"the runs are not comparable ({what}); pass --force to compare anyway"
             )
         result = compare_sides(
-            b_side, n_side, th, forced=diffs, gate_unstable_timing=gate_unstable_timing
+            b_side,
+            n_side,
+            th,
+            forced=diffs,
+            gate_unstable_timing=gate_unstable_timing,
+            strict=strict,
+            subject=subject,
         )
         if not result.rows:
             raise SpecbenchError(
