@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from specbench.analysis import calibration as cal
+from specbench.analysis import compare_calibration as cc
 
 Rate = tuple[float, float]
 
@@ -85,8 +86,30 @@ def rows(reps: int) -> list[tuple[str, Callable[[], Rate], str, Callable[[float,
 def extra_rows(
     reps: int,
 ) -> list[tuple[str, Callable[[], Rate], str, Callable[[float, float], bool]]]:
-    """Rows whose simulations live beside the compare and conformance code."""
-    return []
+    """Rows whose simulations live beside the compare and conformance code (each compare
+    replicate simulates two whole runs, so they use a tenth of the replicates)."""
+    few = max(reps // 10, 20)
+    three_runs = cc.SimSize(runs_per_side=3)
+    return [
+        (
+            "compare A/A: P(exit 1) under no change, tiny.yaml shape, 1 run per side",
+            lambda: cc.aa_false_alarm_rate(few, seed=606),
+            "≤ 0.05",
+            lambda r, se: r <= 0.05 + 2 * se,
+        ),
+        (
+            "compare: weak draft (α − 0.05) caught, 1 run per side",
+            lambda: cc.power_weak_draft(few, seed=707),
+            "≥ 0.80",
+            lambda r, se: r >= 0.80 - 2 * se,
+        ),
+        (
+            "compare: speculative path 20 % slower caught, 3 runs per side",
+            lambda: cc.power_draft_slowdown(few, seed=808, size=three_runs),
+            "≥ 0.80",
+            lambda r, se: r >= 0.80 - 2 * se,
+        ),
+    ]
 
 
 def main() -> int:

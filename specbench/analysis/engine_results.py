@@ -110,11 +110,15 @@ def _units_for(
     ]
     if per_request:
         return per_request, "per_request_counters"
-    batches = [
-        ((_conc(m), m.get("repeat", 0)), SpecCounters.from_dict(m["spec_counters"]))
-        for m in metrics
-        if m.get("spec_counters")
-    ]
+    # a resumed batch adds a partial metrics record for the rest of its prompts: one unit per
+    # (concurrency, repeat), its counters summed
+    by_batch: dict[Any, SpecCounters] = {}
+    for m in metrics:
+        if m.get("spec_counters"):
+            key = (_conc(m), m.get("repeat", 0))
+            c = SpecCounters.from_dict(m["spec_counters"])
+            by_batch[key] = by_batch[key].plus(c) if key in by_batch else c
+    batches = list(by_batch.items())
     return batches, ("batch_counters" if batches else "unavailable")
 
 
@@ -122,7 +126,10 @@ def _throughput(metrics: list[dict[str, Any]], gamma: int, c: int) -> float | No
     vals = [
         m["output_tokens_per_s"]
         for m in metrics
-        if int(m["gamma"]) == gamma and _conc(m) == c and m.get("output_tokens_per_s")
+        if int(m["gamma"]) == gamma
+        and _conc(m) == c
+        and m.get("output_tokens_per_s")
+        and not m.get("partial")  # a resumed batch's rest ran at a lower load
     ]
     return _f(float(np.mean(vals))) if vals else None
 

@@ -38,6 +38,7 @@ from specbench.analysis.stats import (
     cluster_sums,
     log_linear_replicates,
     simultaneous_lower,
+    symmetric_quantiles,
 )
 
 SettingKey = tuple[str, str, int]  # (drafter, policy, γ)
@@ -213,11 +214,13 @@ def pool_recommendation(
         }
     bounds, crit = simultaneous_lower(rep, level)
     points = np.exp(rep.log_value)
-    half = np.quantile(np.abs((rep.boot_log - rep.log_value) / rep.boot_se), level, axis=0)
+    half = symmetric_quantiles(rep, level)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ends = np.exp(rep.log_value - half * rep.se), np.exp(rep.log_value + half * rep.se)
     intervals = {
         k: [
-            json_num(float(np.exp(rep.log_value[i] - half[i] * rep.se[i]))),
-            json_num(float(np.exp(rep.log_value[i] + half[i] * rep.se[i]))),
+            json_num(float(ends[0][i])),
+            json_num(float(ends[1][i])),
         ]
         for i, k in enumerate(keys)
     }

@@ -45,6 +45,7 @@ from specbench.analysis.recommend import (
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
+from specbench.records import unresolved_failures
 
 RESULTS_SCHEMA = 2
 CV_WARN = 0.25  # per-prompt latency spread above this is called unstable
@@ -261,6 +262,7 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple[str, float], dict
     groups: dict[tuple[str, float], dict[str, Any]] = defaultdict(
         lambda: {"baseline": [], "spec": defaultdict(list), "failed": []}
     )
+    unresolved = {id(r) for r in unresolved_failures(records)}
     for rec in records:
         key = (rec["workload"], float(rec["temperature"]))
         if rec["kind"] == "baseline":
@@ -268,7 +270,8 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple[str, float], dict
         elif rec["kind"] == "spec":
             setting = (rec.get("drafter", ""), rec.get("policy") or "fixed", int(rec["gamma"]))
             groups[key]["spec"][setting].append(rec)
-        elif rec["kind"] == "failed":
+        elif rec["kind"] == "failed" and id(rec) in unresolved:
+            # a failure that `--resume` later completed is history, not a failure of the run
             groups[key]["failed"].append(rec)
     return groups
 

@@ -135,10 +135,25 @@ def log_linear_replicates(
 
 
 def _studentized(rep: Replicates) -> np.ndarray:
-    """(B, K) bootstrap-t statistics; replicates with a degenerate statistic are NaN."""
+    """(B, K) bootstrap-t statistics. A resample with no spread (se* = 0, e.g. one unit drawn n
+    times) that moved the statistic is ±inf — at tiny n those resamples make the interval
+    honestly unbounded instead of being dropped; an undefined statistic (log of 0) is NaN."""
+    diff = rep.boot_log - rep.log_value
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = (rep.boot_log - rep.log_value) / rep.boot_se
-    return np.where(np.isfinite(t), t, np.nan)
+        t = diff / rep.boot_se
+        t = np.where(rep.boot_se == 0.0, np.where(diff == 0.0, 0.0, np.sign(diff) * np.inf), t)
+    return np.where(np.isnan(diff) | np.isnan(rep.boot_se), np.nan, t)
+
+
+def symmetric_quantiles(rep: Replicates, level: float) -> np.ndarray:
+    """Per candidate, the `level` quantile of |T*| (the half-width in standard errors)."""
+    t = np.abs(_studentized(rep))
+    out = []
+    for k in range(rep.n_candidates):
+        col = t[:, k]
+        col = col[~np.isnan(col)]
+        out.append(float(np.quantile(col, level, method="higher")) if len(col) else math.nan)
+    return np.asarray(out)
 
 
 def _logit_scale(rep: Replicates) -> Replicates:
@@ -171,11 +186,9 @@ def _symmetric_interval(rep: Replicates, level: float, proportion: bool) -> tupl
         log_s, se = float(rep.log_value[0]), float(rep.se[0])
         if not (math.isfinite(log_s) and math.isfinite(se)):
             return math.nan, math.nan
-    t = np.abs(_studentized(rep)[:, 0])
-    t = t[np.isfinite(t)]
-    if len(t) == 0:
+    q = float(symmetric_quantiles(rep, level)[0])
+    if math.isnan(q):
         return math.nan, math.nan
-    q = float(np.quantile(t, level))
     lo, hi = log_s - q * se, log_s + q * se
     with np.errstate(over="ignore"):  # a huge upper end (tiny n, wild data) is +inf, not an error
         if proportion:
@@ -300,11 +313,11 @@ def simultaneous_lower(rep: Replicates, level: float) -> tuple[np.ndarray, float
     t = np.abs(_studentized(rep))
     if t.size == 0:
         return np.full(rep.n_candidates, np.nan), math.nan
-    m = np.nanmax(np.where(np.isnan(t), -np.inf, t), axis=1)
-    m = m[np.isfinite(m)]
+    m = np.max(np.where(np.isnan(t), -np.inf, t), axis=1)
+    m = m[m > -np.inf]
     if len(m) == 0:
         return np.full(rep.n_candidates, np.nan), math.nan
-    c = float(np.quantile(m, level))
+    c = float(np.quantile(m, level, method="higher"))
     with np.errstate(invalid="ignore", over="ignore"):
         bounds = np.exp(rep.log_value - c * rep.se)
     bounds = np.where(rep.se == 0.0, np.exp(rep.log_value), bounds)

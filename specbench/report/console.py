@@ -7,17 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.report.documents import _setting
+from specbench.report.documents import _ci, _setting
 from specbench.report.text import pool_sentence
-
-
-def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
-    if not est or est.get("value") is None:
-        return "–"
-    lo, hi = est["ci95"]
-    if lo is None or hi is None:
-        return fmt.format(est["value"])
-    return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
 def render_summary(console: Console, results: dict[str, Any]) -> None:

@@ -52,12 +52,14 @@ def _num(x: float | None, fmt: str = "{:.3f}") -> str:
 
 
 def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
+    """ "value [lo, hi]" of a results.json estimate; a missing end (no honest bound at this size,
+    e.g. a rate of 0) prints as "–"."""
     if not est or est.get("value") is None:
         return "–"
     lo, hi = est["ci95"]
-    if lo is None:
+    if lo is None and hi is None:
         return fmt.format(est["value"])
-    return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    return f"{fmt.format(est['value'])} [{_num(lo, fmt)}, {_num(hi, fmt)}]"
 
 
 def _setting(rec: dict[str, Any]) -> str:

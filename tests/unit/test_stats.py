@@ -40,9 +40,16 @@ def test_repeats_are_one_cluster() -> None:
     assert naive.hi - naive.lo < 0.8 * (once.hi - once.lo)
 
 
-def test_proportion_interval_stays_in_unit_range_at_tiny_n() -> None:
-    est = proportion_ci(np.array([9.0, 1.0, 10.0]), np.array([10.0, 10.0, 10.0]))
+def test_proportion_interval_stays_in_unit_range_at_small_n() -> None:
+    est = proportion_ci(np.array([9.0, 1.0, 10.0, 8.0, 6.0, 9.0]), np.full(6, 10.0))
     assert 0.0 < est.lo < est.value < est.hi < 1.0
+
+
+def test_three_units_give_an_honestly_unbounded_interval() -> None:
+    """With 3 units, 1 resample in 9 draws one unit three times (no spread): the bootstrap-t
+    cannot bound the rate, and says so instead of printing a falsely narrow interval."""
+    est = proportion_ci(np.array([9.0, 1.0, 10.0]), np.full(3, 10.0))
+    assert (est.lo, est.hi) == (0.0, 1.0)
 
 
 def test_zero_rate_has_a_zero_lower_end_and_no_invented_upper_end() -> None:
