@@ -53,11 +53,64 @@ def load_run(
         records = read_records(rec_path)
     if not records:
         raise SpecbenchError(f"{rec_path} holds no complete record")
-    cfg_path = run_dir / "config.yaml"
-    config = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else {}
-    env_path = run_dir / "env.json"
-    env = json.loads(env_path.read_text()) if env_path.is_file() else {}
-    return records, config or {}, env, [str(w.message) for w in caught]
+    config = read_stored_config(run_dir / "config.yaml")
+    env = read_env(run_dir / "env.json")
+    return records, config, env, [str(w.message) for w in caught]
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecbenchError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecbenchError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def read_stored_config(path: Path) -> dict[str, Any]:
+    """A run's stored config.yaml, checked against RunConfig (so the analysis can trust its
+    fields); a missing file is an empty config."""
+    from specbench.config import format_validation_error
+
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(_text(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecbenchError(f"{path}: invalid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecbenchError(f"{path}: the stored config must be a mapping of keys to values")
+    from pydantic import ValidationError
+
+    from specbench.config import RunConfig
+
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise SpecbenchError(format_validation_error(err, str(path))) from None
+    return data
+
+
+def read_env(path: Path) -> dict[str, Any]:
+    """A run's env.json: a JSON object of text / number fields; a missing file is empty."""
+    if not path.is_file():
+        return {}
+    try:
+        env = json.loads(_text(path))
+    except json.JSONDecodeError as exc:
+        raise SpecbenchError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    if not isinstance(env, dict):
+        raise SpecbenchError(f"{path}: env.json must be a JSON object")
+    for key, value in env.items():
+        if isinstance(value, dict | list):
+            continue  # structured extras (e.g. engine versions) are passed through
+        if value is not None and not isinstance(value, str | int | float):
+            raise SpecbenchError(f"{path}: field '{key}' has an unusable value {value!r}")
+    return env
 
 
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
