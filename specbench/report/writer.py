@@ -10,11 +10,13 @@ import csv
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specbench.analysis.results import build_results
+from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, read_records
 
@@ -67,10 +69,64 @@ def _text(path: Path) -> str:
         raise SpecbenchError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _StoredModel(_Loose):
+    model: str | None = None
+    dtype: str | None = None
+    revision: str | None = None
+    method: str | None = None
+    name: str | None = None
+    logit_noise: float | None = None
+
+
+class _StoredWorkload(_Loose):
+    name: str
+    weight: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    n: int | None = None
+
+
+class _StoredSampling(_Loose):
+    temperatures: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+class _StoredDecision(_Loose):
+    margin: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    ci_level: float | None = Field(default=None, gt=0.0, lt=1.0)
+    bootstrap: int | None = Field(default=None, ge=1, le=MAX_BOOTSTRAP)
+    target_ci_halfwidth: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+
+
+class StoredConfig(_Loose):
+    """The keys of a run's stored config.yaml that report / compare / simulate read, typed. A
+    stored config is a dumped RunConfig; this checks only what the analyses use, so a run dir
+    written by an older specbench (or a test's synthetic run) still reads."""
+
+    name: str | None = None
+    backend: str | None = None
+    target: _StoredModel | None = None
+    draft: _StoredModel | None = None
+    extra_drafters: list[_StoredModel] | None = None
+    workloads: list[_StoredWorkload] | None = None
+    sampling: _StoredSampling | None = None
+    gammas: list[int] | None = None
+    max_new_tokens: int | None = None
+    chat_template: str | bool | None = None
+    concurrency: list[int] | None = None
+    decision: _StoredDecision | None = None
+    conformance: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
+
+
 def read_stored_config(path: Path) -> dict[str, Any]:
-    """A run's stored config.yaml, checked against RunConfig (so the analysis can trust its
-    fields); a missing file is an empty config."""
-    from specbench.config import format_validation_error
+    """A run's stored config.yaml, its analysed keys typed (one line naming the file and the key
+    otherwise); a missing file is an empty config."""
 
     if not path.is_file():
         return {}
@@ -84,14 +140,13 @@ def read_stored_config(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise SpecbenchError(f"{path}: the stored config must be a mapping of keys to values")
-    from pydantic import ValidationError
-
-    from specbench.config import RunConfig
-
     try:
-        RunConfig.model_validate(data)
+        StoredConfig.model_validate(data)
     except ValidationError as err:
-        raise SpecbenchError(format_validation_error(err, str(path))) from None
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        got = " ".join(repr(first.get("input"))[:60].split())
+        raise SpecbenchError(f"{path}: {key}: {first['msg']} (got {got})") from None
     return data
 
 
