@@ -16,6 +16,7 @@ Exit codes mean one thing each, for every command (`main` and `_Group.invoke` en
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -551,10 +552,18 @@ def report(
         )
 
 
+@functools.cache
+def _click_command() -> Any:
+    """The click group typer builds from `app` (built once: typer rebuilds it on every call)."""
+    return typer.main.get_command(app)
+
+
 def run_cli(args: Sequence[str]) -> int:
     """Run the CLI on `args`; return the exit code (see the module docstring)."""
     try:
-        rv = app(args=list(args) or ["--help"], prog_name="specbench", standalone_mode=False)
+        rv = _click_command().main(
+            args=list(args) or ["--help"], prog_name="specbench", standalone_mode=False
+        )
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return EXIT_INTERRUPTED

@@ -153,7 +153,9 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     or a newer schema is a SpecbenchError naming the line and the field."""
     if not path.is_file():
         raise SpecbenchError(f"no records found: {path} does not exist")
-    lines = path.read_bytes().splitlines()
+    lines = path.read_bytes().split(b"\n")  # the writer ends each record with \n, only
+    if lines and not lines[-1]:
+        lines.pop()
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
