@@ -1,7 +1,14 @@
 """The `specbench` command line: thin typer commands over the core functions.
 
 Each command validates its options, calls one core function and hands the result to `report/`.
-User errors (`SpecbenchError`, bad option values) print one line on stderr and exit with code 2.
+Exit codes mean one thing each, for every command (`main` and `_Group.invoke` enforce them):
+
+    0  success: the run finished, no regression, lossless
+    1  a verdict only: `compare` found a regression, `verify` found a failed check
+    2  bad input: one line `error: ...` on stderr, never a traceback
+    3  an unexpected internal error: one line naming the log file that holds the traceback
+    4  `run` finished with failures beyond --max-failure-rate
+    130  interrupted (Ctrl-C); the records written so far are kept
 
     specbench roi --alpha 0.6
     specbench roi --alpha 0.6 --t-target 80 --t-draft 7 --json
@@ -9,21 +16,176 @@ User errors (`SpecbenchError`, bad option values) print one line on stderr and e
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import os
 import sys
-from collections.abc import Iterator
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
+from typer.core import TyperCommand, TyperGroup
 
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, SpecbenchWarning
+
+EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
+    "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
+    "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
+    "130 interrupted."
+)
+
+# Sizes a user can type, bounded so that every command stays within memory and minutes.
+MAX_GAMMA = 64  # drafted tokens per round (run, verify, accept, policies)
+MAX_ROI_GAMMA = 1024  # roi is analytic: a longer grid is cheap, but not unbounded
+MAX_PROMPTS = 100_000
+MAX_SAMPLES = 1_000_000  # verify: speculative rounds per context
+MAX_CONTEXTS = 1_000
+
+# Options that name a file to write: its missing parent directories are created, and a path
+# that is a directory (or under a file) is refused before the command starts.
+OUTPUT_FILE_PARAMS = frozenset({"csv_path", "plot_path", "markdown", "junit"})
+OUTPUT_DIR_PARAMS = frozenset({"report_dir"})
+
+
+def _option_name(param: click.Parameter) -> str:
+    opts = [o for o in getattr(param, "opts", None) or [] if str(o).startswith("--")]
+    return str(opts[0]) if opts else str(param.name or "?").upper()
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """A file to write: refuse a directory or a parent that is a file; create missing parents."""
+    if path.is_dir():
+        raise SpecbenchError(f"{option}: {path} is a directory; give a file path")
+    parent = path.parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise SpecbenchError(f"{option}: {p} is a file, not a directory")
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecbenchError(f"{option}: cannot create {parent}: {exc.strerror}") from None
+
+
+def check_output_dir(path: Path, option: str) -> None:
+    """A directory to write into: refuse an existing file; missing directories are created."""
+    if path.exists() and not path.is_dir():
+        raise SpecbenchError(f"{option}: {path} is a file, not a directory")
+    check_output_file(path / "x", option)
+
+
+class _Command(TyperCommand):
+    """Checks shared by every option of every command, before the command body runs: floats are
+    finite (click's FLOAT parses 'nan' and 'inf', which no option means), output paths usable."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        for param in self.params:
+            value = ctx.params.get(param.name or "")
+            if value is None:
+                continue
+            name = _option_name(param)
+            for v in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise SpecbenchError(f"{name} must be a finite number, got {v}")
+            if param.name in OUTPUT_FILE_PARAMS:
+                check_output_file(Path(value), name)
+            elif param.name in OUTPUT_DIR_PARAMS:
+                check_output_dir(Path(value), name)
+        return rest
+
+
+def crash_log(exc: BaseException) -> Path:
+    """Write the traceback of an unexpected error to a log file; return its path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(tempfile.gettempdir()) / f"specbench-crash-{stamp}-{os.getpid()}.log"
+    from specbench import __version__
+
+    text = f"specbench {__version__}: internal error\nargv: {sys.argv!r}\n\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Warnings in specbench's own voice, one line each; third-party warnings (transformers,
+    torch, matplotlib while loading or plotting) are dropped: they are not the user's to act on."""
+    if not issubclass(category, SpecbenchWarning) and f"{os.sep}specbench{os.sep}" not in filename:
+        return
+    typer.echo(f"warning: {_one_line(str(message))}", err=True)
+
+
+def quiet_third_party() -> None:
+    """Keep stderr to specbench's own lines: no model-loading progress bars or library logs.
+    Set before transformers / huggingface_hub are imported (they read these once); a user's own
+    setting wins."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if "transformers" in sys.modules:  # imported already (tests): switch it off directly
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
+class _Group(TyperGroup):
+    """Every command runs through here: a SpecbenchError becomes one line and exit code 2, an
+    unexpected exception exit code 3 with its traceback in a log file (never 1, the verdict code)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        quiet_third_party()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
+        except SpecbenchError as exc:
+            typer.echo(f"error: {_one_line(str(exc))}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except (click.exceptions.ClickException, typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:  # a bug, not the user's input: say where the traceback is
+            path = crash_log(exc)
+            typer.echo(
+                f"error: internal error ({type(exc).__name__}); the traceback is in {path} — "
+                "please report it",
+                err=True,
+            )
+            raise typer.Exit(EXIT_INTERNAL) from None
+
 
 app = typer.Typer(
     name="specbench",
     help="Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?",
+    epilog=EXIT_CODES_HELP,
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -32,7 +194,7 @@ app = typer.Typer(
 DEFAULT_COST_RATIO = 0.1
 
 
-@app.callback()
+@app.callback(epilog=EXIT_CODES_HELP)
 def _root() -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
 
@@ -43,8 +205,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except SpecbenchError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        typer.echo(f"error: {_one_line(str(exc))}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def _fail(message: str) -> None:
@@ -129,10 +291,10 @@ def roi(
         for a in alpha or []:
             if not 0.0 <= a <= 1.0:
                 _fail(f"--alpha must be in [0, 1], got {a:g}")
-        if gamma_max < 1:
-            _fail(f"--gamma-max must be >= 1, got {gamma_max}")
-        if gamma is not None and gamma < 1:
-            _fail(f"--gamma must be >= 1, got {gamma}")
+        if not 1 <= gamma_max <= MAX_ROI_GAMMA:
+            _fail(f"--gamma-max must be in [1, {MAX_ROI_GAMMA}], got {gamma_max}")
+        if gamma is not None and not 1 <= gamma <= MAX_ROI_GAMMA:
+            _fail(f"--gamma must be in [1, {MAX_ROI_GAMMA}], got {gamma}")
         if (t_target is None) != (t_draft is None):
             _fail("--t-target and --t-draft go together: give both (in ms) or neither")
         if cost_ratio is not None and t_target is not None:
@@ -144,8 +306,8 @@ def roi(
             _fail(f"--cost-ratio must be > 0, got {cost_ratio:g}")
         if verify_slope < 0:
             _fail(f"--verify-slope must be >= 0, got {verify_slope:g}")
-        if gpus < 1:
-            _fail(f"--gpus must be >= 1, got {gpus}")
+        if not 1 <= gpus <= 100_000:
+            _fail(f"--gpus must be in [1, 100000], got {gpus}")
         for name, value in (
             ("--gpu-hour-usd", gpu_hour_usd),
             ("--draft-memory-gib", draft_memory_gib),
@@ -214,7 +376,7 @@ def roi(
                     for sc, e in zip(scenarios, econ, strict=True)
                 ],
             }
-            typer.echo(json.dumps(doc, indent=2))
+            typer.echo(json.dumps(doc, indent=2, allow_nan=False))
             return
 
         console = Console()
@@ -283,8 +445,8 @@ def _run_overrides(
             )
         wl_list = [w for w in wl_list if w.get("name") in wanted]
     if max_prompts is not None:
-        if max_prompts < 1:
-            raise SpecbenchError(f"--max-prompts must be >= 1, got {max_prompts}")
+        if not 1 <= max_prompts <= MAX_PROMPTS:
+            raise SpecbenchError(f"--max-prompts must be in [1, {MAX_PROMPTS}], got {max_prompts}")
         wl_list = [{**w, "n": min(int(w.get("n") or max_prompts), max_prompts)} for w in wl_list]
     if workloads is not None or max_prompts is not None:
         over["workloads"] = wl_list
@@ -340,10 +502,17 @@ def run(
     from specbench.report.writer import write_reports
 
     with user_errors():
+        if resume and force:
+            raise SpecbenchError(
+                "--resume and --force contradict each other: --resume finishes the run in the "
+                "directory, --force discards it; give one"
+            )
         data = read_yaml(config)
         over = _run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
         cfg = parse_config(deep_merge(data, over), str(config))
         out_dir = Path(cfg.output_dir)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
         if max_failure_rate is not None and not 0.0 <= max_failure_rate <= 1.0:
             raise SpecbenchError(f"--max-failure-rate must be in [0, 1], got {max_failure_rate:g}")
         max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
@@ -424,20 +593,43 @@ def report(
         )
 
 
-def main() -> None:
-    """Console-script entry: click usage errors also become one line and exit code 2."""
-    args = sys.argv[1:] or ["--help"]
+@functools.cache
+def _click_command() -> Any:
+    """The click group typer builds from `app` (built once: typer rebuilds it on every call)."""
+    return typer.main.get_command(app)
+
+
+def run_cli(args: Sequence[str]) -> int:
+    """Run the CLI on `args`; return the exit code (see the module docstring)."""
     try:
-        rv = app(args=args, prog_name="specbench", standalone_mode=False)
+        rv = _click_command().main(
+            args=list(args) or ["--help"], prog_name="specbench", standalone_mode=False
+        )
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
-        sys.exit(130)
+        return EXIT_INTERRUPTED
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.TyperException as exc:  # usage errors: bad option value, unknown option
-        typer.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(2)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        return int(exc.exit_code)
+    except click.exceptions.ClickException as exc:  # usage: bad option value, unknown option
+        typer.echo(f"error: {_one_line(exc.format_message())}", err=True)
+        return EXIT_BAD_INPUT
+    except SpecbenchError as exc:  # raised while parsing (e.g. an option's shared checks)
+        typer.echo(f"error: {_one_line(str(exc))}", err=True)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        path = crash_log(exc)
+        typer.echo(
+            f"error: internal error ({type(exc).__name__}); the traceback is in {path} — "
+            "please report it",
+            err=True,
+        )
+        return EXIT_INTERNAL
+    return rv if isinstance(rv, int) else EXIT_OK
+
+
+def main() -> None:
+    """Console-script entry."""
+    sys.exit(run_cli(sys.argv[1:]))
 
 
 def _register_commands() -> None:
@@ -450,6 +642,9 @@ def _register_commands() -> None:
     for name in COMMAND_MODULES:
         if importlib.util.find_spec(f"specbench.commands.{name}") is not None:
             importlib.import_module(f"specbench.commands.{name}")
+    for info in app.registered_commands:  # the shared option checks, for every command
+        info.cls = info.cls if info.cls not in (None, TyperCommand) else _Command
+        info.epilog = info.epilog or EXIT_CODES_HELP
 
 
 _register_commands()

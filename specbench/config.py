@@ -19,8 +19,18 @@ from specbench.errors import SpecbenchError
 SCHEMA_VERSION = 1
 
 
+# Bounds on the sizes a config can ask for, so that a run stays within memory and minutes.
+MAX_GAMMA = 64
+MAX_NEW_TOKENS = 32_768
+MAX_PROMPTS = 100_000
+MAX_REPEATS = 1_000
+MAX_BOOTSTRAP = 100_000
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and ±inf are refused in every float (a NaN temperature ran no check and printed
+    # LOSSLESS): "Input should be a finite number".
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Strict):
@@ -35,7 +45,7 @@ class ModelSpec(_Strict):
     trust_remote_code: bool = False
     # Deliberately weaken a draft (for regression demos): Gaussian noise of this std added to
     # its logits before processing. 0 = off.
-    logit_noise: float = Field(default=0.0, ge=0.0)
+    logit_noise: float = Field(default=0.0, ge=0.0, le=1000.0)
 
 
 DRAFT_METHODS = ("model", "ngram")
@@ -48,8 +58,8 @@ class DraftSpec(ModelSpec):
     method: str = "model"
     name: str = ""  # how records and reports label it (default: the method)
     model: str = ""
-    prompt_lookup_min: int = Field(default=1, ge=1)
-    prompt_lookup_max: int = Field(default=3, ge=1)
+    prompt_lookup_min: int = Field(default=1, ge=1, le=MAX_GAMMA)
+    prompt_lookup_max: int = Field(default=3, ge=1, le=MAX_GAMMA)
 
     @field_validator("method")
     @classmethod
@@ -76,10 +86,10 @@ class PolicySpec(_Strict):
     ignored. `gamma` is the starting γ (adaptive, heuristic) or the base γ (fixed, temperature)."""
 
     name: str
-    gamma: int = Field(default=4, ge=1)
-    min_gamma: int = Field(default=2, ge=1)
-    max_gamma: int = Field(default=8, ge=1)
-    window: int = Field(default=20, ge=1)
+    gamma: int = Field(default=4, ge=1, le=MAX_GAMMA)
+    min_gamma: int = Field(default=2, ge=1, le=MAX_GAMMA)
+    max_gamma: int = Field(default=8, ge=1, le=MAX_GAMMA)
+    window: int = Field(default=20, ge=1, le=100_000)
     high: float = 0.85
     low: float = 0.6
     threshold: float = 0.4
@@ -137,22 +147,26 @@ class DatasetSpec(_Strict):
 class WorkloadSpec(_Strict):
     name: str
     dataset: DatasetSpec
-    n: int | None = Field(default=None, ge=1)  # sample this many prompts (None = all)
-    weight: float = Field(default=1.0, ge=0.0)  # traffic weight for the global recommendation
+    n: int | None = Field(
+        default=None, ge=1, le=MAX_PROMPTS
+    )  # sample this many prompts (None = all)
+    weight: float = Field(
+        default=1.0, ge=0.0, le=1e6
+    )  # traffic weight for the global recommendation
 
 
 class SamplingSpec(_Strict):
     temperatures: list[float] = Field(default_factory=lambda: [0.0])
     top_p: float = 1.0
-    top_k: int = Field(default=0, ge=0)
+    top_k: int = Field(default=0, ge=0, le=1_000_000)
 
     @field_validator("temperatures")
     @classmethod
     def _temps(cls, v: list[float]) -> list[float]:
         if not v:
             raise ValueError("sampling.temperatures needs at least one value")
-        if any(t < 0 for t in v):
-            raise ValueError("sampling.temperatures must be >= 0 (0 = greedy)")
+        if any(not 0 <= t <= 100 for t in v):
+            raise ValueError("sampling.temperatures must be in [0, 100] (0 = greedy)")
         return v
 
     @field_validator("top_p")
@@ -164,10 +178,14 @@ class SamplingSpec(_Strict):
 
 
 class DecisionSpec(_Strict):
-    margin: float = Field(default=0.05, ge=0.0)  # ON only if speedup CI low end > 1 + margin
+    margin: float = Field(
+        default=0.05, ge=0.0, le=100.0
+    )  # ON only if speedup CI low end > 1 + margin
     ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
-    bootstrap: int = Field(default=2000, ge=100)
-    target_ci_halfwidth: float = Field(default=0.05, gt=0.0)  # for "too few prompts" warnings
+    bootstrap: int = Field(default=2000, ge=100, le=MAX_BOOTSTRAP)
+    target_ci_halfwidth: float = Field(
+        default=0.05, gt=0.0, le=10.0
+    )  # for "too few prompts" warnings
 
 
 class EngineSpec(_Strict):
@@ -197,7 +215,7 @@ class EndpointSpec(_Strict):
     """One OpenAI-compatible server and the speculation setting it was started with."""
 
     url: str
-    gamma: int = Field(default=0, ge=0)  # 0 = the server runs without speculation
+    gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)  # 0 = the server runs without speculation
     label: str | None = None  # e.g. "draft_model γ=4"; default "γ=<gamma>"
 
 
@@ -206,13 +224,13 @@ class ServerSpec(_Strict):
     server: run one server per setting and say here what each runs (`gamma`, `label`)."""
 
     url: str = "http://127.0.0.1:8000"  # base URL (with or without /v1)
-    gamma: int = Field(default=0, ge=0)
+    gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)
     label: str | None = None
     endpoints: list[EndpointSpec] = Field(default_factory=list)  # several servers instead of url
     model: str | None = None  # served model name; None = the one /v1/models lists
     api_key_env: str | None = None  # name of the environment variable holding the API key
-    timeout_s: float = Field(default=120.0, gt=0.0)
-    retries: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0.0, le=86_400.0)
+    retries: int = Field(default=2, ge=0, le=100)
     chat: bool = False  # /v1/chat/completions (the server's chat template) vs /v1/completions
     # completions: send text, or the token ids rendered here with the target's tokenizer
     prompt_format: Literal["text", "tokens"] = "text"
@@ -239,18 +257,18 @@ class RunConfig(_Strict):
     workloads: list[WorkloadSpec]
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     gammas: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    max_new_tokens: int = Field(default=64, ge=1)
+    max_new_tokens: int = Field(default=64, ge=1, le=MAX_NEW_TOKENS)
     stop: list[str] = Field(default_factory=list)  # stop strings (EOS always stops)
     chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
-    warmup: int = Field(default=1, ge=0)  # warm-up prompts per workload, reported apart
-    repeats: int = Field(default=1, ge=1)
+    warmup: int = Field(default=1, ge=0, le=1_000)  # warm-up prompts per workload, reported apart
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     # `run` exits 4 ("run incomplete") when more than this share of the prompts failed.
     max_failure_rate: float = Field(default=0.05, ge=0.0, le=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**63)
     # torch intra-op threads on CPU (None = torch's default). For tiny models 1 is fastest and,
     # on a busy machine, far steadier: OpenMP threads waiting on a preempted sibling turned a
     # 2 ms decode step into 60 ms here.
-    cpu_threads: int | None = Field(default=None, ge=1)
+    cpu_threads: int | None = Field(default=None, ge=1, le=1024)
     output_dir: str = "reports/run"
     decision: DecisionSpec = Field(default_factory=DecisionSpec)
     engine: EngineSpec = Field(default_factory=EngineSpec)  # backend: vllm
@@ -287,11 +305,17 @@ class RunConfig(_Strict):
             data = {**data, "draft": draft}
         return data
 
+    @field_validator("chat_template", mode="before")
+    @classmethod
+    def _yaml_switch(cls, v: Any) -> Any:
+        """YAML 1.1 reads unquoted on/off/yes/no as true/false: take them as the user meant."""
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
     @field_validator("concurrency")
     @classmethod
     def _concurrency(cls, v: list[int]) -> list[int]:
-        if not v or any(c < 1 for c in v):
-            raise ValueError("concurrency needs at least one value, each >= 1")
+        if not v or any(not 1 <= c <= 4096 for c in v):
+            raise ValueError("concurrency needs at least one value, each in [1, 4096]")
         return sorted(set(v))
 
     @field_validator("gammas")
@@ -299,8 +323,8 @@ class RunConfig(_Strict):
     def _gammas(cls, v: list[int]) -> list[int]:
         if not v:
             raise ValueError("gammas needs at least one value")
-        if any(g < 1 for g in v):
-            raise ValueError("gammas must all be >= 1")
+        if any(not 1 <= g <= MAX_GAMMA for g in v):
+            raise ValueError(f"gammas must all be in [1, {MAX_GAMMA}]")
         return sorted(set(v))
 
     @model_validator(mode="after")
@@ -357,7 +381,17 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     if first["type"] == "missing":
         return f"{source}: missing required key '{key}'"
     msg = str(first["msg"]).removeprefix("Value error, ")
-    return f"{source}: {key}: {msg} (got {first.get('input')!r})"
+    got = first.get("input")
+    if isinstance(got, bool) and first["type"] in ("string_type", "literal_error", "enum"):
+        # YAML 1.1: unquoted yes/no/on/off/true/false are booleans, not words
+        msg += "; YAML reads unquoted yes/no/on/off as true/false: quote the word"
+    return f"{source}: {key}: {msg} (got {_short(got)})"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value for a one-line message: its repr, cut to `limit` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -370,11 +404,22 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+EXTENDS_KEY = "extends"
+
+
+def _read_yaml_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise SpecbenchError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecbenchError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise SpecbenchError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -382,6 +427,27 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecbenchError(f"{path}: the config must be a YAML mapping of keys to values")
     return data
+
+
+def read_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file as a dict, with `extends: base.yaml` resolved: the base (a path relative to
+    the file that names it) is read first and this file's keys are deep-merged over it, so a
+    derived config states only its differences. Chains are followed; a cycle is refused."""
+    data = _read_yaml_file(path)
+    base_name = data.pop(EXTENDS_KEY, None)
+    if base_name is None:
+        return data
+    if not isinstance(base_name, str) or not base_name.strip():
+        raise SpecbenchError(f"{path}: extends: give the base config's path, e.g. tiny.yaml")
+    here = path.resolve()
+    base = (path.parent / base_name).resolve()
+    chain = (*_chain, here)
+    if base in chain:
+        cycle = " → ".join(p.name for p in (*chain, base))
+        raise SpecbenchError(f"{path}: extends: the configs extend each other in a cycle ({cycle})")
+    if not base.is_file():
+        raise SpecbenchError(f"{path}: extends: base config not found: {base}")
+    return deep_merge(read_yaml(base, chain), data)
 
 
 def parse_config(data: dict[str, Any], source: str = "config") -> RunConfig:

@@ -17,9 +17,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from specbench.errors import SpecbenchError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specbench.errors import SpecbenchError, SpecbenchWarning
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
@@ -75,35 +77,105 @@ class RecordWriter:
         self.close()
 
 
+class _Rounds(BaseModel):
+    """Per-round arrays of a transformers-backend spec record (what the analyses index)."""
+
+    model_config = ConfigDict(extra="allow")
+    gamma: list[int] | None = None
+    drafted: list[int] | None = None
+    accepted: list[int] | None = None
+    emitted: list[int] | None = None
+    beta: list[list[float]] | None = None
+    draft_top_prob: list[list[float]] | None = None
+    draft_ms: list[list[float]] | None = None
+    verify_ms: list[float] | None = None
+    overhead_ms: list[float] | None = None
+
+
+class _UnitRecord(BaseModel):
+    """The fields every prompt record (baseline, spec, failed, warm-up) is read by: typed here so
+    that a damaged line is one error naming the line and the field, not a crash in the analysis."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    unit_kind: Literal["baseline", "spec"]
+    workload: str
+    temperature: float = Field(ge=0.0, allow_inf_nan=False)
+    gamma: int = Field(ge=0)
+    prompt_id: str
+    drafter: str = ""
+    policy: str = ""
+    repeat: int = Field(default=0, ge=0)
+    status: str = "ok"
+    new_tokens: int | None = None
+    wall_ms: float | None = None
+    decode_ms: float | None = None
+    tokens_per_s: float | None = None
+    tpot_ms: float | None = None
+    peak_memory_mb: float | None = None
+    ttft_ms: list[float] | None = None
+    step_ms: list[float] | None = None
+    forward_ms: list[float] | None = None
+    rounds: _Rounds | None = None
+
+
+UNIT_KINDS = frozenset({"baseline", "spec", "failed", "warmup_baseline", "warmup_spec"})
+
+
+def check_record(rec: Any) -> None:
+    """Raise ValueError (one line: the field and what is wrong) if `rec` is not a usable record."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"a record is a JSON object, got {type(rec).__name__}")
+    schema = rec.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise ValueError("it has no schema version; not a specbench record")
+    if schema > SCHEMA_VERSION:
+        raise ValueError(
+            f"it has schema version {schema}, newer than this specbench understands "
+            f"({SCHEMA_VERSION}); upgrade specbench"
+        )
+    kind = rec.get("kind")
+    if not isinstance(kind, str):
+        raise ValueError(f"field 'kind': a record kind (text) is required, got {kind!r}")
+    if kind in UNIT_KINDS:
+        try:
+            _UnitRecord.model_validate(rec)
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            got = " ".join(repr(first.get("input"))[:60].split())
+            raise ValueError(f"field '{field}': {first['msg']} (got {got})") from None
+
+
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield the records of a file. A truncated last line (a killed run) is skipped with a warning;
-    a malformed line elsewhere or a newer schema is an error."""
+    """Yield the records of a file. A truncated last line (a killed run) is skipped with a
+    SpecbenchWarning; a malformed line elsewhere (not UTF-8, not JSON, a field of the wrong type)
+    or a newer schema is a SpecbenchError naming the line and the field."""
     if not path.is_file():
         raise SpecbenchError(f"no records found: {path} does not exist")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
+    lines = path.read_bytes().split(b"\n")  # the writer ends each record with \n, only
+    if lines and not lines[-1]:
+        lines.pop()
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise SpecbenchError(f"{path}: line {lineno} is not UTF-8 text") from None
+        except (json.JSONDecodeError, RecursionError):
             if lineno == len(lines):
                 warnings.warn(
                     f"{path}: line {lineno} is truncated (interrupted run); using the complete lines",
+                    SpecbenchWarning,
                     stacklevel=2,
                 )
                 return
             raise SpecbenchError(f"{path}: line {lineno} is not valid JSON") from None
-        schema = rec.get("schema") if isinstance(rec, dict) else None
-        if not isinstance(schema, int):
-            raise SpecbenchError(
-                f"{path}: line {lineno} has no schema version; not a specbench record"
-            )
-        if schema > SCHEMA_VERSION:
-            raise SpecbenchError(
-                f"{path}: line {lineno} has schema version {schema}, newer than this specbench "
-                f"understands ({SCHEMA_VERSION}); upgrade specbench"
-            )
+        try:
+            check_record(rec)
+        except ValueError as exc:
+            raise SpecbenchError(f"{path}: line {lineno}: {exc}") from None
         yield rec
 
 

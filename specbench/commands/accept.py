@@ -34,13 +34,14 @@ from rich.console import Console
 
 from specbench.analysis import rollout
 from specbench.cli import app, user_errors
-from specbench.config import ModelSpec
+from specbench.config import MAX_GAMMA, MAX_PROMPTS, ModelSpec
 from specbench.data import sources
 from specbench.data.sources import RawRows, Row
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, malformed_file
 from specbench.sampling import SamplingParams
 
 OVERALL = "(all)"
+MAX_TOKENS = 1 << 22  # context / batch / chunk sizes: 4 M tokens is beyond any model's memory
 DEFAULT_COST_RATIO = 0.1
 DEFAULT_BUCKET = "all"
 
@@ -486,12 +487,15 @@ def time_model_resolver(
                 f"--timings: {path} not found; pass a run's results.json or its directory"
             )
         try:
-            results = json.loads(path.read_text())
+            results = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise SpecbenchError(f"--timings: {path} is not a JSON file") from None
         if not isinstance(results, dict):
             raise SpecbenchError(f"--timings: {path} is not a specbench results.json")
-        rollout.time_model_from_results(results, None, str(path))  # fail now, not per bucket
+        try:  # fail now, not per bucket
+            rollout.time_model_from_results(results, None, str(path))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise malformed_file(path, exc, "results.json") from None
         return lambda bucket: rollout.time_model_from_results(results, bucket, str(path))
     if measured is not None:
         tm = rollout.time_model_from_measurement(measured)
@@ -752,8 +756,12 @@ def accept(
         ):
             _check(value is None or value > 0, f"{name} must be > 0, got {value}")
         _check(verify_slope >= 0, f"--verify-slope must be >= 0, got {verify_slope:g}")
-        _check(gamma_max >= 1, f"--gamma-max must be >= 1, got {gamma_max}")
-        _check(timing_reps >= 1, f"--timing-reps must be >= 1, got {timing_reps}")
+        _check(
+            1 <= gamma_max <= MAX_GAMMA, f"--gamma-max must be in [1, {MAX_GAMMA}], got {gamma_max}"
+        )
+        _check(
+            1 <= timing_reps <= 10_000, f"--timing-reps must be in [1, 10000], got {timing_reps}"
+        )
         _check(margin is None or margin >= 0, f"--margin must be >= 0, got {margin}")
         _check(
             0 < target_halfwidth < 1,
@@ -764,23 +772,31 @@ def accept(
             f"--overflow must be 'window' or 'truncate', got '{overflow}'",
         )
         _check(
-            max_requests is None or max_requests >= 1,
-            f"--max-requests must be >= 1, got {max_requests}",
+            max_requests is None or 1 <= max_requests <= MAX_PROMPTS,
+            f"--max-requests must be in [1, {MAX_PROMPTS}], got {max_requests}",
         )
         _check(
-            max_context is None or max_context >= 2,
-            f"--max-context must be >= 2, got {max_context}",
+            max_context is None or 2 <= max_context <= MAX_TOKENS,
+            f"--max-context must be in [2, {MAX_TOKENS}], got {max_context}",
         )
+        for name, value in (("--batch-tokens", batch_tokens), ("--chunk-tokens", chunk_tokens)):
+            _check(
+                value is None or 1 <= value <= MAX_TOKENS,
+                f"{name} must be in [1, {MAX_TOKENS}], got {value}",
+            )
         _check(
-            (batch_tokens or 1) >= 1 and chunk_tokens >= 1,
-            "--batch-tokens and --chunk-tokens must be >= 1",
+            1 <= position_bin <= MAX_TOKENS,
+            f"--position-bin must be in [1, {MAX_TOKENS}], got {position_bin}",
         )
-        _check(position_bin >= 1, f"--position-bin must be >= 1, got {position_bin}")
         for t in temperature or []:
-            _check(t >= 0, f"--temperature must be >= 0 (0 = greedy), got {t:g}")
+            _check(0 <= t <= 100, f"--temperature must be in [0, 100] (0 = greedy), got {t:g}")
         for p in top_p or []:
             _check(0 < p <= 1, f"--top-p must be in (0, 1], got {p:g}")
-        _check(top_k is None or top_k >= 0, f"--top-k must be >= 0, got {top_k}")
+        _check(
+            top_k is None or 0 <= top_k <= 1_000_000,
+            f"--top-k must be in [0, 1000000], got {top_k}",
+        )
+        _check(seed is None or 0 <= seed < 2**63, f"--seed must be in [0, 2^63), got {seed}")
         _check(
             chat_template in (None, "auto", "on", "off"),
             f"--chat-template must be auto, on or off, got '{chat_template}'",

@@ -22,6 +22,7 @@ option).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,7 +30,7 @@ import typer
 from rich.console import Console
 
 from specbench.cli import app, user_errors
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, malformed_file
 
 if TYPE_CHECKING:
     from specbench.analysis.compare import Side, Thresholds
@@ -64,7 +65,10 @@ def load_side(path: Path) -> Side:
         raise SpecbenchError(f"{path} is not valid JSON; give a results.json") from None
     if not isinstance(doc, dict) or "workloads" not in doc or "schema" not in doc:
         raise SpecbenchError(f"{path} is not a specbench results.json (no schema/workloads)")
-    return side_from_results(doc, str(path))
+    try:
+        return side_from_results(doc, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise malformed_file(path, exc, "specbench results.json") from None
 
 
 def split_sides(paths: list[Path]) -> tuple[list[Path], list[Path]]:
@@ -119,13 +123,16 @@ def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
         if not path.is_file():
             raise SpecbenchError(f"thresholds file not found: {path}")
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError):
             raise SpecbenchError(f"{path}: invalid YAML") from None
         if not isinstance(loaded, dict):
             raise SpecbenchError(f"{path}: the thresholds file must be a mapping of keys to values")
         data.update(loaded)
     data.update({k: v for k, v in overrides.items() if v is not None})
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpecbenchError(f"{path or 'thresholds'}: {key} must be a finite number")
     try:
         return Thresholds.model_validate(data)
     except ValidationError as err:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from specbench.cli import app, user_errors
-from specbench.config import POLICY_NAMES
+from specbench.config import POLICY_NAMES, PolicySpec
 from specbench.errors import SpecbenchError
 
 
@@ -37,7 +37,28 @@ def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
             raise SpecbenchError(
                 f"--policy {text}: '{key}' needs a number, got '{value}'"
             ) from None
+    check_policy(text, name, options)
     return name, options
+
+
+def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
+    """Validate the options as the config's PolicySpec does, as one line naming the option (not
+    pydantic's multi-line dump)."""
+    from pydantic import ValidationError
+
+    try:
+        PolicySpec(name=name, **options)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            valid = ", ".join(k for k in PolicySpec.model_fields if k != "name")
+            raise SpecbenchError(
+                f"--policy {text}: unknown option '{key}'; options: {valid}"
+            ) from None
+        where = f"'{key}': " if key else ""
+        raise SpecbenchError(f"--policy {text}: {where}{msg}") from None
 
 
 @app.command()

@@ -212,14 +212,14 @@ def verify(
 
     with user_errors():
         checks: list[tuple[bool, str]] = [
-            (contexts >= 1, f"--contexts must be >= 1, got {contexts}"),
-            (samples >= 50, f"--samples must be >= 50, got {samples}"),
-            (gamma is None or gamma >= 1, f"--gamma must be >= 1, got {gamma}"),
+            (1 <= contexts <= 1000, f"--contexts must be in [1, 1000], got {contexts}"),
+            (50 <= samples <= 10**6, f"--samples must be in [50, 1000000], got {samples}"),
+            (gamma is None or 1 <= gamma <= 64, f"--gamma must be in [1, 64], got {gamma}"),
             (top_p is None or 0 < top_p <= 1, f"--top-p must be in (0, 1], got {top_p}"),
             (top_k is None or top_k >= 0, f"--top-k must be >= 0, got {top_k}"),
             (
-                max_prompts is None or max_prompts >= 1,
-                f"--max-prompts must be >= 1, got {max_prompts}",
+                max_prompts is None or 1 <= max_prompts <= 100_000,
+                f"--max-prompts must be in [1, 100000], got {max_prompts}",
             ),
             (
                 lossy_epsilon is None or 0 < lossy_epsilon < 1,
@@ -228,7 +228,9 @@ def verify(
             (0 < significance < 1, f"--significance must be in (0, 1), got {significance}"),
         ]
         for t in temperature or []:
-            checks.append((t >= 0, f"--temperature must be >= 0 (0 = greedy), got {t:g}"))
+            checks.append(
+                (0 <= t <= 100, f"--temperature must be in [0, 100] (0 = greedy), got {t:g}")
+            )
         for ok, message in checks:
             if not ok:
                 raise SpecbenchError(message)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import yaml
 
 from specbench.config import PolicySpec, RunConfig, dump_config
 from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
@@ -81,6 +82,21 @@ class RunOutcome:
 # the run directory
 
 
+def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
+    """Two resolved configs describe the same run: equal but for `output_dir`, so a run directory
+    that was copied or moved can be resumed where it now is."""
+    try:
+        stored = yaml.safe_load(stored_yaml)
+    except yaml.YAMLError:
+        return False
+    new = yaml.safe_load(new_yaml)
+    if not isinstance(stored, dict) or not isinstance(new, dict):
+        return False
+    stored.pop("output_dir", None)
+    new.pop("output_dir", None)
+    return bool(stored == new)
+
+
 def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) -> set[UnitKey]:
     """Create or validate DIR; return the units already complete (for --resume).
 
@@ -98,7 +114,7 @@ def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) ->
             raise SpecbenchError(
                 f"{out_dir} already holds a run; pass --resume to finish it or --force to start over"
             )
-        elif stored_cfg.is_file() and stored_cfg.read_text() != new_cfg:
+        elif stored_cfg.is_file() and not same_run_config(stored_cfg.read_text(), new_cfg):
             raise SpecbenchError(
                 f"{out_dir} holds a run with a different configuration; --resume needs the same "
                 "config and flags (or pass --force to start over)"

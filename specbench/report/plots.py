@@ -14,6 +14,13 @@ from specbench.analysis.roi import Scenario
 from specbench.report.roi import scenario_title
 
 
+def _legend(ax: Any, fontsize: int) -> None:
+    """A legend only where something is labelled (engine runs leave some plots without labelled
+    series; matplotlib would warn "No artists with labels found")."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=fontsize)
+
+
 def plot_roi(path: Path, scenarios: list[Scenario]) -> None:
     """Speedup against γ, one curve per scenario, each curve's peak marked, a line at 1×."""
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
@@ -35,7 +42,7 @@ def plot_roi(path: Path, scenarios: list[Scenario]) -> None:
     ax.set_ylabel("speedup over plain decoding")
     ax.set_title("Predicted speedup against γ")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -78,8 +85,7 @@ def plot_speedup(path: Path, entry: dict[str, Any]) -> None:
         f"{entry['workload']}, T = {entry['temperature']:g}: verdict {rec['verdict'].upper()}"
     )
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -99,7 +105,7 @@ def plot_per_position(path: Path, entries: list[dict[str, Any]]) -> None:
     ax.set_ylim(0, 1.02)
     ax.set_title("Per-position conditional acceptance (largest γ)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -156,8 +162,7 @@ def plot_verify_fit(path: Path, entries: list[dict[str, Any]]) -> None:
     ax.set_ylabel("verify time T_t (ms)")
     ax.set_title("Verify cost against γ, with the fit t0 + t1·k")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # engine runs have no verify timings
-        ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)  # engine runs have no verify timings
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -174,7 +179,7 @@ def plot_latency_distribution(
     ax.set_xlabel("per-token latency (ms)")
     ax.set_ylabel("prompts")
     ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: per-token latency")
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -224,7 +229,7 @@ def plot_speedup_vs_concurrency(path: Path, entry: dict[str, Any]) -> None:
             a.set_xticks(levels, [str(c) for c in levels])
         a.set_xlabel("concurrency (requests in flight)")
         a.grid(alpha=0.3)
-        a.legend(fontsize=8)
+        _legend(a, fontsize=8)
     ax.set_ylabel("speedup (decode tokens/s vs baseline)")
     ax2.set_ylabel("TPOT (ms)")
     ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: speedup")

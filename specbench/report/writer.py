@@ -10,11 +10,13 @@ import csv
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specbench.analysis.results import build_results
+from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, read_records
 
@@ -53,11 +55,117 @@ def load_run(
         records = read_records(rec_path)
     if not records:
         raise SpecbenchError(f"{rec_path} holds no complete record")
-    cfg_path = run_dir / "config.yaml"
-    config = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else {}
-    env_path = run_dir / "env.json"
-    env = json.loads(env_path.read_text()) if env_path.is_file() else {}
-    return records, config or {}, env, [str(w.message) for w in caught]
+    config = read_stored_config(run_dir / "config.yaml")
+    env = read_env(run_dir / "env.json")
+    return records, config, env, [str(w.message) for w in caught]
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecbenchError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecbenchError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _StoredModel(_Loose):
+    model: str | None = None
+    dtype: str | None = None
+    revision: str | None = None
+    method: str | None = None
+    name: str | None = None
+    logit_noise: float | None = None
+
+
+class _StoredWorkload(_Loose):
+    name: str
+    weight: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    n: int | None = None
+
+
+class _StoredSampling(_Loose):
+    temperatures: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+class _StoredDecision(_Loose):
+    margin: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    ci_level: float | None = Field(default=None, gt=0.0, lt=1.0)
+    bootstrap: int | None = Field(default=None, ge=1, le=MAX_BOOTSTRAP)
+    target_ci_halfwidth: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+
+
+class StoredConfig(_Loose):
+    """The keys of a run's stored config.yaml that report / compare / simulate read, typed. A
+    stored config is a dumped RunConfig; this checks only what the analyses use, so a run dir
+    written by an older specbench (or a test's synthetic run) still reads."""
+
+    name: str | None = None
+    backend: str | None = None
+    target: _StoredModel | None = None
+    draft: _StoredModel | None = None
+    extra_drafters: list[_StoredModel] | None = None
+    workloads: list[_StoredWorkload] | None = None
+    sampling: _StoredSampling | None = None
+    gammas: list[int] | None = None
+    max_new_tokens: int | None = None
+    chat_template: str | bool | None = None
+    concurrency: list[int] | None = None
+    decision: _StoredDecision | None = None
+    conformance: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
+
+
+def read_stored_config(path: Path) -> dict[str, Any]:
+    """A run's stored config.yaml, its analysed keys typed (one line naming the file and the key
+    otherwise); a missing file is an empty config."""
+
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(_text(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecbenchError(f"{path}: invalid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecbenchError(f"{path}: the stored config must be a mapping of keys to values")
+    try:
+        StoredConfig.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        got = " ".join(repr(first.get("input"))[:60].split())
+        raise SpecbenchError(f"{path}: {key}: {first['msg']} (got {got})") from None
+    return data
+
+
+def read_env(path: Path) -> dict[str, Any]:
+    """A run's env.json: a JSON object of text / number fields; a missing file is empty."""
+    if not path.is_file():
+        return {}
+    try:
+        env = json.loads(_text(path))
+    except json.JSONDecodeError as exc:
+        raise SpecbenchError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    if not isinstance(env, dict):
+        raise SpecbenchError(f"{path}: env.json must be a JSON object")
+    for key, value in env.items():
+        if isinstance(value, dict | list):
+            continue  # structured extras (e.g. engine versions) are passed through
+        if value is not None and not isinstance(value, str | int | float):
+            raise SpecbenchError(f"{path}: field '{key}' has an unusable value {value!r}")
+    return env
 
 
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:

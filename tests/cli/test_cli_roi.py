@@ -105,7 +105,7 @@ def test_roi_plot_and_csv_written(tmp_path: Path) -> None:
         (["--alpha", "-0.1"], "--alpha must be in [0, 1]"),
         (["--alpha", "0.5", "--t-target", "0", "--t-draft", "1"], "--t-target must be a time > 0"),
         (["--alpha", "0.5", "--t-target", "10", "--t-draft", "-1"], "--t-draft must be a time > 0"),
-        (["--alpha", "0.5", "--gamma-max", "0"], "--gamma-max must be >= 1"),
+        (["--alpha", "0.5", "--gamma-max", "0"], "--gamma-max must be in [1, 1024]"),
         (["--accepted", "7", "--gamma", "5"], "--accepted must be in [1, 6]"),
         (["--accepted", "0.5", "--gamma", "5"], "--accepted must be in [1, 6]"),
         (["--accepted", "2"], "--accepted needs --gamma"),

@@ -110,9 +110,9 @@ def test_report_bad_inputs(tmp_path: Path, finished_run: Path) -> None:
 @pytest.mark.parametrize(
     ("over", "args", "needle"),
     [
-        ({"gammas": [0, 2]}, [], "gammas must all be >= 1"),
-        ({}, ["--gammas", "0,1"], "gammas must all be >= 1"),
-        ({}, ["--temperature", "-0.5"], "temperatures must be >= 0"),
+        ({"gammas": [0, 2]}, [], "gammas must all be in [1, 64]"),
+        ({}, ["--gammas", "0,1"], "gammas must all be in [1, 64]"),
+        ({}, ["--temperature", "-0.5"], "temperatures must be in [0, 100]"),
         ({"sampling": {"top_p": 1.5}}, [], "top_p must be in (0, 1]"),
         ({"target": {"model": "./no/such/model"}}, [], "model directory not found"),
         ({"gamas": [1]}, [], "did you mean 'gammas'"),

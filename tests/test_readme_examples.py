@@ -1,0 +1,135 @@
+"""The README's command examples, run at small sizes, each asserting its documented exit code.
+
+Every `specbench …` line of the README (indented code) must appear below, either in RUNS (run
+in order, with the sizes cut down and paths moved into a temporary directory) or in SKIPPED with
+the reason; a new or edited example fails `test_every_readme_example_is_covered` until it is
+listed, so the examples cannot drift from the code unnoticed (issue 15 item 10).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from specbench.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+SMALL_RUN = "--max-prompts 1 --gammas 1,2 --workloads tiny_code --temperature 0"
+# the planted regression: two workloads × two prompts at T = 0 are enough for the α drop
+PLANTED = "--max-prompts 2 --gammas 2 --workloads tiny_code,tiny_prose --temperature 0"
+SMALL_VERIFY = "--max-prompts 1 --gamma 1"
+
+# README command → (the command run here, its exit code); run in this order.
+RUNS: dict[str, tuple[str, int]] = {
+    "roi --alpha 0.6": ("roi --alpha 0.6", 0),
+    "roi --alpha 0.6 --t-target 80 --t-draft 7": ("roi --alpha 0.6 --t-target 80 --t-draft 7", 0),
+    "roi --accepted 3.2 --gamma 5 --t-target 80 --t-draft 7": (
+        "roi --accepted 3.2 --gamma 5 --t-target 80 --t-draft 7",
+        0,
+    ),
+    "roi --alpha 0.5 --alpha 0.8 --plot roi.png --csv roi.csv --json": (
+        "roi --alpha 0.5 --alpha 0.8 --plot {tmp}/out/roi.png --csv {tmp}/out/roi.csv --json",
+        0,
+    ),
+    "run configs/tiny.yaml --out reports/tiny": (
+        f"run configs/tiny.yaml --out {{tmp}}/reports/tiny {SMALL_RUN}",
+        0,
+    ),
+    "run configs/tiny.yaml --out reports/tiny --resume": (
+        f"run configs/tiny.yaml --out {{tmp}}/reports/tiny --resume {SMALL_RUN}",
+        0,
+    ),
+    "run configs/tiny.yaml --max-prompts 4 --gammas 2,4 --out /tmp/base": (
+        f"run configs/tiny.yaml --out {{tmp}}/base {PLANTED}",
+        0,
+    ),
+    "run configs/tiny-weak-draft.yaml --max-prompts 4 --gammas 2,4 --out /tmp/weak": (
+        f"run configs/tiny-weak-draft.yaml --out {{tmp}}/weak {PLANTED}",
+        0,
+    ),
+    "compare /tmp/base /tmp/weak": ("compare {tmp}/base {tmp}/weak", 1),
+    "compare reports/main reports/pr": ("compare {tmp}/base {tmp}/base", 0),
+    "compare baseline/results.json reports/pr --markdown comment.md --junit junit.xml": (
+        "compare {tmp}/base/results.json {tmp}/base --markdown {tmp}/ci/comment.md "
+        "--junit {tmp}/ci/junit.xml",
+        0,
+    ),
+    "compare reports/main reports/pr --thresholds ci/specbench-thresholds.yaml --json": (
+        "compare {tmp}/base {tmp}/base --thresholds {tmp}/ci/specbench-thresholds.yaml --json",
+        0,
+    ),
+    "verify configs/tiny.yaml": (f"verify configs/tiny.yaml {SMALL_VERIFY} --temperature 0", 0),
+    "verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 8 --samples 2000": (
+        f"verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 1 --samples 200 "
+        f"{SMALL_VERIFY}",
+        0,
+    ),
+    "verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1": (
+        f"verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1 --contexts 1 "
+        f"--samples 1000 {SMALL_VERIFY}",
+        1,
+    ),
+}
+
+SKIPPED: dict[str, str] = {
+    "run configs/tiny.yaml": "the same command as the first `run` example, with its --out",
+    "run configs/llama70b.yaml --workloads chat,code --gammas 2,4,6 --max-prompts 16": (
+        "needs the 70B/8B hub models and GPUs"
+    ),
+    "run configs/tiny-vllm.yaml": "needs vLLM (make test-vllm)",
+    "run configs/tiny-openai.yaml": "needs a running OpenAI-compatible server",
+    "simulate reports/tiny-policies": "needs a configs/tiny-policies.yaml run (minutes on CPU)",
+    "simulate reports/tiny-policies --policy adaptive --policy confidence:threshold=0.5": (
+        "needs a configs/tiny-policies.yaml run (minutes on CPU)"
+    ),
+}
+
+
+def readme_commands() -> list[str]:
+    """The `specbench …` lines of the README's indented examples, comments stripped."""
+    out = []
+    for line in README.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^ {4}(?:\.venv/bin/)?specbench (.+?)\s*(?:#.*)?$", line)
+        if m:
+            out.append(" ".join(m.group(1).split()))
+    return out
+
+
+def readme_thresholds_yaml() -> str:
+    """The thresholds file the README shows (the fenced block under its file-name comment)."""
+    text = README.read_text(encoding="utf-8")
+    m = re.search(r"```yaml\n# ci/specbench-thresholds.yaml\n(.*?)```", text, re.S)
+    assert m, "the README's thresholds example is gone"
+    return m.group(1)
+
+
+def test_every_readme_example_is_covered() -> None:
+    found = readme_commands()
+    assert len(found) >= 15
+    assert set(found) == set(RUNS) | set(SKIPPED), set(found) ^ (set(RUNS) | set(SKIPPED))
+
+
+def test_readme_documents_every_exit_code() -> None:
+    text = README.read_text(encoding="utf-8")
+    for row in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |"):
+        assert row in text, row
+
+
+@pytest.mark.slow
+def test_readme_examples_run_with_their_exit_codes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "specbench-thresholds.yaml").write_text(readme_thresholds_yaml())
+    for readme_cmd, (cmd, expected) in RUNS.items():
+        code = run_cli(cmd.format(tmp=tmp_path).split())
+        out, err = capsys.readouterr()
+        assert code == expected, f"`specbench {readme_cmd}` (as `{cmd}`): exit {code}\n{err}"
+        assert "Traceback" not in out + err
+    assert (tmp_path / "ci" / "comment.md").stat().st_size > 0
+    assert (tmp_path / "out" / "roi.png").stat().st_size > 0
