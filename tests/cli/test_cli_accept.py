@@ -157,7 +157,7 @@ def test_console_prints_alpha_and_the_rollout_plan(
 
 
 def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -> None:
-    from specbench.commands.accept import FieldNames, parse_requests, read_logged_rows
+    from specbench.data.logged import FieldNames, open_logged, select_requests
 
     df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
     df.to_csv(tmp_path / "t.csv", index=False)
@@ -165,9 +165,10 @@ def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -
     fields = FieldNames(bucket="category")
 
     def parsed(path: Path) -> list[tuple[Any, ...]]:
-        reqs, skipped = parse_requests(read_logged_rows(str(path)), fields, 0, False)
-        assert not skipped
-        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in reqs]
+        source, rows = open_logged(str(path), columns=fields.columns())
+        sel = select_requests(source, rows, fields, 0, False, None, None, 0)
+        assert not sel.skipped and sel.rows_read == 8
+        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in sel.requests]
 
     want = parsed(traffic)
     assert len(want) == 8 and want[0][4].temperature == 0.7  # type: ignore[union-attr]
