@@ -12,9 +12,11 @@ bucket, an id and the request's `temperature` / `top_p`. Defaults: `prompt`, `me
 Rows stream from any source `data.sources.iter_source` reads (local or fsspec URL; Parquet
 reading only the columns the paths start in) or a Hugging Face dataset, and each bucket keeps
 at most `max_requests` of them by reservoir sampling (`data.sample`), so memory holds the sample
-and time is one pass. A malformed row stops with its location unless `skip_bad`; skipped rows are
-reported (the first `MAX_SKIPPED_LISTED` of them one by one, then counted), never dropped
-silently.
+and time is one pass. Rows are parsed as they are drawn into the sample (all of them without a
+cap), so a malformed row is found when it would be measured: it stops the command with its
+location unless `skip_bad`; skipped rows are reported (the first `MAX_SKIPPED_LISTED` one by
+one, then counted), never dropped silently. A skipped row stops counting towards its bucket, so
+the sample stays uniform over the usable rows drawn.
 """
 
 from __future__ import annotations
@@ -218,12 +220,9 @@ def parse_row(row: Row, f: FieldNames, top_k: int) -> LoggedRequest:
     except BadConversation as exc:
         raise BadRow(str(exc)) from None
     response = _text(response, f"response ('{f.response}')")
-    bucket = DEFAULT_BUCKET
-    if f.bucket is not None:
-        raw_bucket = get_path(v, f.bucket)
-        if raw_bucket in (MISSING, None) or not str(raw_bucket).strip():
-            raise BadRow(f"the bucket ('{f.bucket}') is empty")
-        bucket = str(raw_bucket).strip()
+    bucket = _bucket_of(row, f)
+    if bucket is None:
+        raise BadRow(f"the bucket ('{f.bucket}') is empty")
     temp = _number(get_path(v, f.temperature), f.temperature)
     top_p = _number(get_path(v, f.top_p), f.top_p)
     if temp is not None and temp < 0:
@@ -248,6 +247,17 @@ def parse_row(row: Row, f: FieldNames, top_k: int) -> LoggedRequest:
     )
 
 
+def _bucket_of(row: Row, f: FieldNames) -> str | None:
+    """The row's bucket (as `parse_row` reads it), or None when it has none."""
+    if f.bucket is None:
+        return DEFAULT_BUCKET
+    raw = get_path(row.values, f.bucket)
+    if raw in (MISSING, None):
+        return None
+    text = str(raw).strip()
+    return text or None
+
+
 @dataclass
 class Selection:
     """The sampled requests (in source order) and what was left out."""
@@ -256,7 +266,7 @@ class Selection:
     skipped: list[dict[str, str]]  # the first MAX_SKIPPED_LISTED malformed rows
     skipped_total: int
     rows_read: int
-    bucket_rows: dict[str, int]  # usable rows per bucket, before sampling
+    bucket_rows: dict[str, int]  # rows per bucket before sampling (less those found malformed)
 
 
 def select_requests(
@@ -280,6 +290,16 @@ def select_requests(
         if n_rows == 0:
             check_fields(source, row, f)
         n_rows += 1
+        bucket = _bucket_of(row, f)
+        if bucket is not None:
+            counts[bucket] += 1
+        if bucket is not None and wanted is not None and bucket not in wanted:
+            continue
+        # Only rows drawn into the sample are parsed (every row when there is no cap), so one
+        # pass over a large log costs a field lookup and a random draw per row.
+        slot = reservoirs.offer(bucket) if bucket is not None else None
+        if bucket is not None and slot is None:
+            continue
         try:
             request = parse_row(row, f, top_k)
         except BadRow as exc:
@@ -287,15 +307,16 @@ def select_requests(
                 raise SpecbenchError(
                     f"{source} {row.location}: {exc}; fix the row or pass --skip-bad-rows"
                 ) from None
+            if bucket is not None:
+                counts[bucket] -= 1
+                reservoirs.withdraw(bucket)
             skipped_total += 1
             if len(skipped) < MAX_SKIPPED_LISTED:
-                raw = get_path(row.values, f.bucket) if f.bucket else DEFAULT_BUCKET
-                bucket = "" if raw in (MISSING, None) else str(raw).strip()
-                skipped.append({"row": row.location, "reason": str(exc), "bucket": bucket})
+                skipped.append({"row": row.location, "reason": str(exc), "bucket": bucket or ""})
             continue
-        counts[request.bucket] += 1
-        if wanted is None or request.bucket in wanted:
-            reservoirs.add(request.bucket, request)
+        assert bucket is not None and slot is not None  # a row without a bucket fails to parse
+        reservoirs.put(bucket, slot, request)
+    counts = Counter({b: n for b, n in counts.items() if n > 0})
     if not counts:
         raise SpecbenchError(f"{source} has no usable rows; nothing to measure")
     for name in wanted or []:

@@ -38,6 +38,13 @@ class Reservoirs(Generic[T]):
         self._position = 0
 
     def add(self, bucket: Hashable, item: T) -> None:
+        slot = self.offer(bucket)
+        if slot is not None:
+            self.put(bucket, slot, item)
+
+    def offer(self, bucket: Hashable) -> int | None:
+        """Count the next item of `bucket` and draw: the slot it is to take, or None when it is
+        not kept. Lets a caller build (parse) only the items that are kept."""
         res = self._buckets.get(bucket)
         if res is None:
             # a str seed is hashed with SHA-512 by `random`: stable across runs and platforms
@@ -45,11 +52,21 @@ class Reservoirs(Generic[T]):
         self._position += 1
         res.seen += 1
         if self.k is None or len(res.kept) < self.k:
-            res.kept.append((self._position, item))
-            return
+            return len(res.kept)
         j = res.rng.randrange(res.seen)
-        if j < self.k:
-            res.kept[j] = (self._position, item)
+        return j if j < self.k else None
+
+    def put(self, bucket: Hashable, slot: int, item: T) -> None:
+        """Store the item `offer` drew into `slot`."""
+        res = self._buckets[bucket]
+        if slot == len(res.kept):
+            res.kept.append((self._position, item))
+        else:
+            res.kept[slot] = (self._position, item)
+
+    def withdraw(self, bucket: Hashable) -> None:
+        """The item just offered turned out unusable: it no longer counts as seen."""
+        self._buckets[bucket].seen -= 1
 
     def seen(self) -> dict[Hashable, int]:
         """Items offered per bucket, in order of first appearance."""
