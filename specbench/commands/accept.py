@@ -320,6 +320,41 @@ def time_model_resolver(
     return lambda _bucket: tm
 
 
+UNSCORABLE_HINTS = ("eagle", "medusa", "mtp", "hydra")
+
+
+def unscorable_drafter(kind: str) -> SpecbenchError:
+    """Teacher forcing needs a standalone draft LM over the target's vocabulary; heads that read
+    the target's hidden states (EAGLE, MTP, Medusa) or model-free drafters have no such forward."""
+    return SpecbenchError(
+        f"accept cannot score a '{kind}' drafter by teacher forcing: it is not a standalone model "
+        "with the target's vocabulary (it drafts from the target's hidden states); measure it "
+        "through the engine backend instead (backend: vllm with speculative.method "
+        f"{kind}, `specbench run`), whose results report α from the engine's acceptance counters"
+    )
+
+
+def _drafter_head(model: str | None) -> str | None:
+    """The head kind ("eagle", "mtp", …) when a local draft folder's config.json says so."""
+    if not model:
+        return None
+    cfg_path = Path(model).expanduser() / "config.json"
+    if not cfg_path.is_file():
+        return None
+    try:
+        info = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # load_model reports an unreadable model in its own words
+    if not isinstance(info, dict):
+        return None
+    names = [str(info.get("model_type", ""))] + [str(a) for a in info.get("architectures") or []]
+    for name in names:
+        for hint in UNSCORABLE_HINTS:
+            if hint in name.lower():
+                return hint
+    return None
+
+
 def _specs(
     config: Path | None,
     target: str | None,
@@ -332,6 +367,9 @@ def _specs(
     cfg = None
     if config is not None:
         cfg = parse_config(read_yaml(config), str(config))
+        method = cfg.speculative.method if cfg.backend == "vllm" else "draft_model"
+        if method not in ("draft_model", "ngram") and draft is None:
+            raise unscorable_drafter(method)
         if cfg.draft.method != "model" and draft is None:
             raise SpecbenchError(
                 "accept needs a draft model; the config's draft.method is 'ngram' (pass --draft)"
@@ -356,6 +394,9 @@ def _specs(
                 f"--dtype must be auto, float32, float16 or bfloat16, got '{dtype}'"
             )
         over["dtype"] = dtype
+    head = _drafter_head(d_spec.model if draft is None else draft)
+    if head is not None:
+        raise unscorable_drafter(head)
     t_spec = t_spec.model_copy(update=over | ({"model": target} if target else {}))
     d_spec = d_spec.model_copy(update=over | ({"model": draft} if draft else {}))
     return t_spec, d_spec, cfg
