@@ -107,3 +107,24 @@ def test_run_replays_logged_turns_and_regenerates_on_request(tiny_pair: Any) -> 
     assert body2["prompt_tokens"][1] == len(want)
     # the logged answer is longer than the 6 tokens the model may write: the contexts differ
     assert body2["prompt_tokens"][1] != body["prompt_tokens"][1]
+
+
+def test_a_workload_dataset_reads_an_fsspec_url(tmp_path: Path) -> None:
+    import uuid
+
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = f"/wl-{uuid.uuid4().hex[:8]}"
+    rows = [
+        {"id": f"r{i}", "meta": {"team": "a" if i % 2 else "b"}, "q": f"q{i}"} for i in range(6)
+    ]
+    fs.pipe(f"{root}/p.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())
+    try:
+        spec = DatasetSpec(
+            path=f"memory://{root}/p.jsonl", prompt_field="q", workload_field="meta.team"
+        )
+        got = load_workload(WorkloadSpec(name="a", dataset=spec), seed=0)
+    finally:
+        fs.rm(root, recursive=True)
+    assert [p.id for p in got] == ["r1", "r3", "r5"] and got[0].turns == ["q1"]
