@@ -288,7 +288,7 @@ class Session:
         for turn in range(len(prompt.turns)):
             messages = conversation_messages(prompt, answers, turn)
             ids, truncated = build_context_ids(
-                self.tokenizer, messages, self.cfg.chat_template, self.max_context
+                self.tokenizer, messages, self.cfg.chat_template, self.max_context, prompt.tools
             )
             if truncated:
                 notes.append(f"prompt {prompt.id} turn {turn} truncated to {len(ids)} tokens")
