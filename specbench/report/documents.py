@@ -91,6 +91,9 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
         slug = _slug(e)
         plots.plot_speedup(out / f"speedup_{slug}.png", e)
         made[f"speedup_{slug}"] = f"plots/speedup_{slug}.png"
+        if (e.get("per_prompt_alpha") or {}).get("values"):
+            plots.plot_prompt_alpha(out / f"alpha_prompts_{slug}.png", e)
+            made[f"alpha_prompts_{slug}"] = f"plots/alpha_prompts_{slug}.png"
         rec = e["recommendation"]
         gamma = rec["gamma"] or (rec.get("best_measured") or {}).get("gamma", 0)
         mine = [
@@ -177,7 +180,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             f"**ON, γ = {rec['gamma']}** ({rec.get('drafter', 'model')} drafter, "
             f"{rec.get('policy', 'fixed')} policy): {_ci(rec['speedup'], '{:.2f}×')} ({rec['reason']})."
             if rec["verdict"] == "on"
-            else f"**OFF**: {rec['reason']}."
+            else f"**{'NOT MEASURED' if rec['verdict'] == 'not_measured' else 'OFF'}**: {rec['reason']}."
             + (
                 f" Turning it off avoids γ={rec['loss_avoided']['gamma']} at {_ci(rec['loss_avoided']['speedup'], '{:.2f}×')}."
                 if rec.get("loss_avoided") and rec["loss_avoided"]["speedup"]["value"] < 1
@@ -260,6 +263,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             )
         if e.get("warnings"):
             blocks.append(Bullets([f"⚠ {w}" for w in e["warnings"]]))
+        blocks += content_blocks(e, images, slug)
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
         blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
     from specbench.report.engine_sections import engine_blocks
@@ -275,6 +279,86 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                 ]
             )
         )
+    return blocks
+
+
+def _snippet(text: str, width: int = 48) -> str:
+    """A one-line, backtick-free excerpt of an answer (repr shows the newlines of a loop)."""
+    r = repr(text[-width:]).replace("`", "'")
+    return r if len(text) <= width else "…" + r
+
+
+def content_blocks(e: dict[str, Any], images: dict[str, str], slug: str) -> list[Block]:
+    """Is it real text? Degenerate answers, α and speedup over the non-degenerate prompts, and the
+    per-prompt α distribution (docs/theory.md §13)."""
+    blocks: list[Block] = []
+    content = e.get("content") or {}
+    ppa = e.get("per_prompt_alpha") or {}
+    if not content.get("checked") and not ppa:
+        return blocks
+    blocks.append(Heading("Content and per-prompt acceptance", 3))
+    items = []
+    if content.get("checked"):
+        n_deg, n = content.get("n_degenerate", 0), content.get("n_prompts", 0)
+        reasons = ", ".join(f"{k} {v}" for k, v in (content.get("reasons") or {}).items())
+        items.append(
+            f"degenerate answers: {n_deg} of {n} prompts"
+            + (f" ({reasons})" if reasons else "")
+            + f"; answers hitting max_new_tokens {_num(content.get('hit_length_limit_share'), '{:.0%}')}, "
+            f"early EOS {_num(content.get('early_eos_share'), '{:.0%}')}, "
+            f"empty {_num(content.get('empty_share'), '{:.0%}')}; median repeated n-gram share "
+            f"{_num(content.get('median_repeated_ngram_share'), '{:.2f}')}, median zlib ratio "
+            f"{_num(content.get('median_compression_ratio'), '{:.2f}')}"
+        )
+        for d in (content.get("degenerate_prompts") or [])[:3]:
+            items.append(f"{d['prompt_id']}: {d['reason']}; ends `{_snippet(d['answer_tail'])}`")
+    if ppa:
+        spread = ppa.get("spread") or {}
+        het = {h["gamma"]: h for h in ppa.get("heterogeneity") or []}
+        top = het.get(ppa.get("at_gamma")) or {}
+        items.append(
+            "α per prompt (exact β over its verified positions, every γ run): token-pooled {_ci(ppa.get('token_pooled'))}, "
+            f"mean over prompts {_ci(ppa.get('request_mean'))}; spread sd "
+            f"{_num(spread.get('sd'))}, p10–p90 {_num(spread.get('p10'))}–{_num(spread.get('p90'))}"
+        )
+        if top:
+            items.append(
+                f"heterogeneity at γ = {top['gamma']}: tokens/round pooled per prompt "
+                f"{_num(top.get('per_prompt_pooled'), '{:.2f}')}; pooling rounds instead gives "
+                f"{_num(top.get('round_pooled'), '{:.2f}')} (×{_num(top.get('round_over_per_prompt'), '{:.3f}')}), "
+                f"the iid model at the pooled α {_num(top.get('iid_at_pooled_alpha'), '{:.2f}')} "
+                f"(×{_num(top.get('iid_pooled_over_per_prompt'), '{:.3f}')} of iid per prompt) — "
+                "docs/theory.md §3"
+            )
+    blocks.append(Bullets(items))
+    if content.get("n_degenerate"):
+        rows = []
+        for label, key in (("all prompts", "all_prompts"), ("non-degenerate", "non_degenerate")):
+            part = content.get(key) or {}
+            rows.append(
+                [
+                    label,
+                    str(part.get("n_prompts", "–")),
+                    _ci(part.get("alpha")),
+                    _ci(part.get("speedup"), "{:.2f}×"),
+                    str(part.get("verdict") or "–").upper().replace("_", " "),
+                ]
+            )
+        st = content.get("speedup_setting")
+        blocks.append(
+            TableBlock(
+                [
+                    "prompts",
+                    "n",
+                    "α [95% CI]",
+                    f"speedup at γ {_setting(st)} [95% CI]" if st else "speedup",
+                    "verdict",
+                ],
+                rows,
+            )
+        )
+    if f"alpha_prompts_{slug}" in images:
+        blocks.append(Image(images[f"alpha_prompts_{slug}"], f"α per prompt, {slug}"))
     return blocks
 
 
