@@ -397,7 +397,17 @@ def global_recommendation(
     out = []
     for temp in sorted({e["temperature"] for e in entries}):
         group = [e for e in entries if e["temperature"] == temp]
-        pool = pool_recommendation(temp, pool_inputs.get(temp, []), margin, level, n_boot)
+        if pool_inputs.get(temp):
+            pool = pool_recommendation(temp, pool_inputs[temp], margin, level, n_boot)
+        else:  # every workload here lacks a verdict (e.g. degenerate output, docs/theory.md §13)
+            pool = {
+                "temperature": temp,
+                "workloads": [],
+                "verdict": "not_measured",
+                "gamma": 0,
+                "speedup": None,
+                "reason": "no workload at this temperature has a measured verdict",
+            }
         pool["on_for"] = [e["workload"] for e in group if e["recommendation"]["verdict"] == "on"]
         pool["off_for"] = [e["workload"] for e in group if e["recommendation"]["verdict"] == "off"]
         pool["not_measured"] = [
