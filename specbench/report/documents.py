@@ -288,6 +288,33 @@ def _snippet(text: str, width: int = 48) -> str:
     return r if len(text) <= width else "…" + r
 
 
+def _heterogeneity_items(rows: list[dict[str, Any]]) -> list[str]:
+    """What the spread of α across prompts does to the predictions (docs/theory.md §3): the
+    largest misstatement of tokens per round by pooling rounds instead of prompts, and by the iid
+    model at the pooled α instead of at each prompt's own."""
+
+    def worst(key: str) -> dict[str, Any] | None:
+        rows_k = [r for r in rows if r.get(key) is not None]
+        return max(rows_k, key=lambda r: abs(r[key] - 1.0), default=None)
+
+    rnd, iid = worst("round_over_per_prompt"), worst("iid_pooled_over_per_prompt")
+    if rnd is None and iid is None:
+        return []
+    parts = []
+    if rnd is not None:
+        parts.append(
+            f"pooling rounds instead of prompts would put tokens/round at "
+            f"{_num(rnd['round_pooled'], '{:.2f}')} instead of {_num(rnd['per_prompt_pooled'], '{:.2f}')} "
+            f"at γ = {rnd['gamma']} ({rnd['round_over_per_prompt'] - 1:+.1%})"
+        )
+    if iid is not None:
+        parts.append(
+            f"the iid model at the pooled α {iid['iid_pooled_over_per_prompt'] - 1:+.1%} against "
+            f"the same model per prompt (γ = {iid['gamma']})"
+        )
+    return ["heterogeneity: " + "; ".join(parts) + " (docs/theory.md §3)"]
+
+
 def content_blocks(e: dict[str, Any], images: dict[str, str], slug: str) -> list[Block]:
     """Is it real text? Degenerate answers, α and speedup over the non-degenerate prompts, and the
     per-prompt α distribution (docs/theory.md §13)."""
@@ -314,22 +341,13 @@ def content_blocks(e: dict[str, Any], images: dict[str, str], slug: str) -> list
             items.append(f"{d['prompt_id']}: {d['reason']}; ends `{_snippet(d['answer_tail'])}`")
     if ppa:
         spread = ppa.get("spread") or {}
-        het = {h["gamma"]: h for h in ppa.get("heterogeneity") or []}
-        top = het.get(ppa.get("at_gamma")) or {}
         items.append(
-            "α per prompt (exact β over its verified positions, every γ run): token-pooled {_ci(ppa.get('token_pooled'))}, "
-            f"mean over prompts {_ci(ppa.get('request_mean'))}; spread sd "
-            f"{_num(spread.get('sd'))}, p10–p90 {_num(spread.get('p10'))}–{_num(spread.get('p90'))}"
+            "α per prompt (exact β over its verified positions, every γ run): token-pooled "
+            f"{_ci(ppa.get('token_pooled'))}, mean over prompts {_ci(ppa.get('request_mean'))}; "
+            f"spread sd {_num(spread.get('sd'))}, p10–p90 {_num(spread.get('p10'))}–"
+            f"{_num(spread.get('p90'))}"
         )
-        if top:
-            items.append(
-                f"heterogeneity at γ = {top['gamma']}: tokens/round pooled per prompt "
-                f"{_num(top.get('per_prompt_pooled'), '{:.2f}')}; pooling rounds instead gives "
-                f"{_num(top.get('round_pooled'), '{:.2f}')} (×{_num(top.get('round_over_per_prompt'), '{:.3f}')}), "
-                f"the iid model at the pooled α {_num(top.get('iid_at_pooled_alpha'), '{:.2f}')} "
-                f"(×{_num(top.get('iid_pooled_over_per_prompt'), '{:.3f}')} of iid per prompt) — "
-                "docs/theory.md §3"
-            )
+        items += _heterogeneity_items(ppa.get("heterogeneity") or [])
     blocks.append(Bullets(items))
     if content.get("n_degenerate"):
         rows = []
