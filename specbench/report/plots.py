@@ -9,6 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from specbench.analysis.roi import Scenario
@@ -165,7 +167,7 @@ def plot_alpha(path: Path, entries: list[dict[str, Any]]) -> None:
     """Horizontal bars (names never collide), α over all prompts with its interval, and a hollow
     diamond for α over the non-degenerate prompts where some answers were degenerate."""
     shown = [e for e in entries if (e.get("alpha") or {}).get("value") is not None]
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.38 * max(1, len(shown))), dpi=100)
+    fig, ax = plt.subplots(figsize=(7, 1.6 + 0.38 * max(1, len(shown))), dpi=100)
     labels: list[str] = []
     for i, e in enumerate(shown):
         a = e["alpha"]
@@ -194,10 +196,20 @@ def plot_alpha(path: Path, entries: list[dict[str, Any]]) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("α (exact β pooled over tokens, 95% CI)")
-    title = "Acceptance by workload and temperature"
+    ax.set_title("Acceptance by workload and temperature", fontsize=10)
     if any((e.get("content") or {}).get("n_degenerate") for e in shown):
-        title += "\nred: some answers degenerate; ◇: α over the non-degenerate prompts only"
-    ax.set_title(title, fontsize=9)
+        ax.legend(
+            handles=[
+                Patch(color="tab:blue", alpha=0.75, label="answers are text"),
+                Patch(color="tab:red", alpha=0.75, label="some answers degenerate"),
+                Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="α, text only"),
+            ],
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=3,
+            frameon=False,
+        )
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     fig.savefig(path)
