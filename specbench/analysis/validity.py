@@ -248,7 +248,7 @@ def restrict_verdict(v: Validity, out: dict[str, Any], n_boot: int, level: float
                 "speedup": None,
                 "itl_ms": {"baseline": base_itl, "speculative": base_itl},
                 "reason": (
-                    f"not measured: degenerate output ({len(v.degenerate)} of {v.n_prompts} "
+                    f"degenerate output ({len(v.degenerate)} of {v.n_prompts} "
                     f"prompts' answers are degenerate, {v.n_clean} left)"
                 ),
             }

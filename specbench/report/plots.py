@@ -86,7 +86,8 @@ def plot_speedup(path: Path, entry: dict[str, Any]) -> None:
     ax.set_xlabel("γ")
     ax.set_ylabel("speedup (decode tokens/s vs baseline)")
     ax.set_title(
-        f"{entry['workload']}, T = {entry['temperature']:g}: verdict {rec['verdict'].upper()}"
+        f"{entry['workload']}, T = {entry['temperature']:g}: verdict "
+        + rec["verdict"].upper().replace("_", " ")
     )
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8)

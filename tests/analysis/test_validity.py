@@ -75,7 +75,7 @@ def test_too_few_real_answers_is_not_measured_and_stays_out_of_the_pool() -> Non
     res = build_results(_records(5, 1), CONFIG, {})
     (e,) = res["workloads"]
     assert e["recommendation"]["verdict"] == "not_measured"
-    assert e["recommendation"]["reason"].startswith("not measured: degenerate output")
+    assert e["recommendation"]["reason"].startswith("degenerate output (5 of 6")
     (pool,) = res["global"]["by_temperature"]
     assert pool["workloads"] == [] and pool["not_measured"] == ["w"]
 
