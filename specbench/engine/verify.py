@@ -206,14 +206,23 @@ def greedy_check(
     eos_ids: frozenset[int],
     dtype: str = "float32",
     drafter_name: str = "model",
+    baselines: dict[str, list[int]] | None = None,
 ) -> GreedyCheck:
-    """Speculative vs target-only greedy tokens for every prompt × γ."""
+    """Speculative vs target-only greedy tokens for every prompt × γ.
+
+    `baselines` (prompt label → target-only greedy tokens) is filled and reused, so checking
+    several drafters decodes each prompt's baseline once.
+    """
+    cache = baselines if baselines is not None else {}
     tol = NEAR_TIE_TOLERANCE.get(dtype, 0.0)
     runs = identical = compared = matching = 0
     mismatches: list[GreedyMismatch] = []
     gen = torch.Generator(device=target.device).manual_seed(0)
     for ctx in prompts:
-        base = baseline_generate(target, ctx.ids, GREEDY, max_new_tokens, clock, eos_ids)
+        if ctx.label not in cache:
+            gen_base = baseline_generate(target, ctx.ids, GREEDY, max_new_tokens, clock, eos_ids)
+            cache[ctx.label] = gen_base.output_ids
+        base_ids = cache[ctx.label]
         for gamma in gammas:
             drafter = make_drafter(draft, GREEDY, gen)
             spec = speculative_generate(
@@ -227,19 +236,19 @@ def greedy_check(
                 eos_ids,
             )
             runs += 1
-            compared += len(base.output_ids)
-            pos = _first_difference(base.output_ids, spec.output_ids)
+            compared += len(base_ids)
+            pos = _first_difference(base_ids, spec.output_ids)
             if pos is None:
                 identical += 1
-                matching += len(base.output_ids)
+                matching += len(base_ids)
                 continue
             matching += pos
-            b_tok = base.output_ids[pos] if pos < len(base.output_ids) else -1
+            b_tok = base_ids[pos] if pos < len(base_ids) else -1
             s_tok = spec.output_ids[pos] if pos < len(spec.output_ids) else -1
             margin = math.inf
             if b_tok >= 0 and s_tok >= 0:
                 target.reset()
-                logits = target.feed(ctx.ids + base.output_ids[:pos], keep=1)[-1].float()
+                logits = target.feed(ctx.ids + base_ids[:pos], keep=1)[-1].float()
                 margin = float(logits[b_tok] - logits[s_tok])
             mismatches.append(
                 GreedyMismatch(
@@ -632,6 +641,7 @@ def run_verify(
         notes.append(f"{rule.label}; greedy decoding is unaffected (one-hot p and q)")
 
     greedy = []
+    baselines: dict[str, list[int]] = {}  # shared by the drafters
     if any(t == 0.0 for t in temps):
         gammas = [options.gamma] if options.gamma else list(cfg.gammas)
         for spec, lm, make in drafters:
@@ -648,6 +658,7 @@ def run_verify(
                     eos,
                     dtype,
                     spec.label,
+                    baselines,
                 )
             )
 
