@@ -316,13 +316,14 @@ def throughput_ratio_ci(
 
 
 def simultaneous_lower(rep: Replicates, level: float) -> tuple[np.ndarray, float]:
-    """Lower ends exp(log S_k − c·se_k) of intervals that hold for all K candidates at once.
+    """Lower bounds exp(log S_k − c·se_k) that hold for all K candidates at once, each at the
+    one-sided confidence of a two-sided `level` interval's lower end ((1 + level)/2: 0.975).
 
-    c is the `level` quantile of the bootstrap max-statistic max_k |T*_k| (T* the studentized
-    replicate): a simultaneous symmetric band, so P(any S_k below its lower end) ≤ (1 − level)/2
-    for symmetric errors (and ≤ 1 − level whatever their shape), however many candidates there
-    are and however one of them was chosen (max-T; docs/theory.md §8). Each lower end is at or
-    below that candidate's own printed interval. Returns (lower ends, c).
+    c is the (1 + level)/2 quantile of the bootstrap max-statistic max_k |T*_k| (T* the
+    studentized replicate), so P(any S_k below its bound) ≤ P(max_k |T_k| > c) = (1 − level)/2
+    whatever the shape of T's distribution, however many candidates there are and however one of
+    them was chosen (max-T; docs/theory.md §8). Using |T| rather than T keeps each bound at or
+    below that candidate's own printed interval. Returns (bounds, c).
     """
     t = np.abs(_studentized(rep))
     if t.size == 0:
@@ -331,7 +332,7 @@ def simultaneous_lower(rep: Replicates, level: float) -> tuple[np.ndarray, float
     m = m[m > -np.inf]
     if len(m) == 0:
         return np.full(rep.n_candidates, np.nan), math.nan
-    c = float(np.quantile(m, level, method="higher"))
+    c = float(np.quantile(m, 1.0 - (1.0 - level) / 2.0, method="higher"))
     with np.errstate(invalid="ignore", over="ignore"):
         bounds = np.exp(rep.log_value - c * rep.se)
     bounds = np.where(rep.se == 0.0, np.exp(rep.log_value), bounds)
