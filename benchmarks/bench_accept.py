@@ -1,6 +1,6 @@
 """Offline accept-rate measurement (`specbench accept`) vs generation-based measurement.
 
-Both measure α = E[β], β = Σ min(p, q) (THEORY §2 (a)), on the same pair and logged requests:
+Both measure α = E[β], β = Σ min(p, q) (docs/theory.md §2 (a)), on the same pair and logged requests:
 
 1. generation: exact speculative decoding with the engine (γ = --gamma, each request at its
    logged temperature / top-p, up to --max-new tokens), β summed over the verified positions of
@@ -82,7 +82,7 @@ def generation_pass(target, draft, tokenized, params, gamma, max_new, seed, v, e
         r = out.rounds
         start, positions = 1, {}  # the first token comes from the prefill, never verified
         for n, k, beta, kept in zip(r.accepted, r.drafted, r.beta, r.emitted, strict=True):
-            tested = min(n + 1, k)  # THEORY §2 (a): positions 1..min(n + 1, k) were tested
+            tested = min(n + 1, k)  # docs/theory.md §2 (a): positions 1..min(n + 1, k) were tested
             beta_sum += sum(beta[:tested])
             verified += tested
             positions.update({start + j: beta[j] for j in range(tested)})

@@ -3,7 +3,7 @@
 One decode step = one forward of 1 new token with the KV cache, batch 1, fp32, plus the argmax.
 The two models are interleaved (in blocks of `--block` consecutive steps, like a draft round, and
 once more alternating every step, the draft's cold-cache worst case) so machine noise hits both
-alike. Prints the medians and the ratio target / draft (THEORY §4: c = T_d / T_ar is its inverse).
+alike. Prints the medians and the ratio target / draft (docs/theory.md §4: c = T_d / T_ar is its inverse).
 
     .venv/bin/python benchmarks/bench_tiny_pair.py [--threads 2] [--steps 400] [--json]
 

@@ -688,7 +688,7 @@ def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
             "over prompt+continuation; at the n_new positions predicting continuation tokens: "
             "greedy_agreement = mean[argmax q == argmax p]; mean_beta = mean exact "
             "beta = sum_x min(p, q) with p, q = process_logits(logits, SamplingParams(temperature="
-            "1.0)) (THEORY §2 estimator (a)); pooled over all positions of the workload; "
+            "1.0)) (docs/theory.md §2 estimator (a)); pooled over all positions of the workload; "
             "target_self_agreement = mean[argmax p == continuation token] (1.0 unless the cached "
             "and full forwards disagree on a near-tie). specbench.pairstats.acceptance_figures; "
             "all prompts of each dataset are used (tests/test_tiny_pair.py recomputes exactly "

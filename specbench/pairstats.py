@@ -1,9 +1,9 @@
 """Offline statistics of a target/draft pair: greedy continuations, teacher-forced acceptance, and
 decode-step latency.
 
-Notation as in THEORY.md: p = p_target, q = q_draft, β_t = Σ_x min(p_t(x), q_t(x)) (the exact
+Notation as in docs/theory.md: p = p_target, q = q_draft, β_t = Σ_x min(p_t(x), q_t(x)) (the exact
 probability that a drafted position is accepted), α = E[β]. Everything here is estimator (a) of
-THEORY §2: mean exact β over positions, computed teacher-forced with one forward of each model over
+docs/theory.md §2: mean exact β over positions, computed teacher-forced with one forward of each model over
 prompt + continuation. No sampling is involved, so on a fixed machine the numbers are deterministic.
 
 The functions take models and token ids (no tokenizer, no files), so they serve the training

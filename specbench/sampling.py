@@ -93,7 +93,7 @@ def accept_draft(
     greedy: bool,
     generator: torch.Generator | None = None,  # on p_target's device
 ) -> RoundDecision:
-    """The exact acceptance rule for one round (THEORY §1).
+    """The exact acceptance rule for one round (docs/theory.md §1).
 
     A deterministic drafter (n-gram lookup) has q = one-hot at its token: the rule then accepts y
     with probability p(y) and resamples a rejection from norm(max(0, p − one-hot)).

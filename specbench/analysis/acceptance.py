@@ -1,4 +1,4 @@
-"""Acceptance estimators from per-round records (THEORY §2), with prompt-bootstrap intervals.
+"""Acceptance estimators from per-round records (docs/theory.md §2), with prompt-bootstrap intervals.
 
 For one group of speculative records (same workload, temperature, drafter and γ):
   (a) exact β mean over *verified* positions — a round that accepted n of k drafted tokens tested

@@ -4,12 +4,12 @@ spec-decode counters instead of per-round data, and latency against concurrency.
 The entry has the transformers entry's shape (so the report, CSV and console render it), with:
 - latency, speedup and the recommendation at the lowest measured concurrency (usually 1);
   speedup = mean decode tokens/s (1 / TPOT) of speculation ÷ baseline, paired by prompt;
-- α = accepted / tested (the iid MLE, THEORY §2 (c)) pooled over γ, beside accepted / proposed,
+- α = accepted / tested (the iid MLE, docs/theory.md §2 (c)) pooled over γ, beside accepted / proposed,
   α from the mean acceptance length τ, and the per-position conditional curve at the largest γ.
   Intervals bootstrap over prompts when the counters were read per request (concurrency 1),
   else over batches; with a single batch there is no interval;
 - predictions for unmeasured γ: round time = TPOT × τ per measured γ, fitted r0 + r1·γ, over ā(γ)
-  from the iid model or from the per-position counters' truncation curve (THEORY §3);
+  from the iid model or from the per-position counters' truncation curve (docs/theory.md §3);
 - `engine`: per-γ counter estimators, and per concurrency the TPOT, TTFT, e2e latency, output
   throughput and speedup, with the concurrency at which speculation stops paying.
 """

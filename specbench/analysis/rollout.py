@@ -1,5 +1,5 @@
 """From teacher-forced β to a rollout plan: per-bucket α with intervals, its drift along the
-response, and the γ / speedup / ON-OFF verdict it implies (THEORY §2–4). Pure numpy, no models.
+response, and the γ / speedup / ON-OFF verdict it implies (docs/theory.md §2–4). Pure numpy, no models.
 
 `specbench accept` feeds it per-request β arrays; every interval resamples requests (tokens of
 one request are correlated) through `analysis.stats`, in blocks so that memory stays
@@ -37,7 +37,7 @@ from specbench.analysis.stats import (
 from specbench.analysis.timing_model import TimingModel, linear_fit
 from specbench.errors import SpecbenchError
 
-ESTIMATOR = "exact_beta_teacher_forced"  # THEORY §2 (a), over every response position
+ESTIMATOR = "exact_beta_teacher_forced"  # docs/theory.md §2 (a), over every response position
 DRIFT_WARN = 0.05  # |α(last bin) − α(first bin)| worth a warning when its CI excludes 0
 DRIFT_MIN_REQUESTS = 5  # a position bin enters the drift only when this many requests reach it
 

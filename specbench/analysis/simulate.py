@@ -1,7 +1,7 @@
 """Trace replay: what would each γ policy have done on the rounds a run recorded at γ_max?
 
 The first γ draft tokens of a round and their accept decisions do not depend on what is drafted
-after them (THEORY §3), so a round recorded at γ_max with A accepted tokens would have accepted
+after them (docs/theory.md §3), so a round recorded at γ_max with A accepted tokens would have accepted
 min(A, γ) at any γ ≤ γ_max. Sampled traces are replayed round by round that way. Greedy traces
 are replayed position by position (`replay_greedy_prompt`): the output is the same at any γ, so
 the policy's own round boundaries are laid over the recorded match/mismatch of every position. Replaying a policy over a prompt's recorded rounds gives its γ per

@@ -5,7 +5,7 @@ p_1..p_{k+1} and draft distributions q_1..q_k of one round and returns how many 
 kept and which token is emitted after them (`RoundDecision`). `speculative_round` takes one as its
 optional `accept_rule` argument; the default is the exact rule.
 
-- `exact_rule` (THEORY §1, Leviathan et al. 2023, arXiv 2211.17192): accept y_i with probability
+- `exact_rule` (docs/theory.md §1, Leviathan et al. 2023, arXiv 2211.17192): accept y_i with probability
   min(1, p_i(y_i)/q_i(y_i)); at the first rejection emit a token from norm(max(0, p_i − q_i)).
   The emitted tokens then follow the target's processed distribution exactly (lossless).
 - `LossyRule(ε)`: the "relaxed acceptance" some vendor material recommends, written there as

@@ -130,7 +130,7 @@ class ModelDrafter:
 class NgramDrafter:
     """Prompt lookup (model-free): find the most recent earlier occurrence of the last n tokens
     (n from `max_n` down to `min_n`) in prompt + generated text and propose up to γ tokens that
-    followed it. q is one-hot, so the exact rule accepts y with probability p(y) (THEORY §1).
+    followed it. q is one-hot, so the exact rule accepts y with probability p(y) (docs/theory.md §1).
     No match → an empty proposal: the round is a plain target step (drafted = 0).
 
     An index maps each n-gram to the position after its latest occurrence; it is extended as the

@@ -1,4 +1,4 @@
-"""Speculative-decoding counters reported by serving engines: parse, diff, convert (THEORY §6).
+"""Speculative-decoding counters reported by serving engines: parse, diff, convert (docs/theory.md §6).
 
 Where they come from:
 - Prometheus text from a server's `/metrics`. vLLM V1 (counters, exported with `_total`):
@@ -13,7 +13,7 @@ Where they come from:
 Label sets (several engines, data parallel) are summed. Counters are cumulative: a workload's
 figures are `after.minus(before)`.
 
-Conversion to specbench's estimators, for drafts of γ tokens (THEORY §2):
+Conversion to specbench's estimators, for drafts of γ tokens (docs/theory.md §2):
     τ = 1 + accepted / drafts                       mean acceptance length (bonus token included)
     accepted / proposed = accepted / draft_tokens   vLLM's "acceptance rate", biased low
     accepted / tested, tested = accepted + drafts − per_pos[γ−1]   (the iid MLE of α)
@@ -213,7 +213,7 @@ class CounterEstimates:
 
 
 def per_position_conditional(drafts: float, per_pos: tuple[float, ...]) -> list[float | None]:
-    """a_i = per_pos[i−1] / per_pos[i−2] with per_pos[−1] = drafts (THEORY §2 (d))."""
+    """a_i = per_pos[i−1] / per_pos[i−2] with per_pos[−1] = drafts (docs/theory.md §2 (d))."""
     prev = drafts
     out: list[float | None] = []
     for v in per_pos:

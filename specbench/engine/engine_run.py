@@ -246,7 +246,7 @@ def request_record(head: dict[str, Any], res: ConversationResult, keep_ids: bool
     ttft = [t.ttft_ms for t in turns]
     wall_ms = sum(e2e)
     decode_ms = wall_ms - sum(ttft)
-    # TPOT (THEORY §6): (e2e − TTFT) / (n_out − 1) per turn, pooled over the turns.
+    # TPOT (docs/theory.md §6): (e2e − TTFT) / (n_out − 1) per turn, pooled over the turns.
     after_first = sum(max(t.new_tokens - 1, 0) for t in turns)
     body: dict[str, Any] = {
         "status": "ok",

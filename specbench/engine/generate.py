@@ -3,7 +3,7 @@
 Both loops share prefill, sampling, stop handling and token counting (generated token ids are
 counted on both sides; text is never re-tokenized), so their tokens/s are comparable.
 
-Speculative round (THEORY §1): the drafter proposes y_1..y_k; the target runs once over
+Speculative round (docs/theory.md §1): the drafter proposes y_1..y_k; the target runs once over
 [last, y_1..y_k] giving p_1..p_{k+1}; `accept_draft` keeps y_1..y_n and emits one more token; the
 target cache is cropped by the k − n rejected positions, the drafter rolls back its own.
 """

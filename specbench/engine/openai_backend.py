@@ -7,7 +7,7 @@ config what each runs (`server.url` + `server.gamma` + `server.label`, or severa
 `server.chat: true`, the server applying its chat template) with
 `stream_options.include_usage`, timed here: TTFT = first chunk carrying text, e2e = end of the
 stream, tokens = the usage block's completion_tokens (else the tokenizer's count of the text,
-else the chunk count), TPOT = (e2e − TTFT) / (tokens − 1) (THEORY §6: chunk-to-chunk gaps
+else the chunk count), TPOT = (e2e − TTFT) / (tokens − 1) (docs/theory.md §6: chunk-to-chunk gaps
 overstate it under speculation, when one chunk carries several tokens). `concurrency` threads
 keep that many conversations in flight.
 

@@ -1,4 +1,4 @@
-"""γ policies: how many tokens to draft in the next round (THEORY §5). Each is recorded per round.
+"""γ policies: how many tokens to draft in the next round (docs/theory.md §5). Each is recorded per round.
 
 - fixed:       γ every round.
 - adaptive:    the practitioners' acceptance-history controller: over the last `window` rounds,

@@ -325,7 +325,7 @@ class Session:
             "wall_ms": round(wall_ms, 4),
             "decode_ms": round(decode_ms, 4),
             "tokens_per_s": new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
-            # TPOT: decode time over the tokens after each turn's first (THEORY §6).
+            # TPOT: decode time over the tokens after each turn's first (docs/theory.md §6).
             "tpot_ms": decode_ms / (new_tokens - len(gens)) if new_tokens > len(gens) else None,
             "peak_memory_mb": round(_peak_memory_mb(self.device), 1),
             "output_ids": [g.output_ids for g in gens],

@@ -1,7 +1,7 @@
 """Teacher-forced acceptance: exact β at every position of logged responses, no generation.
 
 β_t = Σ_x min(p_t(x), q_t(x)) depends only on the two models' distributions at a context
-(THEORY §2), so α = E[β] can be measured over logged prompt + response text with one forward of
+(docs/theory.md §2), so α = E[β] can be measured over logged prompt + response text with one forward of
 the target and one of the draft (estimator (a), teacher-forced), instead of decoding.
 
     sequences = plan_sequences(prompt_ids, response_ids, max_len=1024, request=0)

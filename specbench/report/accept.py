@@ -412,7 +412,7 @@ def build_blocks(result: AcceptResult, plot: str | None) -> list[Block]:
         ),
         Para(
             "α is the mean exact β = Σ min(p, q) over every response position, teacher-forced "
-            "(one forward of each model over prompt + logged response; THEORY §2 (a)); intervals "
+            "(one forward of each model over prompt + logged response; docs/theory.md §2 (a)); intervals "
             "are 95 % percentile bootstrap over requests. The plan predicts ā(γ) and the speedup "
             "under iid acceptance; the speedup interval carries α's interval (timings taken as "
             f"exact). ON only if the low end of the speedup interval at the best γ exceeds 1 + "

@@ -56,7 +56,7 @@ def test_iid_estimators_unbiased(alpha: float) -> None:
     assert est.accepted_tested.value == pytest.approx(alpha, abs=0.005)
     assert est.from_accepted_length is not None
     assert est.from_accepted_length.value == pytest.approx(alpha, abs=0.005)
-    # accepted/proposed is biased low exactly as THEORY §2 says: α(1 − α^γ) / (γ(1 − α))
+    # accepted/proposed is biased low exactly as docs/theory.md §2 says: α(1 − α^γ) / (γ(1 − α))
     expected_ratio = alpha * (1 - alpha**gamma) / (gamma * (1 - alpha))
     assert est.accepted_proposed.value == pytest.approx(expected_ratio, abs=0.005)
     assert est.accepted_proposed.value < alpha

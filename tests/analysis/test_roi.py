@@ -1,4 +1,4 @@
-"""The analytic model against hand-computed values (THEORY §3–4) and its own inverses."""
+"""The analytic model against hand-computed values (docs/theory.md §3–4) and its own inverses."""
 
 import math
 
@@ -23,7 +23,7 @@ def test_expected_tokens_rejects_bad_alpha() -> None:
 
 
 def test_worked_check_80ms_target_7ms_draft() -> None:
-    # THEORY §4: T_ar = 80, T_d = 7, γ = 6: round = 42 + 80 = 122 ms.
+    # docs/theory.md §4: T_ar = 80, T_d = 7, γ = 6: round = 42 + 80 = 122 ms.
     itl = roi.itl_ms(6, 3.5, 80.0, 7.0)
     assert itl == pytest.approx(122 / 3.5)  # 34.857 ms
     assert 80.0 / itl == pytest.approx(2.2951, abs=1e-4)

@@ -1,7 +1,7 @@
 """Teacher-forced β (engine/teacher_forced.py) and the rollout arithmetic it feeds
 (analysis/rollout.py): batching, padding and chunking change no logit; β matches the unbatched
 oracle; the plan maps α's interval through the speedup model; and α measured offline on
-target-generated responses agrees with α measured by `run` (THEORY §2 (a) both ways)."""
+target-generated responses agrees with α measured by `run` (docs/theory.md §2 (a) both ways)."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def test_plan_maps_alpha_interval_through_the_speedup_model() -> None:
     assert plan.speedup.hi == pytest.approx(roi.speedup(g, 0.85, 80.0, 7.0))
     assert g == max(range(1, 9), key=lambda k: roi.speedup(k, 0.8, 80.0, 7.0))
     assert plan.itl_ms.value == pytest.approx(80.0 / plan.speedup.value)
-    # THEORY §4 worked check: T_ar 100, T_d 8, α 0.2 → 1.11× at γ = 1
+    # docs/theory.md §4 worked check: T_ar 100, T_d 8, α 0.2 → 1.11× at γ = 1
     assert rollout.predicted_speedup(
         1, 0.2, rollout.time_model_from_flags(100, 8, 0)
     ) == pytest.approx(1.2 / 1.08)
