@@ -144,7 +144,7 @@ def test_bad_logged_values_and_misplaced_fields_are_one_line(tmp_path: Path) -> 
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"prompt": "x", "temperature": "hot"}) + "\n")
     spec = DatasetSpec(path=str(path), sampling="logged")
-    with pytest.raises(SpecbenchError, match="'temperature'.*must be a number"):
+    with pytest.raises(SpecbenchError, match=r"'temperature'.*must be a number"):
         load_workload(WorkloadSpec(name="w", dataset=spec), seed=0)
     path.write_text(json.dumps({"prompt": "x", "top_p": 0, "max_tokens": 3}) + "\n")
     with pytest.raises(SpecbenchError, match=r"top_p 'top_p' must be in \(0, 1\]"):
