@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from specbench.config import DatasetSpec, WorkloadSpec
+from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import load_workload
 from specbench.errors import SpecbenchError
 
@@ -159,3 +159,7 @@ def test_bad_logged_values_and_misplaced_fields_are_one_line(tmp_path: Path) -> 
     res = runner.invoke(app, ["run", str(cfg)])
     assert res.exit_code == 2
     assert "temperature_field needs dataset.sampling: logged" in res.output
+    data["workloads"][0]["dataset"]["sampling"] = "logged"
+    data["backend"] = "openai"
+    with pytest.raises(SpecbenchError, match="transformers backend only"):
+        parse_config(data)
