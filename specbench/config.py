@@ -143,12 +143,25 @@ class DatasetSpec(_Strict):
     workload_field: str | None = None  # a column naming each row's workload / category
     category_map: dict[str, str] = Field(default_factory=dict)  # category → workload
     group_mt_bench: bool = True  # Spec-Bench: the 8 MT-bench categories → one "conversation"
+    # How each request is sampled: with the config's grid (`sampling.temperatures`, `top_p`,
+    # `max_new_tokens`), or as logged: each row's own temperature / top_p / max tokens (field
+    # paths; defaults `temperature`, `top_p`, `max_tokens`; a missing value falls back to the
+    # config's, and `max_new_tokens` stays the ceiling). A logged workload runs once, not per
+    # temperature of the grid.
+    sampling: Literal["config", "logged"] = "config"
+    temperature_field: str | None = None
+    top_p_field: str | None = None
+    max_tokens_field: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:
         given = [k for k in ("name", "path", "hf_id") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError("a dataset needs exactly one of 'name', 'path' or 'hf_id'")
+        if self.sampling != "logged":
+            for key in ("temperature_field", "top_p_field", "max_tokens_field"):
+                if getattr(self, key):
+                    raise ValueError(f"dataset.{key} needs dataset.sampling: logged")
         return self
 
 
@@ -334,6 +347,16 @@ class RunConfig(_Strict):
         if any(not 1 <= g <= MAX_GAMMA for g in v):
             raise ValueError(f"gammas must all be in [1, {MAX_GAMMA}]")
         return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _logged_sampling(self) -> RunConfig:
+        logged = [w.name for w in self.workloads if w.dataset.sampling == "logged"]
+        if logged and self.backend != "transformers":
+            raise ValueError(
+                f"workload '{logged[0]}': dataset.sampling: logged is measured with the "
+                "transformers backend only; sample it with the config's settings on this backend"
+            )
+        return self
 
     @model_validator(mode="after")
     def _drafter_names(self) -> RunConfig:

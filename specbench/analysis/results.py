@@ -264,6 +264,48 @@ def rank_methods(
     return rows
 
 
+def request_mix(baseline: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How a logged workload's requests were sampled (`dataset.sampling: logged`), one count per
+    prompt: temperatures (to 0.1) and top_p (to 0.01) as counts, max tokens as min / median /
+    max, and how many values came from the config (absent in the row) or were capped at
+    `max_new_tokens`. None for a workload sampled with the config's settings."""
+    first: dict[str, dict[str, Any]] = {}
+    for rec in baseline:
+        if rec.get("sampling") == "logged" and "request" in rec:
+            first.setdefault(rec["prompt_id"], rec["request"])
+    if not first:
+        return None
+    reqs = list(first.values())
+
+    def counts(key: str, digits: int) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for r in reqs:
+            out[f"{round(float(r[key]), digits):g}"] += 1
+        return dict(sorted(out.items(), key=lambda kv: float(kv[0])))
+
+    max_tokens = sorted(int(r["max_tokens"]) for r in reqs)
+    logged = [r.get("logged") or {} for r in reqs]
+    return {
+        "source": "logged",
+        "prompts": len(reqs),
+        "temperature": counts("temperature", 1),
+        "top_p": counts("top_p", 2),
+        "max_tokens": {
+            "min": max_tokens[0],
+            "median": float(np.median(max_tokens)),
+            "max": max_tokens[-1],
+        },
+        "from_config": {
+            k: sum(lg.get(k) is None for lg in logged)
+            for k in ("temperature", "top_p", "max_tokens")
+        },
+        "max_tokens_capped": sum(
+            lg.get("max_tokens") is not None and lg["max_tokens"] > r["max_tokens"]
+            for lg, r in zip(logged, reqs, strict=True)
+        ),
+    }
+
+
 def group_records(records: list[dict[str, Any]]) -> dict[tuple[str, float], dict[str, Any]]:
     """{(workload, temperature): {"baseline": [...], "spec": {(drafter, policy, γ): [...]},
     "failed": [...]}}."""
@@ -350,6 +392,9 @@ def build_results(
         else:
             continue
         body["failed_units"] = len(grp["failed"])
+        mix = request_mix(grp["baseline"])
+        if mix is not None:
+            body["request_sampling"] = mix
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
         own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
         base_itl = (body.get("baseline_itl_ms") or {}).get("value")

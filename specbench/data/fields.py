@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ from specbench.data.conversation import (
     plain_content,
 )
 from specbench.data.paths import MISSING, get_path
-from specbench.data.prompt import Prompt, generation_points
+from specbench.data.prompt import Prompt, RequestSampling, generation_points
 from specbench.data.sources import RawRows, Row
 from specbench.errors import SpecbenchError
 
@@ -64,6 +65,8 @@ class FieldMapping:
     messages: Column | None = None  # a logged conversation (default: "messages" when present)
     tools: Column | None = None
     replay: bool = True  # dataset.assistant_turns
+    # dataset.sampling: logged — where each row's temperature, top_p and max tokens are
+    request: tuple[Column, Column, Column] | None = None
 
 
 def looks_like_spec_bench(raw: RawRows) -> bool:
@@ -105,7 +108,54 @@ def field_mapping(spec: DatasetSpec, schema: str) -> FieldMapping:
         messages=pick(spec.messages_field, None, "messages_field"),
         tools=pick(spec.tools_field, "tools", "tools_field"),
         replay=spec.assistant_turns == "replay",
+        request=_request_columns(spec),
     )
+
+
+def _request_columns(spec: DatasetSpec) -> tuple[Column, Column, Column] | None:
+    """The sampling fields of `dataset.sampling: logged`, all optional: a row without one is
+    sampled with the config's value."""
+    if spec.sampling != "logged":
+        return None
+    names = (
+        (spec.temperature_field or "temperature", "dataset.temperature_field"),
+        (spec.top_p_field or "top_p", "dataset.top_p_field"),
+        (spec.max_tokens_field or "max_tokens", "dataset.max_tokens_field"),
+    )
+    t, p, m = (Column(name, key, required=False) for name, key in names)
+    return t, p, m
+
+
+def _read_request(row: Row, where: str, columns: tuple[Column, Column, Column]) -> RequestSampling:
+    """The row's logged sampling parameters, each checked against the bounds a config has."""
+    values: list[float | None] = []
+    for column in columns:
+        value = _value(row, column, where)
+        if _is_blank(value):
+            values.append(None)
+            continue
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            raise SpecbenchError(
+                f"{where}: '{column.name}' ({column.config_key}) must be a number, got "
+                f"{value!r}; fix the row or point {column.config_key} at another field"
+            )
+        values.append(number)
+    temp, top_p, max_tokens = values
+    if temp is not None and not 0 <= temp <= 100:
+        raise SpecbenchError(
+            f"{where}: temperature '{columns[0].name}' must be in [0, 100], got {temp:g}"
+        )
+    if top_p is not None and not 0 < top_p <= 1:
+        raise SpecbenchError(f"{where}: top_p '{columns[1].name}' must be in (0, 1], got {top_p:g}")
+    if max_tokens is not None and (max_tokens < 1 or max_tokens != int(max_tokens)):
+        raise SpecbenchError(
+            f"{where}: max tokens '{columns[2].name}' must be a whole number >= 1, got {max_tokens:g}"
+        )
+    return RequestSampling(temp, top_p, None if max_tokens is None else int(max_tokens))
 
 
 def rows_to_prompts(raw: RawRows, mapping: FieldMapping) -> list[Prompt]:
@@ -175,6 +225,8 @@ def _row_to_prompt(row: Row, position: int, source: str, mapping: FieldMapping) 
     workload = ""
     if mapping.workload is not None:
         workload = _read_workload(row, where, mapping, meta)
+    if mapping.request is not None:
+        extra["request"] = _read_request(row, where, mapping.request)
     if "dropped_parts" in extra:  # non-text parts a text-only pair never sees, for the report
         meta.setdefault("dropped_parts", extra.pop("dropped_parts"))
     return Prompt(

@@ -7,6 +7,16 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class RequestSampling:
+    """How a logged request was sampled (`dataset.sampling: logged`); None = not in the row (the
+    config's value is used)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Prompt:
     """One benchmark prompt: one or more user turns, answered in order by the model.
 
@@ -26,6 +36,7 @@ class Prompt:
     logged: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None  # passed to the chat template
     replay: bool = True  # earlier assistant turns as logged (False: the model's own answers)
+    request: RequestSampling | None = None  # dataset.sampling: logged
 
 
 def generation_points(logged: list[dict[str, Any]]) -> list[int]:

@@ -244,9 +244,11 @@ class Session:
         max_pos = getattr(target.model.config, "max_position_embeddings", None)
         self.max_context = None if max_pos is None else max(1, int(max_pos) - cfg.max_new_tokens)
 
-    def params(self, temperature: float) -> SamplingParams:
+    def params(self, temperature: float, top_p: float | None = None) -> SamplingParams:
         s = self.cfg.sampling
-        return SamplingParams(temperature=temperature, top_k=s.top_k, top_p=s.top_p)
+        return SamplingParams(
+            temperature=temperature, top_k=s.top_k, top_p=s.top_p if top_p is None else top_p
+        )
 
     def drafter(
         self, label: str, params: SamplingParams, generator: torch.Generator, policy: Policy
@@ -275,7 +277,10 @@ class Session:
         gamma 0 = the target-only baseline; otherwise speculative with `drafter` (default: the
         config's primary draft) under `policy` (default: fixed γ).
         """
-        params = self.params(temperature)
+        # a logged request (dataset.sampling: logged) is generated as it was sampled, by the
+        # baseline and every speculative setting alike (the comparison stays paired)
+        temperature, top_p, max_new = request_sampling(self.cfg, prompt, temperature)
+        params = self.params(temperature, top_p)
         label = drafter or self.cfg.draft.label
         pol = Policy(policy or PolicySpec(name="fixed", gamma=max(gamma, 1)), temperature)
         generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -297,14 +302,14 @@ class Session:
             with torch.inference_mode():
                 if gamma == 0:
                     gen = baseline_generate(
-                        self.target_lm, ids, params, self.cfg.max_new_tokens, self.clock,
+                        self.target_lm, ids, params, max_new, self.clock,
                         self.eos_ids, self.stop, generator,
                     )  # fmt: skip
                 else:
                     gen = speculative_generate(
                         self.target_lm, self.drafter(label, params, generator, pol), ids,
                         pol.controller(),
-                        params, self.cfg.max_new_tokens, self.clock, self.eos_ids, self.stop,
+                        params, max_new, self.clock, self.eos_ids, self.stop,
                         generator,
                     )  # fmt: skip
             gens.append(gen)
@@ -347,11 +352,48 @@ class Session:
             for key in ("draft_ms", "verify_ms", "overhead_ms"):
                 r[key] = _rounded(r[key], 4)
             body["rounds"] = r
+        if prompt.request is not None:  # the group's `temperature` is a label: see plan_units
+            body["sampling"] = "logged"
+            body["top_p"] = top_p
+            body["request"] = {
+                "temperature": temperature,
+                "top_p": top_p,
+                "max_tokens": max_new,
+                "logged": asdict(prompt.request),  # None where the config's value was used
+            }
         return body, notes
 
 
 # ---------------------------------------------------------------------------------------------
 # the plan
+
+
+def request_sampling(
+    cfg: RunConfig, prompt: Prompt, temperature: float
+) -> tuple[float, float, int]:
+    """(temperature, top_p, max new tokens) a prompt is generated with: the config's (at the
+    grid's `temperature`), or for a logged request its own values, each missing one the config's
+    (temperature: the grid's first). `max_new_tokens` stays the ceiling: it bounds the run's time
+    and the context kept free for the answer."""
+    req = prompt.request
+    if req is None:
+        return temperature, cfg.sampling.top_p, cfg.max_new_tokens
+    temp = cfg.sampling.temperatures[0] if req.temperature is None else req.temperature
+    top_p = cfg.sampling.top_p if req.top_p is None else req.top_p
+    max_new = (
+        cfg.max_new_tokens if req.max_tokens is None else min(req.max_tokens, cfg.max_new_tokens)
+    )
+    return temp, top_p, max_new
+
+
+def logged_temperature(cfg: RunConfig, prompts: list[Prompt]) -> float:
+    """The temperature a logged workload's records are filed under: the mean of its requests'
+    temperatures (4 decimals). One label keeps the workload one group of paired prompts while
+    every place that reads `temperature` as a number still works; it is 0 only when every
+    request is greedy, so greedy-only checks never take a sampled request for a greedy one."""
+    temps = [request_sampling(cfg, p, 0.0)[0] for p in prompts]
+    mean = sum(temps) / len(temps)
+    return round(mean, 4) if round(mean, 4) > 0 or mean == 0 else 1e-4
 
 
 @dataclass(frozen=True)
@@ -408,7 +450,10 @@ def plan_units(
     every speculative setting."""
     plan = []
     for wl in cfg.workloads:
-        for temp in cfg.sampling.temperatures:
+        temps = cfg.sampling.temperatures
+        if wl.dataset.sampling == "logged":  # once, each request at its own settings
+            temps = [logged_temperature(cfg, prompts[wl.name])]
+        for temp in temps:
             settings = settings_for(cfg, temp)
             units: list[Unit] = []
             for p in prompts[wl.name][: cfg.warmup]:

@@ -49,6 +49,9 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
     for e in results["workloads"]:
         for w in e.get("warnings", []):
             console.print(f"[yellow]warning[/yellow] {e['workload']} T={e['temperature']:g}: {w}")
+    for e in results["workloads"]:
+        if e.get("request_sampling"):
+            console.print(request_mix_line(e))
     for g in results.get("global", {}).get("by_temperature", []):
         console.print(pool_sentence(g))
     if results.get("failures"):
@@ -57,3 +60,19 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
             console.print(
                 f"  {f['workload']} T={f['temperature']:g} γ={f['gamma']} {f['prompt_id']}: {f['error']}"
             )
+
+
+def request_mix_line(e: dict[str, Any]) -> str:
+    """One line on how a logged workload's requests were sampled (`dataset.sampling: logged`)."""
+    m = e["request_sampling"]
+    temps = ", ".join(f"{t}×{n}" for t, n in m["temperature"].items())
+    top_p = ", ".join(f"{p}×{n}" for p, n in m["top_p"].items())
+    mt = m["max_tokens"]
+    capped = (
+        f", {m['max_tokens_capped']} capped at max_new_tokens" if m["max_tokens_capped"] else ""
+    )
+    return (
+        f"{e['workload']}: {m['prompts']} requests as logged (T={e['temperature']:g} is their mean): "
+        f"T {temps}; top_p {top_p}; max tokens {mt['min']}–{mt['max']} (median {mt['median']:g})"
+        f"{capped}"
+    )
