@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperCommand, TyperGroup
 
 from specbench.errors import SpecbenchError, SpecbenchWarning
+from specbench.report.console import make_console
 
 EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -194,9 +194,35 @@ app = typer.Typer(
 DEFAULT_COST_RATIO = 0.1
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from specbench import __version__
+
+        typer.echo(f"specbench {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback(epilog=EXIT_CODES_HELP)
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+    plain: Annotated[
+        bool,
+        typer.Option(
+            "--plain",
+            help="Plain output for CI logs: ASCII tables, no colour, no progress bars "
+            "(also NO_COLOR or TERM=dumb).",
+        ),
+    ] = False,
+) -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
+    from specbench.report.console import set_plain
+
+    set_plain(plain)
 
 
 @contextmanager
@@ -379,7 +405,7 @@ def roi(
             typer.echo(json.dumps(doc, indent=2, allow_nan=False))
             return
 
-        console = Console()
+        console = make_console()
         if note:
             console.print(f"[yellow]{note}[/yellow]")
         for sc, e in zip(scenarios, econ, strict=True):
@@ -516,7 +542,7 @@ def run(
         if max_failure_rate is not None and not 0.0 <= max_failure_rate <= 1.0:
             raise SpecbenchError(f"--max-failure-rate must be in [0, 1], got {max_failure_rate:g}")
         max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
-        console = Console()
+        console = make_console()
         console.print(f"specbench run: {cfg.name} → {out_dir}")
         try:
             with RichRunEvents(console) as events:
@@ -584,7 +610,7 @@ def report(
 
     with user_errors():
         results, notes = write_reports(run_dir)
-        console = Console()
+        console = make_console()
         for note in notes:
             console.print(f"[yellow]warning[/yellow] {note}")
         render_summary(console, results)

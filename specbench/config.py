@@ -188,6 +188,14 @@ class DecisionSpec(_Strict):
     )  # for "too few prompts" warnings
 
 
+class EconomicsSpec(_Strict):
+    """Prices for the report's cost per 10⁶ output tokens (`analysis.serving_cost`); they change
+    no measurement."""
+
+    gpu_hour_usd: float | None = Field(default=None, gt=0.0, le=1e6, allow_inf_nan=False)
+    gpus: int = Field(default=1, ge=1, le=100_000)  # GPUs serving the target
+
+
 class EngineSpec(_Strict):
     """`backend: vllm` engine arguments, passed to `vllm.LLM`; `extra` passes any other vLLM
     EngineArgs field through by name (checked against the installed vLLM)."""
@@ -277,6 +285,7 @@ class RunConfig(_Strict):
     concurrency: list[int] = Field(default_factory=lambda: [1])
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
+    economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
 
     @model_validator(mode="before")
     @classmethod

@@ -14,7 +14,8 @@ Conventions (docs/theory.md; the README's results.json section):
 Schema history: 1 — first version; 2 — speedups are pooled-throughput ratios, predictions pool
 ā per prompt, the recommendation carries its simultaneous lower bound and the pool-wide
 recommendation aggregates decode time; a workload whose speculative settings all failed is
-"not_measured".
+"not_measured". Additive in 2: latency tails (`baseline_tails`, `tails` per measured γ and per
+engine concurrency cell) and `economics` (`analysis.serving_cost`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from specbench.analysis.recommend import (
     pool_recommendation,
 )
 from specbench.analysis.serialize import est_json, json_num
+from specbench.analysis.serving_cost import add_tails, economics_section
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
 from specbench.records import unresolved_failures
@@ -290,8 +292,12 @@ def build_results(
     entries = []
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
+    groups = group_records(records)
+    primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
+        "method", "model"
+    )
     for (workload, temp), grp in sorted(
-        group_records(records).items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])
+        groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])
     ):
         failures.extend(
             {
@@ -318,9 +324,6 @@ def build_results(
                 halfwidth,
             )
         elif grp["baseline"]:
-            primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
-                "method", "model"
-            )
             primary = {
                 g: recs
                 for (d, p, g), recs in grp["spec"].items()
@@ -333,6 +336,7 @@ def build_results(
         else:
             continue
         body["failed_units"] = len(grp["failed"])
+        add_tails(body, grp, primary_label)  # p50/p90/p99 latency (analysis.serving_cost)
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
         own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
         base_itl = (body.get("baseline_itl_ms") or {}).get("value")
@@ -364,6 +368,7 @@ def build_results(
         "env": env,
         "workloads": entries,
         "global": global_recommendation(entries, pool_inputs, margin, level, n_boot),
+        "economics": economics_section(entries, groups, config.get("economics")),
         "failures": failures,
     }
 
