@@ -508,6 +508,15 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Discard the run already in DIR and start over.")
     ] = False,
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
+    ] = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -535,6 +544,9 @@ def run(
             )
         data = read_yaml(config)
         over = _run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
+        econ = economics_options(gpu_hour_usd, gpus)
+        if econ:
+            over["economics"] = econ
         cfg = parse_config(deep_merge(data, over), str(config))
         out_dir = Path(cfg.output_dir)
         if out_dir.exists() and not out_dir.is_dir():
@@ -600,16 +612,34 @@ def run_incomplete(outcome: Any, max_rate: float) -> str | None:
     )
 
 
+def economics_options(gpu_hour_usd: float | None, gpus: int | None) -> dict[str, Any]:
+    """--gpu-hour-usd / --gpus as the config's `economics` keys (given ones only), checked."""
+    if gpu_hour_usd is not None and not 0 < gpu_hour_usd <= 1e6:
+        raise SpecbenchError(f"--gpu-hour-usd must be in (0, 1000000], got {gpu_hour_usd:g}")
+    if gpus is not None and not 1 <= gpus <= 100_000:
+        raise SpecbenchError(f"--gpus must be in [1, 100000], got {gpus}")
+    return {k: v for k, v in (("gpu_hour_usd", gpu_hour_usd), ("gpus", gpus)) if v is not None}
+
+
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specbench run`.")],
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
+    ] = None,
 ) -> None:
     """Regenerate every report file of a run from its records (no model is loaded)."""
     from specbench.report.console import render_summary
     from specbench.report.writer import write_reports
 
     with user_errors():
-        results, notes = write_reports(run_dir)
+        results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))
         console = make_console()
         for note in notes:
             console.print(f"[yellow]warning[/yellow] {note}")

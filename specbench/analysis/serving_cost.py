@@ -14,8 +14,9 @@ Economics (`economics` at the top level), from the GPU-hour price and the GPUs s
 - engine runs, at each measured concurrency: USD per 10⁶ output tokens from the whole batch's
   output tokens/s, baseline and each γ;
 - per workload also the TTFT change (mean over the same prompts, speculation − baseline) and the
-  draft's memory as the peak-memory delta of the recommended γ over the baseline (CUDA peak
-  allocated on GPU; process peak RSS on CPU, which only grows, so there a rough upper bound).
+  draft's memory as the CUDA peak-memory delta of the recommended γ over the baseline (null on
+  CPU, where the process's peak RSS only grows and cannot separate the draft; engine runs do not
+  record memory: null).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def economics_section(
     entries: list[dict[str, Any]],
     groups: dict[tuple[str, float], dict[str, Any]],
     settings: dict[str, Any] | None,
+    device: str | None = "cuda",
 ) -> dict[str, Any]:
     """The `economics` block: inputs, and per workload × temperature the cost per 10⁶ output
     tokens with and without speculation at each measured load, the TTFT change and draft memory."""
@@ -177,8 +179,11 @@ def economics_section(
         row["ttft_change_ms"] = ttft_change
         base_mem = e.get("baseline_peak_memory_mb")
         on_mem = grow.get("peak_memory_mb")
+        measurable = device is not None and str(device).startswith("cuda")
         row["draft_memory_mb"] = (
-            json_num(on_mem - base_mem) if on_mem is not None and base_mem is not None else None
+            json_num(on_mem - base_mem)
+            if measurable and on_mem is not None and base_mem is not None
+            else None
         )
         rows.append(row)
     return {"gpu_hour_usd": price, "gpus": gpus, "by_workload": rows}

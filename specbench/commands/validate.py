@@ -113,7 +113,7 @@ def check_tokenizers(cfg: Any, out: Checked) -> None:
 
 
 def check_endpoints(cfg: Any, timeout_s: float, out: Checked) -> None:
-    import httpx
+    import httpx2 as httpx
 
     server = cfg.server
     endpoints = server.endpoints or ([server] if server.url else [])

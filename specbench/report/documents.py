@@ -230,9 +230,23 @@ def decision_blocks(results: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-def _pcts(t: dict[str, Any] | None, key: str) -> str:
+def _pcts(t: dict[str, Any] | None, key: str, shown: list[str]) -> str:
     d = (t or {}).get(key) or {}
-    return " / ".join(_num(d.get(p), "{:.1f}") for p in ("p50", "p90", "p99"))
+    return " / ".join(_num(d.get(p), "{:.1f}") for p in shown)
+
+
+def _shown_percentiles(results: dict[str, Any]) -> list[str]:
+    """The percentiles any setting of the run has enough requests for (p50 always)."""
+    tails = [e.get("baseline_tails") for e in results["workloads"]]
+    tails += [g.get("tails") for e in results["workloads"] for g in e.get("gammas", [])]
+    have = {
+        p
+        for t in tails
+        for key in ("tpot_ms", "e2e_ms")
+        for p, v in ((t or {}).get(key) or {}).items()
+        if v is not None
+    }
+    return [p for p in ("p50", "p90", "p99") if p == "p50" or p in have]
 
 
 def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
@@ -241,6 +255,8 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
     econ = results.get("economics") or {}
     by = {(r["workload"], r["temperature"]): r for r in econ.get("by_workload") or []}
     price = econ.get("gpu_hour_usd")
+    shown = _shown_percentiles(results)
+    label = " / ".join(shown)
     rows = []
     for e in results["workloads"]:
         r = by.get((e["workload"], e["temperature"])) or {}
@@ -257,8 +273,10 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
                     f"${off:.3f} → ${on:.3f}" if off is not None and on is not None else "–",
                     _num(r.get("ttft_change_ms"), "{:+.2f}"),
                     _num(r.get("draft_memory_mb"), "{:+.0f}"),
-                    f"{_pcts(e.get('baseline_tails'), 'tpot_ms')} → {_pcts(grow.get('tails'), 'tpot_ms')}",
-                    f"{_pcts(e.get('baseline_tails'), 'e2e_ms')} → {_pcts(grow.get('tails'), 'e2e_ms')}",
+                    f"{_pcts(e.get('baseline_tails'), 'tpot_ms', shown)} → "
+                    f"{_pcts(grow.get('tails'), 'tpot_ms', shown)}",
+                    f"{_pcts(e.get('baseline_tails'), 'e2e_ms', shown)} → "
+                    f"{_pcts(grow.get('tails'), 'e2e_ms', shown)}",
                 ]
             )
     if not rows:
@@ -273,8 +291,9 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
         Para(
             note + "cost = GPU time per output token (batch-1 decode ITL; engine runs: the batch's "
             "output tokens/s at that concurrency). TTFT Δ = speculation − baseline, mean over the "
-            "same prompts; draft memory = peak-memory delta (process RSS on CPU: a rough bound). "
-            "Percentiles need ≥ 10 requests for p90 and ≥ 100 for p99 (– otherwise)."
+            "same prompts; draft memory = CUDA peak-memory delta (– on CPU, where the process's "
+            "peak RSS cannot separate the draft). Percentiles need ≥ 10 requests for p90 and "
+            "≥ 100 for p99."
         ),
         TableBlock(
             [
@@ -285,8 +304,8 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
                 "$ / 10⁶ tokens (off → on)",
                 "TTFT Δ ms",
                 "draft memory MB",
-                "TPOT ms p50 / p90 / p99 (off → on)",
-                "e2e ms p50 / p90 / p99 (off → on)",
+                f"TPOT ms {label} (off → on)",
+                f"e2e ms {label} (off → on)",
             ],
             rows,
         ),
