@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", ROOT / "scripts" / "readme_tables.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -21,7 +23,9 @@ def test_readme_tables_are_what_the_shipped_runs_give() -> None:
     script = _script()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     regenerated, changed = script.regenerate(readme)
-    assert changed == [], f"README blocks out of date: {changed}; run python scripts/readme_tables.py"
+    assert changed == [], (
+        f"README blocks out of date: {changed}; run python scripts/readme_tables.py"
+    )
     assert regenerated == readme
 
 

@@ -368,9 +368,7 @@ def build_results(
         "env": env,
         "workloads": entries,
         "global": global_recommendation(entries, pool_inputs, margin, level, n_boot),
-        "economics": economics_section(
-            entries, groups, config.get("economics"), env.get("device")
-        ),
+        "economics": economics_section(entries, groups, config.get("economics"), env.get("device")),
         "failures": failures,
     }
 
