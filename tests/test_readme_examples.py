@@ -52,14 +52,18 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "compare /tmp/base /tmp/weak": ("compare {tmp}/base {tmp}/weak", 1),
-    "compare reports/main reports/pr": ("compare {tmp}/base {tmp}/base", 0),
+    "compare reports/main reports/pr --strict": ("compare {tmp}/base {tmp}/base --strict", 0),
+    "compare main1 main2 main3 vs pr1 pr2 pr3": (
+        "compare {tmp}/base {tmp}/base {tmp}/base vs {tmp}/base {tmp}/base {tmp}/base",
+        0,
+    ),
+    "compare reports/old-driver reports/new-driver --subject env": (
+        "compare {tmp}/base {tmp}/base --subject env",
+        0,
+    ),
     "compare baseline/results.json reports/pr --markdown comment.md --junit junit.xml": (
         "compare {tmp}/base/results.json {tmp}/base --markdown {tmp}/ci/comment.md "
         "--junit {tmp}/ci/junit.xml",
-        0,
-    ),
-    "compare reports/main reports/pr --thresholds ci/specbench-thresholds.yaml --json": (
-        "compare {tmp}/base {tmp}/base --thresholds {tmp}/ci/specbench-thresholds.yaml --json",
         0,
     ),
     "validate configs/*.yaml --offline": (

@@ -20,11 +20,14 @@ CONFIG = {
 
 
 def test_ratio_ci_hand_values() -> None:
-    est = ratio_ci(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0]), n_boot=500)
+    num = np.array([1.0, 2.0, 3.0, 1.5, 2.5, 2.0])
+    est = ratio_ci(num, np.full(6, 2.0), n_boot=2000)
     assert est.value == pytest.approx(1.0)
-    # three units: a studentized interval is wide (heavy-tailed t*), but never wider than the
-    # Student-t interval on 2 degrees of freedom (1 ± 4.30 · 0.5/√3 = [−0.24, 2.24])
-    assert 0.0 < est.lo < est.value < est.hi < 2.25
+    # six units: bounded by the Student-t interval on 5 degrees of freedom, widened by the
+    # bootstrap-t's heavier tails at this size (1 ± 2.571 · se, se = sd/2/√6)
+    se = num.std(ddof=1) / 2 / np.sqrt(6)
+    assert 1.0 - 2.0 * 2.571 * se < est.lo < 1.0 - 2.571 * se / 2
+    assert 1.0 + 2.571 * se / 2 < est.hi < 1.0 + 2.0 * 2.571 * se
     m = mean_ci(np.array([4.0, 4.0, 4.0]))
     assert (m.value, m.lo, m.hi) == (4.0, 4.0, 4.0)
 
