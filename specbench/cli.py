@@ -34,6 +34,7 @@ import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperCommand, TyperGroup
 
+from specbench.defaults import ROI_GAMMA_MAX
 from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.report.console import make_console
 
@@ -276,7 +277,7 @@ def roi(
     ] = 0.0,
     gamma_max: Annotated[
         int, typer.Option("--gamma-max", help="Largest γ to consider (1..N).")
-    ] = 16,
+    ] = ROI_GAMMA_MAX,
     gamma: Annotated[
         int | None,
         typer.Option(

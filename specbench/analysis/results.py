@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench import defaults
 from specbench.analysis.acceptance import (
     accepted_histogram,
     all_rounds,
@@ -283,10 +284,10 @@ def build_results(
 ) -> dict[str, Any]:
     """The results.json document (schema RESULTS_SCHEMA)."""
     decision = config.get("decision", {})
-    margin = float(decision.get("margin", 0.05))
-    level = float(decision.get("ci_level", 0.95))
+    margin = float(decision.get("margin", defaults.MARGIN))
+    level = float(decision.get("ci_level", defaults.CI_LEVEL))
     n_boot = int(decision.get("bootstrap", 2000))
-    halfwidth = float(decision.get("target_ci_halfwidth", 0.05))
+    halfwidth = float(decision.get("target_ci_halfwidth", defaults.CI_HALFWIDTH))
     weights = {w["name"]: float(w.get("weight", 1.0)) for w in config.get("workloads", [])}
     order = {w["name"]: i for i, w in enumerate(config.get("workloads", []))}
     entries = []

@@ -101,6 +101,21 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
             f"[green]{verdict}[/green]" if verdict == "ON" else f"[red]{verdict}[/red]",
         )
     console.print(table)
+    econ = results.get("economics") or {}
+    if econ.get("gpu_hour_usd") is not None:
+        parts = [
+            f"{r['workload']} T={r['temperature']:g} c={load['concurrency']}: "
+            f"${load['usd_per_million_off']:.3f} → ${load['usd_per_million_on']:.3f}"
+            for r in econ.get("by_workload") or []
+            for load in r["loads"]
+            if load.get("usd_per_million_off") is not None
+            and load.get("usd_per_million_on") is not None
+        ]
+        console.print(
+            f"Cost per 10⁶ output tokens (${econ['gpu_hour_usd']:g}/GPU-hour × {econ['gpus']}, "
+            f"off → each workload's setting): {'; '.join(parts) or '–'}",
+            markup=False,
+        )
     if results.get("failures"):
         console.print(f"[red]{len(results['failures'])} prompt(s) failed:[/red]")
         for f in results["failures"][:20]:

@@ -163,3 +163,43 @@ def test_draft_memory_is_not_claimed_on_cpu() -> None:
     )  # fmt: skip
     row = economics_section([e], {}, None, "cpu")["by_workload"][0]
     assert row["draft_memory_mb"] is None
+
+
+def test_engine_header_names_the_engine_version_and_flags() -> None:
+    from specbench.report.text import engine_header
+
+    vllm = {
+        "run": {"backend": "vllm"},
+        "env": {
+            "vllm": "0.32.0",
+            "device": "cuda",
+            "gpu": "NVIDIA H200",
+            "engine_args": {
+                "tensor_parallel_size": 2,
+                "enforce_eager": True,
+                "max_model_len": None,
+            },
+            "speculative_config": {"method": "eagle3", "num_speculative_tokens": [2, 4]},
+        },
+    }
+    text = engine_header(vllm)
+    assert text is not None and text.startswith(
+        "Engine: vLLM 0.32.0 (in-process), device cuda (NVIDIA H200)"
+    )
+    assert "tensor_parallel_size=2, enforce_eager=True" in text and "max_model_len" not in text
+    assert "method=eagle3, num_speculative_tokens=[2, 4]" in text
+    openai = {
+        "run": {"backend": "openai"},
+        "env": {
+            "servers": [{"url": "http://a:8000", "gamma": 4, "label": "eagle γ=4"}],
+            "server_info": {"http://a:8000": {"server_version": "0.9.1", "model": "m"}},
+            "chat": False,
+            "prompt_format": "tokens",
+        },
+    }
+    text = engine_header(openai)
+    assert text == (
+        "Engine: OpenAI-compatible server(s) http://a:8000 γ=4 (eagle γ=4, version 0.9.1, model m)"
+        "; chat False, prompt_format tokens."
+    )
+    assert engine_header({"run": {"backend": "transformers"}, "env": {}}) is None
