@@ -10,7 +10,8 @@ Economics (`economics` at the top level), from the GPU-hour price and the GPUs s
 (`--gpu-hour-usd`, `--gpus`, or the config's `economics:` section), via the one cost formula
 `analysis.roi.economics`:
 - transformers runs (batch 1): USD per 10⁶ output tokens at the baseline's and at the recommended
-  setting's decode ITL (prefill excluded, as in `specbench roi`);
+  setting's decode ITL — for a workload that stays OFF, at its best measured γ's, what turning it
+  on would cost (prefill excluded, as in `specbench roi`);
 - engine runs, at each measured concurrency: USD per 10⁶ output tokens from the whole batch's
   output tokens/s, baseline and each γ;
 - per workload also the TTFT change (mean over the same prompts, speculation − baseline) and the
@@ -148,7 +149,12 @@ def economics_section(
         else:
             itl = rec.get("itl_ms") or {}
             off_itl = itl.get("baseline") or (e.get("baseline_itl_ms") or {}).get("value")
-            on_itl = itl.get("speculative") or (grow.get("itl_ms") or {}).get("value")
+            # ON: the recommended setting; OFF: the best measured γ (what turning it on costs)
+            on_itl = (
+                itl.get("speculative")
+                if rec["verdict"] == "on"
+                else (grow.get("itl_ms") or {}).get("value")
+            )
             off, on = _usd(off_itl, on_itl, price, gpus)
             row["loads"].append(
                 {

@@ -203,3 +203,15 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
         "; chat False, prompt_format tokens."
     )
     assert engine_header({"run": {"backend": "transformers"}, "env": {}}) is None
+
+
+def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:
+    e = _entry(
+        "a", "off", 0, [], itl={"baseline": 10.0, "speculative": 10.0},
+        gammas=[{"gamma": 4, "itl_ms": {"value": 12.5}}],
+    )  # fmt: skip
+    e["recommendation"]["best_measured"] = {"gamma": 4}
+    row = economics_section([e], {}, {"gpu_hour_usd": 3.6}, "cuda")["by_workload"][0]
+    assert row["gamma"] == 4
+    assert row["loads"][0]["usd_per_million_off"] == pytest.approx(10.0)
+    assert row["loads"][0]["usd_per_million_on"] == pytest.approx(12.5)  # on would cost more
