@@ -262,8 +262,14 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
         r = by.get((e["workload"], e["temperature"])) or {}
         gamma = r.get("gamma")
         grow = next((g for g in e.get("gammas", []) if g["gamma"] == gamma), None) or {}
+        crows = {c["concurrency"]: c for c in (e.get("engine") or {}).get("concurrency") or []}
         for load in r.get("loads") or [{}]:
             off, on = load.get("usd_per_million_off"), load.get("usd_per_million_on")
+            base_t, spec_t = e.get("baseline_tails"), grow.get("tails")
+            crow = crows.get(load.get("concurrency"))
+            if crow is not None:  # engine runs: the tails at this load
+                base_t = crow["baseline"].get("tails")
+                spec_t = (crow["gammas"].get(str(gamma)) or {}).get("tails")
             rows.append(
                 [
                     e["workload"],
@@ -273,10 +279,8 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
                     f"${off:.3f} → ${on:.3f}" if off is not None and on is not None else "–",
                     _num(r.get("ttft_change_ms"), "{:+.2f}"),
                     _num(r.get("draft_memory_mb"), "{:+.0f}"),
-                    f"{_pcts(e.get('baseline_tails'), 'tpot_ms', shown)} → "
-                    f"{_pcts(grow.get('tails'), 'tpot_ms', shown)}",
-                    f"{_pcts(e.get('baseline_tails'), 'e2e_ms', shown)} → "
-                    f"{_pcts(grow.get('tails'), 'e2e_ms', shown)}",
+                    f"{_pcts(base_t, 'tpot_ms', shown)} → {_pcts(spec_t, 'tpot_ms', shown)}",
+                    f"{_pcts(base_t, 'e2e_ms', shown)} → {_pcts(spec_t, 'e2e_ms', shown)}",
                 ]
             )
     if not rows:

@@ -127,3 +127,45 @@ def test_report_prices_the_run(example: tuple[Path, dict[str, Any]]) -> None:
     assert "Cost per 10⁶ output tokens ($3.6/GPU-hour × 2" in " ".join(
         (run.parent / "console.txt").read_text().split()
     )
+
+
+def test_engine_run_first_screen_prices_and_tails_each_concurrency(tmp_path: Path) -> None:
+    """A synthetic vLLM run (TPOT 10 → 5 ms at c=1, 12 → 12.6 ms at c=8; batch output tokens/s
+    100 → 200 at c=1, 600 → 570 at c=8): cost per load from the batch throughput, tails per load."""
+    import yaml
+
+    from specbench.report.writer import write_reports
+    from tests.analysis.test_engine_metrics import synthetic_engine_run
+
+    (tmp_path / "records.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in synthetic_engine_run())
+    )
+    cfg = {
+        "backend": "vllm",
+        "name": "eng",
+        "target": {"model": "t"},
+        "workloads": [{"name": "w", "dataset": {"name": "tiny_code"}}],
+        "concurrency": [1, 8],
+        "gammas": [3],
+        "decision": {"bootstrap": 300},
+        "economics": {"gpu_hour_usd": 3.6},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "env.json").write_text(
+        json.dumps({"backend": "vllm", "vllm": "0.32.0", "device": "cpu",
+                    "engine_args": {"enforce_eager": True}})
+    )  # fmt: skip
+    results, _ = write_reports(tmp_path)
+    loads = results["economics"]["by_workload"][0]["loads"]
+    assert [x["concurrency"] for x in loads] == [1, 8]
+    # $1/h-equivalent: $0.001/s ÷ (tokens/s) × 10⁶
+    assert loads[0]["usd_per_million_off"] == pytest.approx(10.0)
+    assert loads[0]["usd_per_million_on"] == pytest.approx(5.0)
+    assert loads[1]["usd_per_million_on"] == pytest.approx(1e3 / 570)
+    c8 = next(c for c in results["workloads"][0]["engine"]["concurrency"] if c["concurrency"] == 8)
+    assert c8["gammas"]["3"]["tails"]["tpot_ms"]["p90"] is not None  # 12 requests: p90 allowed
+    md = (tmp_path / "report.md").read_text()
+    assert md.index("> **Decision") < md.index("## Engine: speedup against concurrency")
+    assert "Engine: vLLM 0.32.0 (in-process)" in md and "enforce_eager=True" in md
+    row8 = next(x for x in md.splitlines() if x.startswith("| w | 0 | γ=3 | 8 |"))
+    assert "$1.667 → $1.754" in row8
