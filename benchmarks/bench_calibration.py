@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from specbench.analysis import calibration as cal
 from specbench.analysis import compare_calibration as cc
+from specbench.analysis import conformance_calibration as conf
+from specbench.analysis import lossless_tests as lossless
 
 Rate = tuple[float, float]
 
@@ -106,6 +108,34 @@ def extra_rows(
         (
             "compare: speculative path 20 % slower caught, 3 runs per side",
             lambda: cc.power_draft_slowdown(few, seed=808, size=three_runs),
+            "≥ 0.80",
+            lambda r, se: r >= 0.80 - 2 * se,
+        ),
+        (
+            "conformance: false shortfall when engine = reference (run level)",
+            lambda: conf.null_false_shortfall_rate(max(reps // 2, 100), seed=909),
+            "≤ 0.05",
+            lambda r, se: r <= 0.05 + 2 * se,
+        ),
+        (
+            "conformance: planted shortfall (engine α × 0.7) flagged",
+            lambda: conf.shortfall_power(max(reps // 10, 50), seed=910, engine_alpha_scale=0.7),
+            "≥ 0.80",
+            lambda r, se: r >= 0.80 - 2 * se,
+        ),
+        (
+            "verify: false fail of the lossless family at level 0.05 (exact sampler)",
+            lambda: lossless.null_false_fail_rate(
+                max(reps // 10, 50), seed=911, significance=0.05, contexts=4, samples=300, gamma=3
+            ),
+            "≤ 0.05",
+            lambda r, se: r <= 0.05 + 2 * se,
+        ),
+        (
+            "verify: bonus token from the wrong row caught",
+            lambda: lossless.null_false_fail_rate(
+                max(reps // 50, 20), seed=912, significance=0.001, fault=True
+            ),
             "≥ 0.80",
             lambda r, se: r >= 0.80 - 2 * se,
         ),

@@ -129,8 +129,16 @@ class DatasetSpec(_Strict):
     format: Literal["auto", "specbench", "spec_bench", "jsonl", "csv", "parquet", "hf_disk"] = (
         "auto"
     )
+    # Columns or field paths (`request.messages`, `metadata.category`: see data/paths.py).
     prompt_field: str | None = None  # a single-turn prompt column
     turns_field: str | None = None  # a list-of-user-turns column
+    # a logged conversation (OpenAI messages: system, user, assistant + tool calls, tool results;
+    # default: a `messages` column when the row has no turns / prompt) and its `tools` list
+    messages_field: str | None = None
+    tools_field: str | None = None
+    # the logged assistant turns of a multi-turn conversation: sent as logged (replay) while the
+    # model answers each turn, or replaced by the model's own earlier answers (regenerate)
+    assistant_turns: Literal["replay", "regenerate"] = "replay"
     id_field: str | None = None
     reference_field: str | None = None
     workload_field: str | None = None  # a column naming each row's workload / category

@@ -14,8 +14,10 @@ Conventions (docs/theory.md; the README's results.json section):
 Schema history: 1 — first version; 2 — speedups are pooled-throughput ratios, predictions pool
 ā per prompt, the recommendation carries its simultaneous lower bound and the pool-wide
 recommendation aggregates decode time; a workload whose speculative settings all failed is
-"not_measured". Additive in 2: latency tails (`baseline_tails`, `tails` per measured γ and per
-engine concurrency cell) and `economics` (`analysis.serving_cost`).
+"not_measured". Additive since: `content` (degenerate answers, α and speedup over the
+non-degenerate prompts), `per_prompt_alpha`, `per_position_detail` (docs/theory.md §13); latency
+tails (`baseline_tails`, `tails` per measured γ and per engine concurrency cell) and `economics`
+(`analysis.serving_cost`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_cost import add_tails, economics_section
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
+from specbench.analysis.validity import (
+    add_acceptance_detail,
+    assess,
+    compare_clean,
+    degenerate_only,
+    restrict_verdict,
+)
 from specbench.records import unresolved_failures
 
 RESULTS_SCHEMA = 2
@@ -333,7 +342,16 @@ def build_results(
             body = analyse_group(grp["baseline"], primary, margin, n_boot, level, halfwidth)
             body["methods"] = rank_methods(grp["baseline"], dict(grp["spec"]), n_boot, level)
             base1, settings1 = grp["baseline"], dict(grp["spec"])
+            # content validity (docs/theory.md §13): the verdict never rests on degenerate answers
+            validity = assess(base1, settings1)
+            add_acceptance_detail(body, primary, validity, n_boot, level)
+            if validity.degenerate:
+                base1, settings1 = validity.clean_base, validity.clean_settings
             decide_entry(body, base1, settings1, grp["failed"], margin, level, n_boot)
+            restrict_verdict(validity, body, n_boot, level)
+            compare_clean(
+                validity, body, grp["baseline"], primary, dict(grp["spec"]), margin, level, n_boot
+            )
         else:
             continue
         body["failed_units"] = len(grp["failed"])
@@ -341,7 +359,7 @@ def build_results(
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
         own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
         base_itl = (body.get("baseline_itl_ms") or {}).get("value")
-        if base_itl:
+        if base_itl and not degenerate_only(body):
             pool_inputs[temp].append(
                 WorkloadInput(
                     workload,
@@ -386,7 +404,17 @@ def global_recommendation(
     out = []
     for temp in sorted({e["temperature"] for e in entries}):
         group = [e for e in entries if e["temperature"] == temp]
-        pool = pool_recommendation(temp, pool_inputs.get(temp, []), margin, level, n_boot)
+        if pool_inputs.get(temp):
+            pool = pool_recommendation(temp, pool_inputs[temp], margin, level, n_boot)
+        else:  # every workload here lacks a verdict (e.g. degenerate output, docs/theory.md §13)
+            pool = {
+                "temperature": temp,
+                "workloads": [],
+                "verdict": "not_measured",
+                "gamma": 0,
+                "speedup": None,
+                "reason": "no workload at this temperature has a measured verdict",
+            }
         pool["on_for"] = [e["workload"] for e in group if e["recommendation"]["verdict"] == "on"]
         pool["off_for"] = [e["workload"] for e in group if e["recommendation"]["verdict"] == "off"]
         pool["not_measured"] = [

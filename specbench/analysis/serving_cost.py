@@ -95,10 +95,14 @@ def _mean_ttft_by_prompt(recs: list[dict[str, Any]]) -> dict[Any, float]:
 
 
 def _usd(itl_off: float | None, itl_on: float | None, price: float | None, gpus: int) -> Any:
-    if price is None or not itl_off or not itl_on:
-        return None, None
-    e = economics(itl_off, itl_on, price, gpus)
-    return json_num(e.usd_per_million_tokens_off), json_num(e.usd_per_million_tokens_on)
+    """(off, on) USD per 10⁶ output tokens; a side without a measured time is None."""
+
+    def one(itl: float | None) -> float | None:
+        if price is None or not itl:
+            return None
+        return json_num(economics(itl, itl, price, gpus).usd_per_million_tokens_off)
+
+    return one(itl_off), one(itl_on)
 
 
 def economics_section(

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,237 +34,21 @@ from specbench import defaults
 from specbench.analysis import rollout
 from specbench.cli import app, user_errors
 from specbench.config import MAX_GAMMA, MAX_PROMPTS, ModelSpec
-from specbench.data import sources
-from specbench.data.sources import RawRows, Row
+from specbench.data.logged import (
+    DEFAULT_BUCKET,
+    FieldNames,
+    LoggedRequest,
+    Selection,
+    open_logged,
+    select_requests,
+)
 from specbench.errors import SpecbenchError, malformed_file
 from specbench.sampling import SamplingParams
 
 OVERALL = "(all)"
 MAX_TOKENS = 1 << 22  # context / batch / chunk sizes: 4 M tokens is beyond any model's memory
 DEFAULT_COST_RATIO = 0.1
-DEFAULT_BUCKET = "all"
-
-
-# --------------------------------------------------------------------------------------------
-# logged rows
-
-
-@dataclass(frozen=True)
-class FieldNames:
-    """Which columns hold what; `*_explicit` marks a name the user gave (it must then exist)."""
-
-    prompt: str = "prompt"
-    messages: str = "messages"
-    response: str = "response"
-    bucket: str | None = None
-    id: str = "id"
-    temperature: str = "temperature"
-    top_p: str = "top_p"
-    prompt_explicit: bool = False
-    messages_explicit: bool = False
-
-
-@dataclass(frozen=True)
-class LoggedRequest:
-    location: str  # "line 3" / "row 3", for messages
-    id: str
-    bucket: str
-    messages: list[dict[str, str]]  # the conversation before the response
-    response: str
-    params: SamplingParams | None  # the request's logged sampling parameters, if any
-
-
-class _BadRow(Exception):
-    """A row that cannot be used; the message says why (without the row number)."""
-
-
-def read_logged_rows(data: str, split: str = "train", hf_config: str | None = None) -> RawRows:
-    """A JSONL / CSV / Parquet file, a `save_to_disk` folder, a folder of data files or a hub id."""
-    path = Path(data).expanduser()
-    if path.is_file():
-        fmt = sources.format_from_suffix(path)
-        if fmt is None:
-            raise SpecbenchError(
-                f"cannot tell the format of {path} from its extension; use .jsonl, .csv or .parquet"
-            )
-        reader = {
-            "jsonl": sources.read_jsonl,
-            "csv": sources.read_csv,
-            "parquet": sources.read_parquet,
-        }
-        return reader[fmt](path)
-    if path.is_dir():
-        if any(
-            (path / n).exists() for n in ("dataset_info.json", "dataset_dict.json", "state.json")
-        ):
-            return sources.read_hf_disk(path, split)
-        return sources.read_hf_hub(str(path), hf_config, split, None, None)
-    if (
-        data.startswith(("./", "../", "/", "~"))
-        or Path(data).suffix.lower() in sources.SUFFIX_FORMATS
-    ):
-        raise SpecbenchError(f"--data: file not found: {data}")
-    return sources.read_hf_hub(data, hf_config, split, None, None)
-
-
-def check_columns(raw: RawRows, f: FieldNames) -> None:
-    """A named column that no row has is an error about the file, not about a row."""
-    present: set[str] = set()
-    for row in raw.rows:
-        present.update(str(k) for k in row.values)
-    cols = ", ".join(sorted(present))
-
-    def missing(name: str, option: str) -> SpecbenchError:
-        return SpecbenchError(f"{raw.source} has no column '{name}' ({option}); columns: {cols}")
-
-    if f.messages_explicit and f.messages not in present:
-        raise missing(f.messages, "--messages-field")
-    if f.prompt_explicit and f.prompt not in present:
-        raise missing(f.prompt, "--prompt-field")
-    if not (f.prompt in present or f.messages in present):
-        raise SpecbenchError(
-            f"{raw.source} has neither a '{f.prompt}' nor a '{f.messages}' column; set "
-            f"--prompt-field or --messages-field to one of: {cols}"
-        )
-    if f.response not in present and not (f.messages in present and not f.prompt_explicit):
-        raise missing(f.response, "--response-field")
-    if f.bucket is not None and f.bucket not in present:
-        raise missing(f.bucket, "--bucket-by")
-
-
-def _text(value: Any, what: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        raise _BadRow(f"the {what} is missing")
-    if not isinstance(value, str):
-        raise _BadRow(f"the {what} must be text, got {type(value).__name__}")
-    if not value.strip():
-        raise _BadRow(f"the {what} is empty")
-    return value
-
-
-def _messages(value: Any, name: str) -> list[dict[str, str]]:
-    if isinstance(value, str) and value.lstrip().startswith("["):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise _BadRow(f"'{name}' is not a valid JSON list of messages") from None
-    if not isinstance(value, list | tuple) or not value:
-        raise _BadRow(f"'{name}' must be a non-empty list of {{role, content}} messages")
-    out = []
-    for i, m in enumerate(value, start=1):
-        if (
-            not isinstance(m, dict)
-            or not isinstance(m.get("content"), str)
-            or not isinstance(m.get("role"), str)
-        ):
-            raise _BadRow(f"message {i} of '{name}' needs text 'role' and 'content'")
-        out.append({"role": m["role"], "content": m["content"]})
-    return out
-
-
-def _number(value: Any, name: str) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise _BadRow(f"'{name}' must be a number, got {value!r}") from None
-    return None if math.isnan(x) else x
-
-
-def parse_row(row: Row, f: FieldNames, top_k: int) -> LoggedRequest:
-    v = row.values
-    response: str | None = None
-    use_messages = f.messages_explicit or (not f.prompt_explicit and v.get(f.messages) is not None)
-    if use_messages:
-        if f.messages not in v:
-            raise _BadRow(f"no '{f.messages}' value")
-        messages = _messages(v[f.messages], f.messages)
-        if v.get(f.response) is None and messages[-1]["role"] == "assistant":
-            response, messages = messages[-1]["content"], messages[:-1]
-            if not messages:
-                raise _BadRow(f"'{f.messages}' holds only the assistant's answer, no prompt")
-    else:
-        if f.prompt not in v:
-            raise _BadRow(f"no '{f.prompt}' value")
-        messages = [{"role": "user", "content": _text(v[f.prompt], f"prompt ('{f.prompt}')")}]
-    if response is None:
-        if f.response not in v:
-            raise _BadRow(f"no '{f.response}' value")
-        response = v[f.response]
-    response = _text(response, f"response ('{f.response}')")
-    bucket = DEFAULT_BUCKET
-    if f.bucket is not None:
-        raw_bucket = v.get(f.bucket)
-        if raw_bucket is None or not str(raw_bucket).strip():
-            raise _BadRow(f"the bucket ('{f.bucket}') is empty")
-        bucket = str(raw_bucket).strip()
-    temp, top_p = _number(v.get(f.temperature), f.temperature), _number(v.get(f.top_p), f.top_p)
-    if temp is not None and temp < 0:
-        raise _BadRow(f"'{f.temperature}' must be >= 0, got {temp:g}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise _BadRow(f"'{f.top_p}' must be in (0, 1], got {top_p:g}")
-    params = None
-    if temp is not None or top_p is not None:
-        params = SamplingParams(
-            1.0 if temp is None else temp, top_k, 1.0 if top_p is None else top_p
-        )
-    rid = v.get(f.id)
-    return LoggedRequest(
-        row.location,
-        str(rid) if rid not in (None, "") else row.location,
-        bucket,
-        messages,
-        response,
-        params,
-    )
-
-
-def parse_requests(
-    raw: RawRows, f: FieldNames, top_k: int, skip_bad: bool
-) -> tuple[list[LoggedRequest], list[dict[str, str]]]:
-    """Every usable row; a bad one raises (one line with its row number) unless `skip_bad`."""
-    check_columns(raw, f)
-    out, skipped = [], []
-    for row in raw.rows:
-        try:
-            out.append(parse_row(row, f, top_k))
-        except _BadRow as exc:
-            if not skip_bad:
-                raise SpecbenchError(
-                    f"{raw.source} {row.location}: {exc}; fix the row or pass --skip-bad-rows"
-                ) from None
-            bucket = str(row.values.get(f.bucket) or "").strip() if f.bucket else DEFAULT_BUCKET
-            skipped.append({"row": row.location, "reason": str(exc), "bucket": bucket})
-    return out, skipped
-
-
-def select_buckets(
-    requests: list[LoggedRequest],
-    wanted: list[str] | None,
-    max_requests: int | None,
-    seed: int,
-    source: str,
-) -> list[LoggedRequest]:
-    """Keep the named buckets (each must have rows) and at most `max_requests` per bucket, drawn
-    reproducibly and kept in file order."""
-    present = list(dict.fromkeys(r.bucket for r in requests))
-    if not requests:
-        raise SpecbenchError(f"{source} has no usable rows; nothing to measure")
-    for name in wanted or []:
-        if name not in present:
-            raise SpecbenchError(
-                f"bucket '{name}' has no rows in {source}; buckets there: {', '.join(present)}"
-            )
-    keep = [r for r in requests if wanted is None or r.bucket in wanted]
-    if max_requests is None:
-        return keep
-    out: list[LoggedRequest] = []
-    for name in present:
-        mine = [i for i, r in enumerate(keep) if r.bucket == name]
-        chosen = sorted(random.Random(seed).sample(mine, min(max_requests, len(mine))))
-        out.extend(keep[i] for i in chosen)
-    return sorted(out, key=keep.index)
+__all__ = ["DEFAULT_BUCKET", "FieldNames", "LoggedRequest", "Selection", "accept"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,7 +119,7 @@ def tokenize_requests(
 
     out = []
     for r in requests:
-        prompt_ids, _ = build_context_ids(tokenizer, r.messages, chat_template, None)
+        prompt_ids, _ = build_context_ids(tokenizer, r.messages, chat_template, None, r.tools)
         response_ids = [
             int(t) for t in tokenizer(r.response, add_special_tokens=False)["input_ids"]
         ]
@@ -389,6 +171,7 @@ def measure_requests(
         windowed += planned.windowed
         if planned.prompt_cut or planned.response_cut:
             cut = [cut[0] + 1, cut[1] + planned.prompt_cut, cut[2] + planned.response_cut]
+    notes += conversation_notes([r for r, _, _ in tokenized], opts.chat_template, target.tokenizer)
     if windowed:
         notes.append(
             f"{windowed} request(s) longer than the {max_len}-token context were scored in "
@@ -472,6 +255,35 @@ def measure_requests(
     return rollout.AcceptResult(meta, labels, buckets, overall, notes, skipped)
 
 
+def conversation_notes(
+    requests: list[LoggedRequest], chat_template: str, tokenizer: Any
+) -> list[str]:
+    """What of the logged conversations did not reach the scored context, said once each."""
+    notes = []
+    dropped: dict[str, int] = {}
+    with_parts = 0
+    for r in requests:
+        with_parts += bool(r.dropped_parts)
+        for kind, n in r.dropped_parts.items():
+            dropped[kind] = dropped.get(kind, 0) + n
+    if dropped:
+        kinds = ", ".join(f"{k}: {n}" for k, n in sorted(dropped.items()))
+        notes.append(
+            f"{with_parts} request(s) hold non-text content parts ({kinds}); only their text "
+            "parts were scored (a text-only pair never sees them)"
+        )
+    templated = chat_template == "on" or (
+        chat_template == "auto" and bool(getattr(tokenizer, "chat_template", None))
+    )
+    with_tools = sum(1 for r in requests if r.tools)
+    if with_tools and not templated:
+        notes.append(
+            f"{with_tools} request(s) carry a tools list, but prompts are sent as plain text "
+            "(no chat template), which has no place for tool definitions: they were not scored"
+        )
+    return notes
+
+
 def time_model_resolver(
     timings: Path | None,
     t_target: float | None,
@@ -509,6 +321,41 @@ def time_model_resolver(
     return lambda _bucket: tm
 
 
+UNSCORABLE_HINTS = ("eagle", "medusa", "mtp", "hydra")
+
+
+def unscorable_drafter(kind: str) -> SpecbenchError:
+    """Teacher forcing needs a standalone draft LM over the target's vocabulary; heads that read
+    the target's hidden states (EAGLE, MTP, Medusa) or model-free drafters have no such forward."""
+    return SpecbenchError(
+        f"accept cannot score a '{kind}' drafter by teacher forcing: it is not a standalone model "
+        "with the target's vocabulary (it drafts from the target's hidden states); measure it "
+        "through the engine backend instead (backend: vllm with speculative.method "
+        f"{kind}, `specbench run`), whose results report α from the engine's acceptance counters"
+    )
+
+
+def _drafter_head(model: str | None) -> str | None:
+    """The head kind ("eagle", "mtp", …) when a local draft folder's config.json says so."""
+    if not model:
+        return None
+    cfg_path = Path(model).expanduser() / "config.json"
+    if not cfg_path.is_file():
+        return None
+    try:
+        info = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # load_model reports an unreadable model in its own words
+    if not isinstance(info, dict):
+        return None
+    names = [str(info.get("model_type", ""))] + [str(a) for a in info.get("architectures") or []]
+    for name in names:
+        for hint in UNSCORABLE_HINTS:
+            if hint in name.lower():
+                return hint
+    return None
+
+
 def _specs(
     config: Path | None,
     target: str | None,
@@ -521,6 +368,9 @@ def _specs(
     cfg = None
     if config is not None:
         cfg = parse_config(read_yaml(config), str(config))
+        method = cfg.speculative.method if cfg.backend == "vllm" else "draft_model"
+        if method not in ("draft_model", "ngram") and draft is None:
+            raise unscorable_drafter(method)
         if cfg.draft.method != "model" and draft is None:
             raise SpecbenchError(
                 "accept needs a draft model; the config's draft.method is 'ngram' (pass --draft)"
@@ -545,6 +395,9 @@ def _specs(
                 f"--dtype must be auto, float32, float16 or bfloat16, got '{dtype}'"
             )
         over["dtype"] = dtype
+    head = _drafter_head(d_spec.model if draft is None else draft)
+    if head is not None:
+        raise unscorable_drafter(head)
     t_spec = t_spec.model_copy(update=over | ({"model": target} if target else {}))
     d_spec = d_spec.model_copy(update=over | ({"model": draft} if draft else {}))
     return t_spec, d_spec, cfg
@@ -831,11 +684,13 @@ def accept(
             "give --prompt-field or --messages-field, not both",
         )
 
-        # --- data first: a bad file fails before any model loads ---
-        raw = read_logged_rows(data, split)
-        requests, skipped = parse_requests(raw, fields, k, skip_bad_rows)
+        # --- data first: a bad file fails before any model loads; one streaming pass ---
         wanted = _csv_list(buckets)
-        requests = select_buckets(requests, wanted, max_requests, run_seed, raw.source)
+        source, rows = open_logged(data, split, fields.columns())
+        selection = select_requests(
+            source, rows, fields, k, skip_bad_rows, wanted, max_requests, run_seed
+        )
+        requests, skipped = selection.requests, selection.skipped
         notes: list[str] = []
         kept_buckets = {r.bucket for r in requests}
         emptied = sorted({s["bucket"] for s in skipped} - kept_buckets - ({""}))
@@ -844,6 +699,11 @@ def accept(
             for b in emptied
             if wanted is None or b in wanted
         ]
+        if selection.skipped_total > len(skipped):
+            notes.append(
+                f"{selection.skipped_total} malformed rows skipped; the first {len(skipped)} "
+                "are listed"
+            )
 
         err = Console(stderr=True)
         from transformers.utils import logging as hf_logging
@@ -896,7 +756,7 @@ def accept(
                 task = bar.add_task("score", total=None)
                 result = measure_requests(
                     t_loaded, d_loaded, vocab.real_vocab_size, requests, opts, time_model_for,
-                    raw.source, skipped,
+                    source, skipped,
                     lambda done, total: bar.update(task, completed=done, total=total),
                 )  # fmt: skip
         except torch.OutOfMemoryError:
@@ -910,6 +770,9 @@ def accept(
         result.meta["device"] = str(t_loaded.device)
         result.meta["dtype"] = str(t_loaded.dtype).removeprefix("torch.")
         result.meta["bucket_by"] = bucket_by
+        result.meta["rows_read"] = selection.rows_read
+        result.meta["bucket_rows"] = selection.bucket_rows
+        result.meta["max_requests"] = max_requests
         if measured is not None:
             result.meta["measured_timing"] = measured
 

@@ -1,16 +1,18 @@
 """`specbench verify CONFIG`: the losslessness check for a pair and its sampling settings.
 
-    specbench verify configs/tiny.yaml                       # greedy identity + sampled χ² tests
+    specbench verify configs/tiny.yaml                       # greedy identity + sampled tests
     specbench verify configs/tiny.yaml --temperature 1 --top-p 0.9 --contexts 8 --samples 2000
     specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # LOSSY rule's cost
     specbench verify configs/tiny.yaml --json
 
-Greedy (T = 0): speculative tokens vs target-only tokens for every prompt × γ, listing each prompt
-that differs and where. Sampling (T > 0): at real contexts, the first (and second) token a round
-emits, sampled many times through the speculative path, tested against the target's exact
-distribution (χ², TV with its sampling bound), Bonferroni over all tests. See engine/verify.py.
+Every drafter of the config is checked (plus n-gram prompt lookup unless --no-ngram). Greedy (T = 0):
+speculative tokens vs target-only tokens for every prompt × γ, listing each prompt that differs
+and where. Sampling (T > 0): at real contexts, one round sampled many times through the
+speculative path; every emitted position (1..γ+1, the bonus token included) tested against the
+target's distribution at its own prefix, Bonferroni over all tests. See docs/verify.md.
 
-Exit codes: 0 lossless (every check passes), 1 a check failed, 2 bad input.
+Exit codes: 0 lossless (every check passes, and at least one ran), 1 a check failed or nothing
+was checked, 2 bad input.
 """
 
 from __future__ import annotations
@@ -50,16 +52,19 @@ def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
     doc = asdict(rep)
     doc["passed"] = rep.passed
     doc["exit_code"] = 0 if rep.passed else 1
+    doc["checks_run"] = rep.checks_run
     doc["multiple_testing"] = {
         "correction": "bonferroni",
         "tests": rep.tests,
         "family_significance": rep.significance,
+        # the verdict's false-alarm rate: an exact sampler fails the sampled tests with at most
+        # this probability (greedy identity is exact: no false alarm in fp32)
+        "false_fail_rate_at_most": rep.significance,
         "min_adjusted_p_value": rep.min_adjusted_p,
         "passed": rep.sampling_passed,
     }
-    if rep.greedy is not None:
-        g = rep.greedy
-        doc["greedy"].update(
+    for g_doc, g in zip(doc["greedy"], rep.greedy, strict=True):
+        g_doc.update(
             identity_rate=g.identity_rate,
             token_identity_rate=g.token_identity_rate,
             near_tie_flips=g.near_tie_flips,
@@ -71,25 +76,38 @@ def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
     return cleaned
 
 
+def _later(c: Any) -> str:
+    """Positions 2..γ+1 of a context: the smallest p-value and where, with the rounds tested."""
+    tested = [t for t in c.positions if t.tested]
+    if not tested:
+        return "–"
+    worst = min(tested, key=lambda t: t.p_value)
+    n = sum(t.n for t in tested)
+    return f"{_p(worst.p_value)} @{worst.position} ({len(tested)} pos, {n} tok)"
+
+
 def render(console: Console, rep: VerifyReport) -> None:
-    """The console report: greedy identity, the per-context table, the overall verdict."""
+    """The console report: greedy identity, the per-context tables, the overall verdict."""
     console.print(
-        f"specbench verify: {rep.config_name} (target {rep.target}, draft {rep.draft}); "
-        f"acceptance rule: {'exact' if rep.lossless_rule else f'[bold red]{rep.rule}[/bold red]'}"
+        f"specbench verify: {rep.config_name} (target {rep.target}, drafters "
+        f"{', '.join(rep.drafters)}); acceptance rule: "
+        f"{'exact' if rep.lossless_rule else f'[bold red]{rep.rule}[/bold red]'}"
     )
     for note in rep.notes:
         console.print(f"[yellow]note[/yellow] {note}")
-    g = rep.greedy
-    if g is not None:
+    for g in rep.greedy:
         status = "[green]PASS[/green]" if g.passed else "[red]FAIL[/red]"
         console.print(
-            f"greedy (T=0, {g.dtype}): {g.prompts} prompts × γ {g.gammas}: "
+            f"greedy (T=0, {g.dtype}, {g.drafter}): {g.prompts} prompts × γ {g.gammas}: "
             f"{g.identical_runs}/{g.runs} runs identical ({100 * g.identity_rate:.1f} %), "
             f"{100 * g.token_identity_rate:.2f} % of tokens before the first difference; "
             f"{g.near_tie_flips} near-tie flip(s) (margin ≤ {g.near_tie_tolerance:g}) — {status}"
         )
         if g.mismatches:
-            t = Table(title="greedy: prompts whose speculative tokens differ", title_justify="left")
+            t = Table(
+                title=f"greedy, {g.drafter}: prompts whose speculative tokens differ",
+                title_justify="left",
+            )
             for col in ("workload", "prompt", "γ", "first diff at", "baseline", "spec", "margin"):
                 t.add_column(col, justify="left" if col in ("workload", "prompt") else "right")
             t.add_column("kind")
@@ -103,13 +121,14 @@ def render(console: Console, rep: VerifyReport) -> None:
     for s in rep.sampling:
         t = Table(
             title=(
-                f"sampling T={s.temperature:g} top_p={s.top_p:g} top_k={s.top_k}, γ={s.gamma}: "
-                f"{s.samples} rounds per context"
+                f"sampling, {s.drafter}: T={s.temperature:g} top_p={s.top_p:g} top_k={s.top_k}, "
+                f"γ={s.gamma}: {s.samples} rounds per context; position 1: χ² on tokens, "
+                f"positions 2..{s.gamma + 1} (γ+1 = bonus): pooled PIT"
             ),
             title_justify="left",
         )
-        cols = ["context", "tokens", "β", "p max", "acc y₁ (exp)", "χ² (dof)", "p", "TV [bound]"]
-        cols += ["2nd: given", "2nd: p"]
+        cols = ["context", "tokens", "drafted", "β", "p max", "acc y₁ (exp)", "χ² (dof)", "p"]
+        cols += ["TV [bound]", "pos 2..γ+1: min p @pos"]
         if not rep.lossless_rule:
             cols.append("drift TV (exact)")
         for col in cols:
@@ -118,14 +137,14 @@ def render(console: Console, rep: VerifyReport) -> None:
             row = [
                 c.label,
                 str(c.context_tokens),
+                f"{c.drafted:.2f}",
                 _num(c.beta),
                 _num(c.p_max),
                 f"{c.accept_rate:.3f} ({_num(c.accept_expected)})",
                 f"{_num(c.first.chi2, '{:.1f}')} ({c.first.dof})",
                 _p(c.first.p_value) if c.first.dof else "degenerate",
                 f"{_num(c.first.tv)} [{_num(c.first.tv_bound)}]",
-                str(c.second_given) if c.second is not None else "–",
-                _p(c.second.p_value) if c.second is not None and c.second.dof else "–",
+                _later(c),
             ]
             if not rep.lossless_rule:
                 row.append(_num(c.drift_tv_exact, "{:.4f}"))
@@ -145,11 +164,16 @@ def render(console: Console, rep: VerifyReport) -> None:
     if rep.sampling:
         status = "[green]PASS[/green]" if rep.sampling_passed else "[red]FAIL[/red]"
         console.print(
-            f"sampling: {rep.tests} χ² tests, Bonferroni-adjusted smallest p = "
+            f"sampling: {rep.tests} tests, Bonferroni-adjusted smallest p = "
             f"{_p(rep.min_adjusted_p)} vs family-wise significance {rep.significance:g} — {status}"
         )
-    if rep.passed:
-        console.print("[green]verdict: LOSSLESS[/green] — no check detects a departure from p")
+    if rep.checks_run == 0:
+        console.print("[red]verdict: FAILED[/red] — nothing was checked (no greedy run, no test)")
+    elif rep.passed:
+        console.print(
+            "[green]verdict: LOSSLESS[/green] — no check detects a departure from p (an exact "
+            f"sampler is called FAILED by chance with probability ≤ {rep.significance:g})"
+        )
     else:
         console.print("[red]verdict: FAILED[/red] — the speculative output departs from the target")
 
@@ -196,6 +220,13 @@ def verify(
     ] = 0.001,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto.")] = None,
+    no_ngram: Annotated[
+        bool,
+        typer.Option(
+            "--no-ngram",
+            help="Do not add an n-gram prompt-lookup drafter when the config has none.",
+        ),
+    ] = False,
     no_memo: Annotated[
         bool, typer.Option("--no-memo", help="Run every forward (no memoized logits).")
     ] = False,
@@ -205,7 +236,8 @@ def verify(
 ) -> None:
     """Check that speculative decoding is lossless for the pair and its sampling settings.
 
-    Exit codes: 0 lossless (every check passes), 1 a check failed, 2 bad input.
+    Exit codes: 0 lossless (every check passes), 1 a check failed or nothing was checked,
+    2 bad input.
     """
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.engine.verify import VerifyOptions, run_verify
@@ -229,7 +261,10 @@ def verify(
         ]
         for t in temperature or []:
             checks.append(
-                (0 <= t <= 100, f"--temperature must be in [0, 100] (0 = greedy), got {t:g}")
+                (
+                    math.isfinite(t) and 0 <= t <= 100,
+                    f"--temperature must be a finite number in [0, 100] (0 = greedy), got {t:g}",
+                )
             )
         for ok, message in checks:
             if not ok:
@@ -251,6 +286,7 @@ def verify(
             significance=significance,
             seed=seed,
             memoize=not no_memo,
+            ngram=not no_ngram,
         )
         err = Console(stderr=True)
         if as_json:

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.config import DatasetSpec
-from specbench.data.prompt import Prompt
+from specbench.data.conversation import (
+    BadConversation,
+    normalize_messages,
+    normalize_tools,
+    plain_content,
+)
+from specbench.data.paths import MISSING, get_path
+from specbench.data.prompt import Prompt, generation_points
 from specbench.data.sources import RawRows, Row
 from specbench.errors import SpecbenchError
 
@@ -54,6 +61,9 @@ class FieldMapping:
     category_map: dict[str, str] = field(default_factory=dict)
     group_mt_bench: bool = False
     workload_is_category: bool = False  # keep the raw value in meta["category"]
+    messages: Column | None = None  # a logged conversation (default: "messages" when present)
+    tools: Column | None = None
+    replay: bool = True  # dataset.assistant_turns
 
 
 def looks_like_spec_bench(raw: RawRows) -> bool:
@@ -64,9 +74,10 @@ def looks_like_spec_bench(raw: RawRows) -> bool:
 def field_mapping(spec: DatasetSpec, schema: str) -> FieldMapping:
     """The mapping for `schema` ("specbench", "spec_bench" or "generic") with the config's
     explicit fields taking precedence over the schema's defaults."""
-    if spec.prompt_field and spec.turns_field:
+    given = [k for k in ("prompt_field", "turns_field", "messages_field") if getattr(spec, k)]
+    if len(given) > 1:
         raise SpecbenchError(
-            "dataset.prompt_field and dataset.turns_field are both set; keep only one of them"
+            f"dataset.{given[0]} and dataset.{given[1]} are both set; keep only one of them"
         )
 
     def pick(explicit: str | None, default: str | None, key: str) -> Column | None:
@@ -91,6 +102,9 @@ def field_mapping(spec: DatasetSpec, schema: str) -> FieldMapping:
         category_map=dict(spec.category_map),
         group_mt_bench=schema == "spec_bench" and spec.group_mt_bench,
         workload_is_category=schema == "spec_bench" or spec.workload_field is not None,
+        messages=pick(spec.messages_field, None, "messages_field"),
+        tools=pick(spec.tools_field, "tools", "tools_field"),
+        replay=spec.assistant_turns == "replay",
     )
 
 
@@ -110,9 +124,49 @@ def rows_to_prompts(raw: RawRows, mapping: FieldMapping) -> list[Prompt]:
     return prompts
 
 
+def _logged_value(row: Row, where: str, mapping: FieldMapping) -> Any:
+    """The row's logged conversation, or None when the prompt is text / turns."""
+    if mapping.messages is not None:
+        return _value(row, mapping.messages, where)
+    defaults = mapping.turns is None and mapping.prompt is None
+    if defaults and "turns" not in row.values and "prompt" not in row.values:
+        return row.values.get("messages")
+    return None
+
+
+def _logged_prompt(
+    row: Row, where: str, mapping: FieldMapping, value: Any
+) -> tuple[list[str], dict[str, Any]]:
+    """(turns, Prompt fields) of a logged conversation: the model answers at each generation
+    point; a turn's text is the message before that point."""
+    name = mapping.messages.name if mapping.messages else "messages"
+    try:
+        conv = normalize_messages(value, name)
+        tools_value = _value(row, mapping.tools, where) if mapping.tools else None
+        tools = normalize_tools(tools_value, mapping.tools.name if mapping.tools else "tools")
+    except BadConversation as exc:
+        raise SpecbenchError(f"{where}: {exc}; fix the row or remove it") from None
+    points = generation_points(conv.messages)
+    if not points:
+        raise SpecbenchError(
+            f"{where}: the conversation has no turn for the model to answer (it starts with the "
+            "assistant and holds nothing else); fix the row or remove it"
+        )
+    turns = [plain_content(conv.messages[p - 1]) or conv.messages[p - 1]["role"] for p in points]
+    extra: dict[str, Any] = {"logged": conv.messages, "tools": tools, "replay": mapping.replay}
+    if conv.dropped_parts:
+        extra["dropped_parts"] = conv.dropped_parts
+    return turns, extra
+
+
 def _row_to_prompt(row: Row, position: int, source: str, mapping: FieldMapping) -> Prompt:
     where = f"{source} {row.location}"
-    turns = _read_turns(row, where, mapping)
+    logged_value = _logged_value(row, where, mapping)
+    extra: dict[str, Any] = {}
+    if logged_value is not None:
+        turns, extra = _logged_prompt(row, where, mapping, logged_value)
+    else:
+        turns = _read_turns(row, where, mapping)
     prompt_id = _read_id(row, position, where, mapping.id)
     meta = _read_meta(row.values.get("meta"))
     reference, all_references = _read_reference(_value(row, mapping.reference, where))
@@ -121,13 +175,19 @@ def _row_to_prompt(row: Row, position: int, source: str, mapping: FieldMapping) 
     workload = ""
     if mapping.workload is not None:
         workload = _read_workload(row, where, mapping, meta)
-    return Prompt(id=prompt_id, workload=workload, turns=turns, reference=reference, meta=meta)
+    if "dropped_parts" in extra:  # non-text parts a text-only pair never sees, for the report
+        meta.setdefault("dropped_parts", extra.pop("dropped_parts"))
+    return Prompt(
+        id=prompt_id, workload=workload, turns=turns, reference=reference, meta=meta, **extra
+    )
 
 
 def _value(row: Row, column: Column, where: str) -> Any:
-    """The row's value in `column`; None when an optional column is absent."""
-    if column.name in row.values:
-        return row.values[column.name]
+    """The row's value at `column` (a column name or a field path such as
+    `request.messages[-1].content`, see `data.paths`); None when an optional one is absent."""
+    value = get_path(row.values, column.name)
+    if value is not MISSING:
+        return value
     if column.required:
         raise SpecbenchError(
             f"{where} has no column '{column.name}' ({column.config_key}); available columns: "
@@ -218,7 +278,7 @@ def _read_workload(row: Row, where: str, mapping: FieldMapping, meta: dict[str, 
     column = mapping.workload
     value = _value(row, column, where)
     if _is_blank(value):
-        if not column.required and column.name not in row.values:
+        if not column.required and get_path(row.values, column.name) is MISSING:
             return ""
         raise SpecbenchError(
             f"{where}: the workload column '{column.name}' is empty; fill it in or remove the row"

@@ -4,7 +4,8 @@ Sources (exactly one per `DatasetSpec`):
 
 - `name`: a shipped set, `<repo>/datasets/<name>.jsonl` (next to the `specbench` package in a
   checkout or editable install), else `./datasets/<name>.jsonl`.
-- `path`: a local JSONL, CSV or Parquet file, or a `save_to_disk` directory. The format comes
+- `path`: a local JSONL, CSV or Parquet file, a `save_to_disk` directory, a glob, or any fsspec
+  URL (s3://, gs://, az://, http(s)://; see `sources.iter_source`). The format comes
   from `format`, else from the extension (a directory means `hf_disk`). JSONL rows with
   Spec-Bench's `question_id` + `category` + `turns` are read as Spec-Bench in `auto` mode.
 - `hf_id`: `datasets.load_dataset(hf_id, hf_config, split=..., revision=...)`; a local folder of
@@ -76,6 +77,17 @@ def _read_source(spec: DatasetSpec, base_dir: Path | None) -> tuple[RawRows, str
         raw = sources.read_hf_hub(spec.hf_id, spec.hf_config, spec.split, spec.revision, base_dir)
         return raw, _schema(spec.format, raw)
     assert spec.path is not None  # DatasetSpec guarantees exactly one source
+    if sources.is_url(spec.path) or any(c in spec.path for c in "*?["):
+        # an fsspec URL (s3://, gs://, az://, http(s)://, hf://) or a glob of files
+        location = (
+            spec.path
+            if sources.is_url(spec.path)
+            else str(sources.resolve_path(spec.path, base_dir))
+        )
+        fmt = spec.format if spec.format in ("jsonl", "csv", "parquet") else None
+        name, rows = sources.iter_source(location, fmt)
+        raw = RawRows(name, list(rows))
+        return raw, _schema(spec.format, raw)
     path = sources.resolve_path(spec.path, base_dir)
     if not path.exists():
         raise SpecbenchError(

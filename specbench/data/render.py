@@ -10,9 +10,10 @@ encoded with the tokenizer's own special-token handling (e.g. a leading BOS).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from specbench.data.conversation import plain_content
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:
@@ -27,12 +28,15 @@ class PromptTruncatedWarning(UserWarning):
 
 def build_context_ids(
     tokenizer: PreTrainedTokenizerBase,
-    messages: list[dict[str, str]],
+    messages: Sequence[Mapping[str, Any]],
     chat_template: str,
     max_context: int | None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[list[int], bool]:
-    """Token ids for `messages` ([{"role": "user"|"assistant", "content": ...}, ...]) and whether
-    they were truncated.
+    """Token ids for `messages` ([{"role": "system"|"user"|"assistant"|"tool", "content": ...,
+    optional tool_calls / tool_call_id}, ...]; see `data.conversation`) and whether they were
+    truncated. `tools` (a request's tool definitions) go to the chat template as
+    `apply_chat_template(..., tools=tools)`; plain text has no place for them.
 
     `chat_template`: "on" uses the tokenizer's template (an error when it has none), "off" sends
     plain text, "auto" uses the template when `tokenizer.chat_template` is set. When the ids are
@@ -50,7 +54,7 @@ def build_context_ids(
             "to 'auto' or 'off'"
         )
     if chat_template == "on" or (chat_template == "auto" and has_template):
-        ids = _chat_template_ids(tokenizer, messages)
+        ids = _chat_template_ids(tokenizer, messages, tools)
     else:
         ids = _as_id_list(tokenizer(plain_text(messages), add_special_tokens=True))
     if not ids:
@@ -58,19 +62,26 @@ def build_context_ids(
     return _truncate_left(ids, max_context, getattr(tokenizer, "bos_token_id", None))
 
 
-def plain_text(messages: list[dict[str, str]]) -> str:
-    """The conversation as plain text: message contents joined by a blank line, no roles."""
-    return PLAIN_TURN_SEPARATOR.join(m["content"] for m in messages)
+def plain_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The conversation as plain text: message contents joined by a blank line, no roles (an
+    assistant's tool calls follow its content as JSON)."""
+    return PLAIN_TURN_SEPARATOR.join(plain_content(m) for m in messages)
 
 
 def _chat_template_ids(
-    tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Mapping[str, Any]],
+    tools: list[dict[str, Any]] | None,
 ) -> list[int]:
     from jinja2 import TemplateError
 
     try:
         rendered = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            [dict(m) for m in messages],
+            tools=list(tools) if tools is not None else None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
         )
     except TemplateError as exc:
         raise SpecbenchError(

@@ -25,6 +25,7 @@ import torch
 import yaml
 
 from specbench.config import PolicySpec, RunConfig, dump_config
+from specbench.content import answer_checks
 from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
 from specbench.engine.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.engine.generate import (
@@ -289,7 +290,7 @@ class Session:
         for turn in range(len(prompt.turns)):
             messages = conversation_messages(prompt, answers, turn)
             ids, truncated = build_context_ids(
-                self.tokenizer, messages, self.cfg.chat_template, self.max_context
+                self.tokenizer, messages, self.cfg.chat_template, self.max_context, prompt.tools
             )
             if truncated:
                 notes.append(f"prompt {prompt.id} turn {turn} truncated to {len(ids)} tokens")
@@ -330,6 +331,11 @@ class Session:
             "peak_memory_mb": round(_peak_memory_mb(self.device), 1),
             "output_ids": [g.output_ids for g in gens],
             "answers": answers,
+            # is it real text? repetition, empty, early EOS, length limit (docs/theory.md §13)
+            "content": [
+                answer_checks(g.output_ids, a, g.stop_reason)
+                for g, a in zip(gens, answers, strict=True)
+            ],
         }
         if gamma == 0:
             body["step_ms"] = _rounded([s for g in gens for s in g.step_ms], 4)

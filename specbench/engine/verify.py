@@ -4,18 +4,18 @@
     specbench verify configs/tiny.yaml --temperature 1 --contexts 8 --samples 2000 --gamma 2
     specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # what a lossy rule costs
 
-Two checks (THEORY §1):
+Two checks (docs/theory.md §1, docs/verify.md), for every drafter of the config (the primary, the
+extra drafters, and an n-gram prompt-lookup drafter when the config has none):
 - greedy (T = 0): speculative tokens must equal target-only greedy tokens, prompt by prompt. Every
   differing prompt is listed with the first differing position and the target's logit margin
   between the two tokens there. In fp32 any difference fails; in fp16/bf16 a flip whose margin is
   within the dtype's rounding tolerance is a near-tie flip: reported, not failed.
 - sampling (T > 0): at real contexts (prompts, and 4/8/… tokens into the target's answer), one
-  speculative round is run `samples` times from the same state. Its first emitted token must follow
-  the target's processed distribution p exactly: χ² goodness of fit (bins = tokens with expected
-  count ≥ 5, the rest pooled), the empirical TV distance and its sampling-error bound
-  E[TV̂] ≤ ½ Σ √(p(1 − p)/n). In the rounds that accepted y_1 = x (x the most frequent accepted
-  first token) the second emitted token must follow p(· | context, x): that exercises position 2
-  (or the bonus token at γ = 1). Multiple testing: Bonferroni over every χ² test of the run.
+  speculative round is run `samples` times from the same state. Every emitted position j of the
+  round (1..γ+1, the bonus token included) is tested on the rounds that reached it against the
+  target's processed p(· | context, e_1..e_{j−1}), computed by separate target forwards (not the
+  round's own verify forward): position 1 by χ² on the token counts, later positions by the pooled
+  probability integral transform (analysis/lossless_tests.py). Bonferroni over every test of the run.
 
 Forwards are memoized by token history (a forward is a deterministic function of the tokens before
 it), so n samples cost far fewer model calls; on a miss the live KV cache is cropped and extended
@@ -25,20 +25,26 @@ exactly as in decoding. `memoize=False` runs every forward.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 from transformers import PreTrainedModel
 
-from specbench.config import RunConfig
+from specbench.analysis.lossless_tests import (
+    FitTest,
+    PositionTest,
+    bonferroni,
+    goodness_of_fit,
+    pit_test,
+)
+from specbench.config import DraftSpec, RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.engine.acceptance_rules import AcceptanceRule, LossyRule, first_token_distribution
-from specbench.engine.drafters import Drafter, ModelDrafter
+from specbench.engine.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.engine.generate import (
     baseline_generate,
     fixed_gamma,
@@ -51,80 +57,16 @@ from specbench.errors import SpecbenchError
 from specbench.sampling import SamplingParams, exact_beta, process_logits
 from specbench.timing import Clock
 
+__all__ = ["FitTest", "PositionTest", "bonferroni", "goodness_of_fit"]  # re-exported statistics
+
 GREEDY = SamplingParams()
-MIN_EXPECTED = 5.0  # χ² bins: tokens with at least this expected count; the rest pooled
-MIN_SECOND_SAMPLES = 200  # second-token test only when the conditioned sample is this large
 CONTEXT_STRIDE = 8  # answer offsets of successive passes over the prompts (plus 4 on odd contexts)
 MEMO_MAX_BYTES = 1 << 30
 # Logit margin (units of logits) under which a greedy flip counts as a rounding near-tie.
 NEAR_TIE_TOLERANCE = {"float32": 0.0, "float16": 0.1, "bfloat16": 0.5}
 
-DrafterFactory = Callable[[CachedLM, SamplingParams, torch.Generator], Drafter]
-
-
-# ---------------------------------------------------------------------------------------------
-# statistics (pure numpy)
-
-
-@dataclass(frozen=True)
-class FitTest:
-    """A χ² goodness-of-fit test of n sampled tokens against a distribution p."""
-
-    n: int
-    chi2: float
-    dof: int  # 0: p puts (almost) all its mass on one bin, nothing to test
-    p_value: float
-    tv: float  # ½ Σ |count/n − p|
-    tv_bound: float  # ½ Σ √(p(1 − p)/n) ≥ E[TV] under exact sampling
-    impossible: int  # samples of tokens with p = 0 (fail outright)
-
-
-def goodness_of_fit(
-    counts: np.ndarray, p: np.ndarray, min_expected: float = MIN_EXPECTED
-) -> FitTest:
-    """χ² test of observed token counts (V,) against probabilities p (V,).
-
-    Bins: every token with expected count n·p ≥ `min_expected`, plus one bin pooling the rest
-    (merged into the smallest regular bin when its own expected count is below `min_expected`).
-    One bin left means dof 0: p is (almost) deterministic there and nothing is tested. A sampled
-    token with p = 0 makes the p-value 0.
-    """
-    counts = np.asarray(counts, dtype=float)
-    p = np.asarray(p, dtype=float)
-    p = p / p.sum()
-    n = int(counts.sum())
-    if n == 0:
-        return FitTest(0, math.nan, 0, 1.0, math.nan, math.nan, 0)
-    impossible = int(counts[p <= 0].sum())
-    tv = 0.5 * float(np.abs(counts / n - p).sum())
-    tv_bound = 0.5 * float(np.sqrt(p * (1 - p) / n).sum())
-    expected = p * n
-    big = expected >= min_expected
-    obs = list(counts[big])
-    exp = list(expected[big])
-    rest_exp, rest_obs = float(expected[~big].sum()), float(counts[~big].sum())
-    if rest_exp >= min_expected or not obs:
-        obs.append(rest_obs)
-        exp.append(rest_exp)
-    elif rest_exp > 0:  # a too-small pooled bin joins the smallest regular bin
-        j = int(np.argmin(exp))
-        obs[j] += rest_obs
-        exp[j] += rest_exp
-    dof = len(obs) - 1
-    if impossible:
-        return FitTest(n, math.inf, max(dof, 1), 0.0, tv, tv_bound, impossible)
-    if dof < 1:
-        return FitTest(n, 0.0, 0, 1.0, tv, tv_bound, 0)
-    res = stats.chisquare(np.asarray(obs), np.asarray(exp))
-    return FitTest(n, float(res.statistic), dof, float(res.pvalue), tv, tv_bound, 0)
-
-
-def bonferroni(p_values: list[float], significance: float) -> tuple[float, bool]:
-    """(smallest Bonferroni-adjusted p-value, whether every test passes at `significance`)."""
-    if not p_values:
-        return 1.0, True
-    adjusted = min(1.0, min(p_values) * len(p_values))
-    return adjusted, adjusted >= significance
+# (draft LM or None for a model-free drafter, sampling, generator) → a fresh drafter
+DrafterFactory = Callable[[CachedLM | None, SamplingParams, torch.Generator], Drafter]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +161,7 @@ class GreedyCheck:
     tokens_matching: int  # tokens before the first difference
     near_tie_tolerance: float
     mismatches: list[GreedyMismatch]
+    drafter: str = "model"
 
     @property
     def identity_rate(self) -> float:
@@ -254,7 +197,7 @@ def _first_difference(a: list[int], b: list[int]) -> int | None:
 @torch.inference_mode()
 def greedy_check(
     target: CachedLM,
-    draft: CachedLM,
+    draft: CachedLM | None,
     make_drafter: DrafterFactory,
     prompts: list[Context],
     gammas: list[int],
@@ -262,14 +205,24 @@ def greedy_check(
     clock: Clock,
     eos_ids: frozenset[int],
     dtype: str = "float32",
+    drafter_name: str = "model",
+    baselines: dict[str, list[int]] | None = None,
 ) -> GreedyCheck:
-    """Speculative vs target-only greedy tokens for every prompt × γ."""
+    """Speculative vs target-only greedy tokens for every prompt × γ.
+
+    `baselines` (prompt label → target-only greedy tokens) is filled and reused, so checking
+    several drafters decodes each prompt's baseline once.
+    """
+    cache = baselines if baselines is not None else {}
     tol = NEAR_TIE_TOLERANCE.get(dtype, 0.0)
     runs = identical = compared = matching = 0
     mismatches: list[GreedyMismatch] = []
     gen = torch.Generator(device=target.device).manual_seed(0)
     for ctx in prompts:
-        base = baseline_generate(target, ctx.ids, GREEDY, max_new_tokens, clock, eos_ids)
+        if ctx.label not in cache:
+            gen_base = baseline_generate(target, ctx.ids, GREEDY, max_new_tokens, clock, eos_ids)
+            cache[ctx.label] = gen_base.output_ids
+        base_ids = cache[ctx.label]
         for gamma in gammas:
             drafter = make_drafter(draft, GREEDY, gen)
             spec = speculative_generate(
@@ -283,19 +236,19 @@ def greedy_check(
                 eos_ids,
             )
             runs += 1
-            compared += len(base.output_ids)
-            pos = _first_difference(base.output_ids, spec.output_ids)
+            compared += len(base_ids)
+            pos = _first_difference(base_ids, spec.output_ids)
             if pos is None:
                 identical += 1
-                matching += len(base.output_ids)
+                matching += len(base_ids)
                 continue
             matching += pos
-            b_tok = base.output_ids[pos] if pos < len(base.output_ids) else -1
+            b_tok = base_ids[pos] if pos < len(base_ids) else -1
             s_tok = spec.output_ids[pos] if pos < len(spec.output_ids) else -1
             margin = math.inf
             if b_tok >= 0 and s_tok >= 0:
                 target.reset()
-                logits = target.feed(ctx.ids + base.output_ids[:pos], keep=1)[-1].float()
+                logits = target.feed(ctx.ids + base_ids[:pos], keep=1)[-1].float()
                 margin = float(logits[b_tok] - logits[s_tok])
             mismatches.append(
                 GreedyMismatch(
@@ -303,7 +256,16 @@ def greedy_check(
                 )
             )
     return GreedyCheck(
-        dtype, list(gammas), len(prompts), runs, identical, compared, matching, tol, mismatches
+        dtype,
+        list(gammas),
+        len(prompts),
+        runs,
+        identical,
+        compared,
+        matching,
+        tol,
+        mismatches,
+        drafter_name,
     )
 
 
@@ -316,14 +278,19 @@ class ContextCheck:
     label: str
     workload: str
     context_tokens: int
-    beta: float | None  # exact P(y_1 accepted) under the exact rule; None with a noisy draft
+    beta: float | None  # exact P(y_1 accepted) under the exact rule; None: noisy or n-gram draft
     p_max: float  # the target's top probability at the context
     accept_rate: float  # measured P(y_1 accepted)
     accept_expected: float | None  # β (exact rule) or the rule's closed form (lossy)
     first: FitTest  # first emitted token vs p(· | context)
-    second: FitTest | None  # second emitted token given y_1 = second_given accepted
-    second_given: int | None
+    positions: list[PositionTest]  # emitted positions 2..γ+1 (γ+1: the bonus token)
+    drafted: float  # mean tokens drafted per round (an n-gram drafter may find nothing)
     drift_tv_exact: float | None  # TV(rule's first-token distribution, p), closed form
+
+    def p_values(self) -> list[float]:
+        """This context's tests: position 1 (when not degenerate) and every tested later one."""
+        out = [self.first.p_value] if self.first.dof >= 1 else []
+        return out + [t.p_value for t in self.positions if t.tested]
 
 
 @dataclass(frozen=True)
@@ -334,15 +301,11 @@ class SamplingCheck:
     gamma: int
     samples: int
     contexts: list[ContextCheck]
+    drafter: str = "model"
 
     def p_values(self) -> list[float]:
-        """Every non-degenerate test's p-value (those with dof ≥ 1)."""
-        out = []
-        for c in self.contexts:
-            for t in (c.first, c.second):
-                if t is not None and t.dof >= 1:
-                    out.append(t.p_value)
-        return out
+        """Every test's p-value, all contexts and positions."""
+        return [p for c in self.contexts for p in c.p_values()]
 
     def summary(self) -> dict[str, float | None]:
         """Means over contexts: acceptance of y_1 (measured, expected, exact-rule β), the extra
@@ -375,9 +338,16 @@ class SamplingCheck:
         }
 
 
-def _sample_round_heads(
+@dataclass(frozen=True)
+class RoundSample:
+    n_accepted: int
+    drafted: int
+    emitted: tuple[int, ...]  # 1..γ+1 tokens: accepted drafts, then the correction or bonus
+
+
+def _sample_rounds(
     target: CachedLM,
-    draft: CachedLM,
+    draft: CachedLM | None,
     make_drafter: DrafterFactory,
     context: list[int],
     params: SamplingParams,
@@ -386,8 +356,8 @@ def _sample_round_heads(
     clock: Clock,
     generator: torch.Generator,
     rule: AcceptanceRule | None,
-) -> list[tuple[int, list[int]]]:
-    """n × (accepted count, first ≤ 2 emitted tokens) of one round from the same context."""
+) -> list[RoundSample]:
+    """n independent rounds of the real speculative loop, each from the same context state."""
     prefix, last = context[:-1], context[-1]
     drafter = make_drafter(draft, params, generator)
     target.reset()
@@ -399,15 +369,57 @@ def _sample_round_heads(
         step = speculative_round(
             target, drafter, last, gamma, params, clock, generator, accept_rule=rule
         )
-        out.append((step.n_accepted, step.emitted[:2]))
+        out.append(RoundSample(step.n_accepted, len(step.proposal.tokens), tuple(step.emitted)))
         target.rollback(target.length - base_len)
     return out
+
+
+def prefix_distributions(
+    target: CachedLM, context: list[int], prefixes: set[tuple[int, ...]], params: SamplingParams
+) -> dict[tuple[int, ...], np.ndarray]:
+    """The target's processed p(· | context + prefix) (V,) for every non-empty prefix asked for.
+
+    These are the oracle of the later-position tests, so they come from fresh forwards of the
+    context plus the tokens, never from a round's own verify forward: a round that uses the
+    wrong row, or a cache that holds the wrong tokens, is then caught. One forward per longest
+    prefix: its rows hold every shorter prefix of it (row k ↔ the first k + 1 tokens).
+    """
+    out: dict[tuple[int, ...], np.ndarray] = {}
+    target.reset()
+    target.feed(context, keep=1)
+    for seq in sorted(prefixes, key=len, reverse=True):
+        if seq in out:
+            continue
+        logits = target.feed(list(seq), keep=len(seq))  # (L, V)
+        rows = process_logits(logits, params).double().cpu().numpy()
+        for k in range(len(seq)):
+            out.setdefault(seq[: k + 1], rows[k])
+        target.rollback(len(seq))
+    return out
+
+
+def position_tests(
+    rounds: list[RoundSample],
+    dists: dict[tuple[int, ...], np.ndarray],
+    gamma: int,
+    rng: np.random.Generator,
+) -> list[PositionTest]:
+    """Positions 2..γ+1: each emitted token against p at its own prefix, pooled by position."""
+    tests = []
+    for j in range(2, gamma + 2):
+        by_prefix: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for r in rounds:
+            if len(r.emitted) >= j:
+                by_prefix[r.emitted[: j - 1]].append(r.emitted[j - 1])
+        groups = [(dists[pre], np.asarray(toks, int)) for pre, toks in by_prefix.items()]
+        tests.append(pit_test(j, groups, rng))
+    return tests
 
 
 @torch.inference_mode()
 def check_context(
     target: CachedLM,
-    draft: CachedLM,
+    draft: CachedLM | None,
     make_drafter: DrafterFactory,
     ctx: Context,
     params: SamplingParams,
@@ -418,13 +430,16 @@ def check_context(
     rule: AcceptanceRule | None = None,
     analytic: bool = True,
 ) -> ContextCheck:
-    """Sample one round's head n times at `ctx` and test it against the target's distribution."""
+    """Sample one round n times at `ctx` and test every emitted position against the target.
+
+    `draft` None: a model-free drafter (n-gram); β and the closed forms are then not computed.
+    """
     if len(ctx.ids) < 2:
         raise SpecbenchError(f"context {ctx.label} has fewer than 2 tokens; cannot verify there")
     target.reset()
     p = process_logits(target.feed(ctx.ids, keep=1)[-1], params)  # (V,)
     beta = accept_expected = drift = None
-    if analytic:
+    if analytic and draft is not None:
         draft.reset()
         q = process_logits(draft.feed(ctx.ids, keep=1)[-1], params).to(p.device)
         beta = float(exact_beta(p, q))
@@ -432,41 +447,38 @@ def check_context(
         dist, accept_expected = first_token_distribution(p, q, eps)
         drift = 0.5 * float((dist - p.double()).abs().sum())
     generator = torch.Generator(device=target.device).manual_seed(seed)
-    heads = _sample_round_heads(
+    rounds = _sample_rounds(
         target, draft, make_drafter, ctx.ids, params, gamma, n, clock, generator, rule
     )
     vocab = p.shape[-1]
     p_np = p.double().cpu().numpy()
-    first = np.bincount([h[1][0] for h in heads], minlength=vocab)
-    accepted_first = [h[1] for h in heads if h[0] >= 1]
-    second = None
-    given = None
-    if accepted_first:
-        given, _ = Counter(t[0] for t in accepted_first).most_common(1)[0]
-        seconds = [t[1] for t in accepted_first if t[0] == given]
-        if len(seconds) >= MIN_SECOND_SAMPLES:
-            target.reset()
-            p2 = process_logits(target.feed([*ctx.ids, given], keep=1)[-1], params)
-            second = goodness_of_fit(
-                np.bincount(seconds, minlength=vocab), p2.double().cpu().numpy()
-            )
+    first = np.bincount([r.emitted[0] for r in rounds], minlength=vocab)
+    needed = {r.emitted[:-1] for r in rounds if len(r.emitted) >= 2}
+    dists = prefix_distributions(target, ctx.ids, needed, params)
+    positions = position_tests(rounds, dists, gamma, np.random.default_rng(seed))
     return ContextCheck(
         label=ctx.label,
         workload=ctx.workload,
         context_tokens=len(ctx.ids),
         beta=beta,
         p_max=float(p.max()),
-        accept_rate=sum(h[0] >= 1 for h in heads) / n,
+        accept_rate=sum(r.n_accepted >= 1 for r in rounds) / n,
         accept_expected=accept_expected,
         first=goodness_of_fit(first, p_np),
-        second=second,
-        second_given=given if second is not None else None,
+        positions=positions,
+        drafted=float(np.mean([r.drafted for r in rounds])),
         drift_tv_exact=drift,
     )
 
 
 # ---------------------------------------------------------------------------------------------
 # the whole check
+
+
+# The n-gram prompt-lookup drafter verified beside the config's own when it names none: its
+# one-hot q takes a path of the acceptance rule (accept with p(y), residual p − one-hot) that a
+# draft model never does, and its rounds cost one target forward, so checking it is cheap.
+DEFAULT_NGRAM = DraftSpec(method="ngram", name="ngram", prompt_lookup_min=1, prompt_lookup_max=3)
 
 
 @dataclass(frozen=True)
@@ -482,35 +494,47 @@ class VerifyOptions:
     significance: float = 0.001  # family-wise, Bonferroni
     seed: int = 0
     memoize: bool = True
+    ngram: bool = True  # also verify DEFAULT_NGRAM when the config has no n-gram drafter
 
 
 @dataclass(frozen=True)
 class VerifyReport:
     config_name: str
     target: str
-    draft: str
+    drafters: list[str]
     rule: str  # "exact" or the lossy rule's label
     lossless_rule: bool
     significance: float
-    greedy: GreedyCheck | None
-    sampling: list[SamplingCheck]
+    greedy: list[GreedyCheck]  # one per drafter (empty without T = 0)
+    sampling: list[SamplingCheck]  # one per temperature × drafter
     notes: list[str] = field(default_factory=list)
+
+    def _p_values(self) -> list[float]:
+        return [p for s in self.sampling for p in s.p_values()]
 
     @property
     def tests(self) -> int:
-        return sum(len(s.p_values()) for s in self.sampling)
+        """Sampled-distribution tests run (every context × tested position)."""
+        return len(self._p_values())
+
+    @property
+    def checks_run(self) -> int:
+        """Greedy runs compared plus sampled tests: 0 means nothing was checked."""
+        return sum(g.runs for g in self.greedy) + self.tests
 
     @property
     def min_adjusted_p(self) -> float:
-        return bonferroni([p for s in self.sampling for p in s.p_values()], self.significance)[0]
+        return bonferroni(self._p_values(), self.significance)[0]
 
     @property
     def sampling_passed(self) -> bool:
-        return bonferroni([p for s in self.sampling for p in s.p_values()], self.significance)[1]
+        return bonferroni(self._p_values(), self.significance)[1]
 
     @property
     def passed(self) -> bool:
-        return (self.greedy is None or self.greedy.passed) and self.sampling_passed
+        """Lossless: something was checked and every check passed (a check of nothing fails)."""
+        greedy_ok = all(g.passed for g in self.greedy)
+        return self.checks_run > 0 and greedy_ok and self.sampling_passed
 
 
 def model_drafter_factory(
@@ -518,9 +542,19 @@ def model_drafter_factory(
 ) -> DrafterFactory:
     """Drafters as `specbench run` builds them (same EOS handling and draft weakening)."""
 
-    def make(lm: CachedLM, params: SamplingParams, generator: torch.Generator) -> Drafter:
+    def make(lm: CachedLM | None, params: SamplingParams, generator: torch.Generator) -> Drafter:
+        assert lm is not None, "a model drafter needs its draft LM"
         noise_gen = torch.Generator(device=lm.device).manual_seed(generator.initial_seed() + 1)
         return ModelDrafter(lm, params, clock, generator, eos_ids, logit_noise, noise_gen)
+
+    return make
+
+
+def ngram_drafter_factory(spec: DraftSpec, clock: Clock) -> DrafterFactory:
+    """Prompt lookup as `specbench run` builds it (no model; q one-hot)."""
+
+    def make(_lm: CachedLM | None, _params: SamplingParams, _gen: torch.Generator) -> Drafter:
+        return NgramDrafter(spec.prompt_lookup_min, spec.prompt_lookup_max, clock)
 
     return make
 
@@ -556,11 +590,17 @@ def run_verify(
     """Load the pair (unless a runner `Session` is given), pick prompts and contexts, check."""
     say = progress or (lambda _msg: None)
     rule = LossyRule(options.lossy_epsilon) if options.lossy_epsilon else None
+    temps = options.temperatures if options.temperatures is not None else cfg.sampling.temperatures
+    bad = [t for t in temps if not (math.isfinite(t) and t >= 0)]
+    if bad:
+        raise SpecbenchError(
+            f"temperature {bad[0]} is not a finite number >= 0 (0 = greedy); nothing to verify"
+        )
     prompts_by_wl = load_prompts(cfg, base_dir)
     sess = session or load_session(cfg)
-    real_draft = sess.draft_lms.get(cfg.draft.label)
-    if cfg.draft.method != "model" or real_draft is None:
-        raise SpecbenchError("verify checks a draft model: set draft.method to 'model'")
+    specs = list(cfg.drafters)
+    if options.ngram and not any(d.method == "ngram" for d in specs):
+        specs.append(DEFAULT_NGRAM)
     clock, eos = sess.clock, sess.eos_ids
     # round-robin over workloads so the first contexts cover every workload
     queues = [
@@ -578,80 +618,93 @@ def run_verify(
                     sess.max_context,
                 )
                 prompts.append(Context(pr.id, pr.workload, ids))
-    temps = options.temperatures if options.temperatures is not None else cfg.sampling.temperatures
     top_p = options.top_p if options.top_p is not None else cfg.sampling.top_p
     top_k = options.top_k if options.top_k is not None else cfg.sampling.top_k
-    noise = cfg.draft.logit_noise
-    make_drafter = model_drafter_factory(clock, eos, noise)
     dtype = str(sess.target_loaded.dtype).removeprefix("torch.")
     notes: list[str] = []
-    if noise > 0:
-        notes.append(
-            f"draft.logit_noise = {noise:g}: the draft's q is random per step, so β and the "
-            "closed-form figures are not computed (the sampled test still applies)"
-        )
+    drafters: list[tuple[DraftSpec, CachedLM | None, DrafterFactory]] = []
+    for spec in specs:
+        if spec.method == "ngram":
+            drafters.append((spec, None, ngram_drafter_factory(spec, clock)))
+            continue
+        lm = sess.draft_lms.get(spec.label)
+        if lm is None:
+            raise SpecbenchError(f"drafter {spec.label}: its draft model is not loaded")
+        drafters.append((spec, lm, model_drafter_factory(clock, eos, spec.logit_noise)))
+        if spec.logit_noise > 0:
+            notes.append(
+                f"{spec.label}: draft.logit_noise = {spec.logit_noise:g}: the draft's q is random "
+                "per step, so β and the closed-form figures are not computed (the sampled test "
+                "still applies)"
+            )
     if rule is not None:
         notes.append(f"{rule.label}; greedy decoding is unaffected (one-hot p and q)")
-    if cfg.extra_drafters:
-        notes.append(
-            f"only the primary draft ({cfg.draft.label}) is verified; the extra drafters share "
-            "the same acceptance code"
-        )
 
-    greedy = None
+    greedy = []
+    baselines: dict[str, list[int]] = {}  # shared by the drafters
     if any(t == 0.0 for t in temps):
         gammas = [options.gamma] if options.gamma else list(cfg.gammas)
-        say(f"greedy identity: {len(prompts)} prompts × γ {gammas}")
-        greedy = greedy_check(
-            sess.target_lm,
-            real_draft,
-            make_drafter,
-            prompts,
-            gammas,
-            cfg.max_new_tokens,
-            clock,
-            eos,
-            dtype,
-        )
+        for spec, lm, make in drafters:
+            say(f"greedy identity, {spec.label}: {len(prompts)} prompts × γ {gammas}")
+            greedy.append(
+                greedy_check(
+                    sess.target_lm,
+                    lm,
+                    make,
+                    prompts,
+                    gammas,
+                    cfg.max_new_tokens,
+                    clock,
+                    eos,
+                    dtype,
+                    spec.label,
+                    baselines,
+                )
+            )
 
     sampling = []
     hot = [t for t in temps if t > 0]
     if hot:
         gamma = options.gamma or min(max(cfg.gammas), 4)
         target_lm: CachedLM = sess.target_lm
-        draft_lm: CachedLM = real_draft
         if options.memoize:
             target_lm = MemoizedLM(sess.target_lm.model, sess.target_lm.vocab_size)
-            draft_lm = MemoizedLM(real_draft.model, real_draft.vocab_size)
         with torch.inference_mode():
             contexts = pick_contexts(sess.target_lm, prompts, options.contexts, clock, eos)
         for temp in hot:
             params = SamplingParams(temperature=temp, top_k=top_k, top_p=top_p)
-            checks = []
-            for i, ctx in enumerate(contexts):
-                say(
-                    f"T={temp:g}: context {i + 1}/{len(contexts)} ({ctx.label}), {options.samples} rounds"
-                )
-                checks.append(
-                    check_context(
-                        target_lm,
-                        draft_lm,
-                        make_drafter,
-                        ctx,
-                        params,
-                        gamma,
-                        options.samples,
-                        clock,
-                        options.seed + 7919 * i,
-                        rule,
-                        analytic=noise == 0,
+            for d, (spec, lm, make) in enumerate(drafters):
+                draft_lm = lm
+                if lm is not None and options.memoize:
+                    draft_lm = MemoizedLM(lm.model, lm.vocab_size)
+                checks = []
+                for i, ctx in enumerate(contexts):
+                    say(
+                        f"T={temp:g}, {spec.label}: context {i + 1}/{len(contexts)} "
+                        f"({ctx.label}), {options.samples} rounds"
                     )
+                    checks.append(
+                        check_context(
+                            target_lm,
+                            draft_lm,
+                            make,
+                            ctx,
+                            params,
+                            gamma,
+                            options.samples,
+                            clock,
+                            options.seed + 7919 * i + 104729 * d,
+                            rule,
+                            analytic=spec.logit_noise == 0,
+                        )
+                    )
+                sampling.append(
+                    SamplingCheck(temp, top_p, top_k, gamma, options.samples, checks, spec.label)
                 )
-            sampling.append(SamplingCheck(temp, top_p, top_k, gamma, options.samples, checks))
     return VerifyReport(
         config_name=cfg.name,
         target=cfg.target.model,
-        draft=cfg.draft.model,
+        drafters=[spec.label for spec, _, _ in drafters],
         rule=rule.label if rule is not None else "exact",
         lossless_rule=rule is None,
         significance=options.significance,

@@ -2,9 +2,16 @@
 Markdown/HTML report (same blocks and renderers as `run`'s report) with an α-by-position plot.
 
 JSON document (schema 1), `kind: "accept"`: `pair`, `data` (source, requests, positions,
-bucket_by, skipped_rows), `settings`, `options`, `timing`, `buckets` (one per bucket, each with
-`settings` holding α, its position profile, drift and the rollout `plan`), `overall` (every
-request as one bucket) and `warnings`. Every interval is `{"value", "ci95": [lo, hi]}`.
+bucket_by, skipped_rows), `settings`, `options`, `timing`, `provisional`, `buckets` (one per
+bucket, each with `settings` holding α, its position profile, drift and the rollout `plan`),
+`overall` (every request as one bucket) and `warnings`. Every interval is
+`{"value", "ci95": [lo, hi]}`.
+
+With no measured timing (`timing.source` "default", or a bare --cost-ratio) the draft cost is
+assumed, so `provisional` is true, every verdict is labelled provisional (the exit code is
+unaffected), and the console and reports lead with what needs no timing: α, ā(γ), and the
+break-even cost ratio, the largest T_d / T_ar at which some γ still pays
+(`roi.break_even_cost_ratio` at the α that gives the plan's pooled ā(γ)).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from specbench.analysis import roi
 from specbench.analysis.rollout import AcceptResult, BucketResult, RolloutPlan, TimeModel
 from specbench.analysis.stats import Estimate
 from specbench.report.documents import (
@@ -57,9 +65,22 @@ def _unit(tm: TimeModel) -> str:
     return "ms" if tm.units == "ms" else "×T_ar"
 
 
+def is_provisional(result: AcceptResult) -> bool:
+    """Some verdict rests on an assumed draft cost (no measured timing)."""
+    return any(b.time_model.provisional for b in [*result.buckets, result.overall])
+
+
+PROVISIONAL = (
+    "PROVISIONAL: no measured timing, the draft cost is assumed; trust α, ā(γ) and the "
+    "break-even cost ratio, and measure the timing (--timings RUN/results.json, "
+    "--measure-timing or --t-target/--t-draft) before acting on a verdict"
+)
+
+
 def timing_to_dict(tm: TimeModel) -> dict[str, Any]:
     return {
         "source": tm.source,
+        "provisional": tm.provisional,
         "detail": tm.detail or None,
         "units": tm.units,
         "t_target_ms": _f(tm.t_target_ms),
@@ -86,16 +107,42 @@ def timing_line(tm: TimeModel) -> str:
     )
 
 
-def plan_to_dict(plan: RolloutPlan) -> dict[str, Any]:
+def break_even_cost(plan: RolloutPlan, tm: TimeModel) -> tuple[int, Estimate] | None:
+    """(γ, c*): the largest draft cost ratio T_d / T_ar at which speculation still pays, at the γ
+    that tolerates the most, with the interval that ā(γ)'s interval implies (c* rises with ā).
+    None when the verify is not priced as T_ar + slope·γ (the break-even model of `roi`)."""
+    if not plan.options or not math.isclose(tm.verify_base_ms, tm.t_target_ms):
+        return None
+    slope = tm.verify_slope_ms / tm.t_target_ms
+
+    def c(gamma: int, tokens: float) -> float:
+        if not math.isfinite(tokens):
+            return math.nan
+        tau = min(max(tokens, 1.0), gamma + 1.0)
+        return roi.break_even_cost_ratio(gamma, roi.alpha_from_accepted(tau, gamma), slope)
+
+    def point(o: Any) -> float:
+        v = c(o.gamma, o.expected_tokens.value)
+        return v if math.isfinite(v) else -math.inf
+
+    best = max(plan.options, key=point)
+    e = best.expected_tokens
+    return best.gamma, Estimate(c(best.gamma, e.value), c(best.gamma, e.lo), c(best.gamma, e.hi))
+
+
+def plan_to_dict(plan: RolloutPlan, tm: TimeModel) -> dict[str, Any]:
     best = next((o for o in plan.options if o.gamma == plan.best_gamma), None)
+    be = break_even_cost(plan, tm)
     return {
         "verdict": plan.verdict,
+        "provisional": tm.provisional,
         "gamma": plan.gamma,
         "best_gamma": plan.best_gamma,
         "speedup": _est(plan.speedup),
         "expected_tokens": _est(best.expected_tokens) if best else None,
         "itl_ms": {"baseline": _f(plan.itl_baseline_ms), "speculative": _est(plan.itl_ms)},
         "break_even_alpha": _f(plan.break_even_alpha),
+        "break_even_cost_ratio": (None if be is None else {"gamma": be[0], **(_est(be[1]) or {})}),
         "reason": plan.reason,
         "gammas": [
             {
@@ -138,7 +185,7 @@ def bucket_to_dict(b: BucketResult) -> dict[str, Any]:
                 "drift_positions": (
                     [[p.start, p.stop] for p in s.drift_bins] if s.drift_bins else None
                 ),
-                "plan": plan_to_dict(plan),
+                "plan": plan_to_dict(plan, b.time_model),
             }
             for s, plan in zip(acc.settings, b.plans, strict=True)
         ],
@@ -176,6 +223,7 @@ def to_json(result: AcceptResult) -> dict[str, Any]:
             )
         },
         "timing": timing_to_dict(result.overall.time_model),
+        "provisional": is_provisional(result),
         "measured_timing": m.get("measured_timing"),
         "buckets": [bucket_to_dict(b) for b in result.buckets],
         "overall": bucket_to_dict(result.overall),
@@ -206,7 +254,39 @@ def _summary_rows(result: AcceptResult, greedy: bool = True) -> list[list[str]]:
                     str(plan.best_gamma) if plan.best_gamma else "–",
                     f"{best.expected_tokens.value:.2f}" if best else "–",
                     _ci(plan.speedup, "{:.2f}×", "{:.2f}") if plan.best_gamma else "1×",
-                    plan.verdict.upper() + (f" γ={plan.gamma}" if plan.gamma else ""),
+                    plan.verdict.upper()
+                    + (f" γ={plan.gamma}" if plan.gamma else "")
+                    + (" (provisional)" if b.time_model.provisional else ""),
+                ]
+            )
+    return rows
+
+
+LEAD_HEADER = [
+    "bucket",
+    "setting",
+    "α [95% CI]",
+    "γ",
+    "ā(γ)",
+    "pays while T_d/T_ar <",
+]
+
+
+def _lead_rows(result: AcceptResult) -> list[list[str]]:
+    """α, ā(γ) and the break-even cost ratio per bucket × setting: what needs no timing."""
+    rows = []
+    for b in [*result.buckets, result.overall]:
+        for i, (s, plan) in enumerate(zip(b.acceptance.settings, b.plans, strict=True)):
+            be = break_even_cost(plan, b.time_model)
+            opt = plan.options[be[0] - 1] if be else None
+            rows.append(
+                [
+                    b.acceptance.bucket if i == 0 else "",
+                    s.label,
+                    _ci(s.alpha, "{:.3f}", "{:.2f}"),
+                    str(be[0]) if be else "–",
+                    _ci(opt.expected_tokens, "{:.2f}") if opt else "–",
+                    (_ci(be[1], "{:.3f}") if be[1].value > 0 else "never pays") if be else "–",
                 ]
             )
     return rows
@@ -251,7 +331,21 @@ def render_console(console: Console, result: AcceptResult) -> None:
         f"specbench accept: {m['target']} ← {m['draft']} on {m['source']}: {m['requests']} "
         f"requests, {m['positions']} response positions ({m['estimator']})"
     )
-    table = Table(title="α and rollout plan per bucket", title_justify="left", box=box.SIMPLE_HEAD)
+    provisional = is_provisional(result)
+    if provisional:
+        console.print(f"[bold yellow]{PROVISIONAL}[/bold yellow]")
+        lead = Table(
+            title="α, ā(γ) and break-even draft cost per bucket (no timing needed)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for col in LEAD_HEADER:
+            lead.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
+        for row in _lead_rows(result):
+            lead.add_row(*row)
+        console.print(lead)
+    title = "α and rollout plan per bucket" + (" (provisional verdicts)" if provisional else "")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for col in SUMMARY_HEADER:
         if col != "greedy agreement":
             table.add_column(col, justify="left" if col in ("bucket", "setting") else "right")
@@ -279,7 +373,8 @@ def render_console(console: Console, result: AcceptResult) -> None:
             f"{acc.target_nll:.3f} nats/token"
         )
         for s, plan in zip(acc.settings, b.plans, strict=True):
-            console.print(f"  {s.label}: {plan.verdict.upper()}: {plan.reason}")
+            label = " (provisional)" if b.time_model.provisional else ""
+            console.print(f"  {s.label}: {plan.verdict.upper()}{label}: {plan.reason}")
     lines = {timing_line(b.time_model) for b in [*result.buckets, result.overall]}
     for line in sorted(lines):
         console.print(line)
@@ -302,8 +397,14 @@ def render_console(console: Console, result: AcceptResult) -> None:
 
 def build_blocks(result: AcceptResult, plot: str | None) -> list[Block]:
     m = result.meta
-    blocks: list[Block] = [
-        Heading("specbench accept: offline acceptance and rollout plan", 1),
+    blocks: list[Block] = [Heading("specbench accept: offline acceptance and rollout plan", 1)]
+    if is_provisional(result):
+        blocks += [
+            Para(f"**{PROVISIONAL}.**"),
+            Heading("α, ā(γ) and break-even draft cost"),
+            TableBlock(LEAD_HEADER, _lead_rows(result)),
+        ]
+    blocks += [
         Para(
             f"Target `{m['target']}`, draft `{m['draft']}` on {m['device']} ({m['dtype']}); "
             f"{m['requests']} logged requests from `{m['source']}`, {m['positions']} response "
@@ -317,7 +418,7 @@ def build_blocks(result: AcceptResult, plot: str | None) -> list[Block]:
             f"exact). ON only if the low end of the speedup interval at the best γ exceeds 1 + "
             f"{m['margin']:g}."
         ),
-        Heading("Summary"),
+        Heading("Summary (provisional verdicts)" if is_provisional(result) else "Summary"),
         TableBlock(SUMMARY_HEADER, _summary_rows(result)),
         Bullets(sorted({timing_line(b.time_model) for b in [*result.buckets, result.overall]})),
         Heading("α by position in the response"),
@@ -334,6 +435,8 @@ def build_blocks(result: AcceptResult, plot: str | None) -> list[Block]:
         ]
         for s, plan in zip(acc.settings, b.plans, strict=True):
             verdict = f"**ON, γ = {plan.gamma}**" if plan.verdict == "on" else "**OFF**"
+            if b.time_model.provisional:
+                verdict += " (provisional)"
             drift = f"; drift along the response {_ci(s.drift, '{:+.3f}')}" if s.drift else ""
             items.append(f"{s.label}: α {_ci(s.alpha)}{drift}. {verdict}: {plan.reason}.")
         blocks.append(Bullets(items))

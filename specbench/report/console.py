@@ -75,7 +75,8 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
         console.print(engine, markup=False)
     console.print("[bold]Decision: one speculative configuration per server[/bold]")
     for g in results.get("global", {}).get("by_temperature", []):
-        console.print(f"  {_bold(pool_decision(g, run.get('margin')))}; {routing_note(g)}.")
+        tail = "." if g["verdict"] == "not_measured" else f"; {routing_note(g)}."
+        console.print(f"  {_bold(pool_decision(g, run.get('margin')))}{tail}")
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")

@@ -111,8 +111,15 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
         slug = _slug(e)
         plots.plot_speedup(out / f"speedup_{slug}.png", e)
         made[f"speedup_{slug}"] = f"plots/speedup_{slug}.png"
+        if (e.get("per_prompt_alpha") or {}).get("values"):
+            plots.plot_prompt_alpha(out / f"alpha_prompts_{slug}.png", e)
+            made[f"alpha_prompts_{slug}"] = f"plots/alpha_prompts_{slug}.png"
         rec = e["recommendation"]
-        gamma = rec["gamma"] or (rec.get("best_measured") or {}).get("gamma", 0)
+        gamma = (
+            rec["gamma"]
+            or (rec.get("best_measured") or {}).get("gamma")
+            or ((e.get("content") or {}).get("speedup_setting") or {}).get("gamma", 0)
+        )  # a verdict not measured (degenerate output) still shows its best setting's latency
         mine = [
             r
             for r in records
@@ -175,7 +182,11 @@ def decision_blocks(results: dict[str, Any]) -> list[Block]:
     optimum ("if you route it to its own pool"), with counts of what was not measured or failed."""
     run = results["run"]
     pools = results.get("global", {}).get("by_temperature", [])
-    items = [f"{pool_decision(g, run.get('margin'))}; {routing_note(g)}." for g in pools]
+    items = [
+        pool_decision(g, run.get("margin"))
+        + ("." if g["verdict"] == "not_measured" else f"; {routing_note(g)}.")
+        for g in pools
+    ]
     items.append(counts_line(results) + ".")
     items += decision_warnings(results)
     blocks: list[Block] = [
@@ -201,6 +212,8 @@ def decision_blocks(results: dict[str, Any]) -> list[Block]:
                 if on
                 else f"off (best {setting_label(best)})"
                 if best
+                else "–"
+                if rec["verdict"] == "not_measured"
                 else "off",
                 ci_text(speed),
                 _num(bound, "{:.2f}"),
@@ -390,7 +403,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             f"**ON, γ = {rec['gamma']}** ({rec.get('drafter', 'model')} drafter, "
             f"{rec.get('policy', 'fixed')} policy): {_ci(rec['speedup'], '{:.2f}×')} ({rec['reason']})."
             if rec["verdict"] == "on"
-            else f"**OFF**: {rec['reason']}."
+            else f"**{'NOT MEASURED' if rec['verdict'] == 'not_measured' else 'OFF'}**: {rec['reason']}."
             + (
                 f" Turning it off avoids γ={rec['loss_avoided']['gamma']} at {_ci(rec['loss_avoided']['speedup'], '{:.2f}×')}."
                 if rec.get("loss_avoided") and rec["loss_avoided"]["speedup"]["value"] < 1
@@ -451,6 +464,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                     ],
                 )
             )
+        blocks += content_blocks(e, images, slug)  # warnings: once each, in decision/appendix
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
         blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
     from specbench.report.engine_sections import engine_blocks
@@ -467,6 +481,104 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             )
         )
     return blocks + appendix_blocks(results)
+
+
+def _snippet(text: str, width: int = 48) -> str:
+    """A one-line, backtick-free excerpt of an answer (repr shows the newlines of a loop)."""
+    r = repr(text[-width:]).replace("`", "'")
+    return r if len(text) <= width else "…" + r
+
+
+def _heterogeneity_items(rows: list[dict[str, Any]]) -> list[str]:
+    """What the spread of α across prompts does to the predictions (docs/theory.md §3): the
+    largest misstatement of tokens per round by pooling rounds instead of prompts, and by the iid
+    model at the pooled α instead of at each prompt's own."""
+
+    def worst(key: str) -> dict[str, Any] | None:
+        rows_k = [r for r in rows if r.get(key) is not None]
+        return max(rows_k, key=lambda r: abs(r[key] - 1.0), default=None)
+
+    rnd, iid = worst("round_over_per_prompt"), worst("iid_pooled_over_per_prompt")
+    if rnd is None and iid is None:
+        return []
+    parts = []
+    if rnd is not None:
+        parts.append(
+            f"pooling rounds instead of prompts would put tokens/round at "
+            f"{_num(rnd['round_pooled'], '{:.2f}')} instead of {_num(rnd['per_prompt_pooled'], '{:.2f}')} "
+            f"at γ = {rnd['gamma']} ({rnd['round_over_per_prompt'] - 1:+.1%})"
+        )
+    if iid is not None:
+        parts.append(
+            f"the iid model at the pooled α {iid['iid_pooled_over_per_prompt'] - 1:+.1%} against "
+            f"the same model per prompt (γ = {iid['gamma']})"
+        )
+    return ["heterogeneity: " + "; ".join(parts) + " (docs/theory.md §3)"]
+
+
+def content_blocks(e: dict[str, Any], images: dict[str, str], slug: str) -> list[Block]:
+    """Is it real text? Degenerate answers, α and speedup over the non-degenerate prompts, and the
+    per-prompt α distribution (docs/theory.md §13)."""
+    blocks: list[Block] = []
+    content = e.get("content") or {}
+    ppa = e.get("per_prompt_alpha") or {}
+    if not content.get("checked") and not ppa:
+        return blocks
+    blocks.append(Heading("Content and per-prompt acceptance", 3))
+    items = []
+    if content.get("checked"):
+        n_deg, n = content.get("n_degenerate", 0), content.get("n_prompts", 0)
+        reasons = ", ".join(f"{k} {v}" for k, v in (content.get("reasons") or {}).items())
+        items.append(
+            f"degenerate answers: {n_deg} of {n} prompts"
+            + (f" ({reasons})" if reasons else "")
+            + f"; answers hitting max_new_tokens {_num(content.get('hit_length_limit_share'), '{:.0%}')}, "
+            f"early EOS {_num(content.get('early_eos_share'), '{:.0%}')}, "
+            f"empty {_num(content.get('empty_share'), '{:.0%}')}; median repeated n-gram share "
+            f"{_num(content.get('median_repeated_ngram_share'), '{:.2f}')}, median zlib ratio "
+            f"{_num(content.get('median_compression_ratio'), '{:.2f}')}"
+        )
+        for d in (content.get("degenerate_prompts") or [])[:3]:
+            items.append(f"{d['prompt_id']}: {d['reason']}; ends `{_snippet(d['answer_tail'])}`")
+    if ppa:
+        spread = ppa.get("spread") or {}
+        items.append(
+            "α per prompt (exact β over its verified positions, every γ run): token-pooled "
+            f"{_ci(ppa.get('token_pooled'))}, mean over prompts {_ci(ppa.get('request_mean'))}; "
+            f"spread sd {_num(spread.get('sd'))}, p10–p90 {_num(spread.get('p10'))}–"
+            f"{_num(spread.get('p90'))}"
+        )
+        items += _heterogeneity_items(ppa.get("heterogeneity") or [])
+    blocks.append(Bullets(items))
+    if content.get("n_degenerate"):
+        rows = []
+        for label, key in (("all prompts", "all_prompts"), ("non-degenerate", "non_degenerate")):
+            part = content.get(key) or {}
+            rows.append(
+                [
+                    label,
+                    str(part.get("n_prompts", "–")),
+                    _ci(part.get("alpha")),
+                    _ci(part.get("speedup"), "{:.2f}×"),
+                    str(part.get("verdict") or "–").upper().replace("_", " "),
+                ]
+            )
+        st = content.get("speedup_setting")
+        blocks.append(
+            TableBlock(
+                [
+                    "prompts",
+                    "n",
+                    "α [95% CI]",
+                    f"speedup at γ {_setting(st)} [95% CI]" if st else "speedup",
+                    "verdict",
+                ],
+                rows,
+            )
+        )
+    if f"alpha_prompts_{slug}" in images:
+        blocks.append(Image(images[f"alpha_prompts_{slug}"], f"α per prompt, {slug}"))
+    return blocks
 
 
 def to_markdown(blocks: list[Block]) -> str:

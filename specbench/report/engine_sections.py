@@ -178,8 +178,9 @@ def conformance_blocks(conf: dict[str, Any] | None) -> list[Any]:
     blocks.append(
         Para(
             f"{verdict} (`{conf.get('reference_run')}`, transformers backend, same prompts paired; "
-            "flagged when the paired-bootstrap 95 % CI of engine − reference lies below 0 and the "
-            "shortfall exceeds the minimum effect)."
+            "flagged when a one-sided paired permutation test, max-T over τ and every a_i of the "
+            f"run, gives a family-wise adjusted p ≤ {conf.get('family_wise_alpha', 0.05):g} and the "
+            "shortfall exceeds the minimum effect; the 95 % CI is the paired bootstrap's)."
         )
     )
     rows = []

@@ -20,6 +20,8 @@ def pool_sentence(g: dict[str, Any]) -> str:
             f"γ={g['gamma']} ({g.get('drafter')}, {g.get('policy')}), {_x(sp.get('value'))} "
             f"[{_x(lo)}, {_x(hi)}] of total decode time"
         )
+    elif g["verdict"] == "not_measured":
+        head += f"not measured ({g['reason']})"
     else:
         head += f"off ({g['reason']})"
     return (

@@ -157,7 +157,7 @@ def test_console_prints_alpha_and_the_rollout_plan(
 
 
 def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -> None:
-    from specbench.commands.accept import FieldNames, parse_requests, read_logged_rows
+    from specbench.data.logged import FieldNames, open_logged, select_requests
 
     df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
     df.to_csv(tmp_path / "t.csv", index=False)
@@ -165,9 +165,10 @@ def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -
     fields = FieldNames(bucket="category")
 
     def parsed(path: Path) -> list[tuple[Any, ...]]:
-        reqs, skipped = parse_requests(read_logged_rows(str(path)), fields, 0, False)
-        assert not skipped
-        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in reqs]
+        source, rows = open_logged(str(path), columns=fields.columns())
+        sel = select_requests(source, rows, fields, 0, False, None, None, 0)
+        assert not sel.skipped and sel.rows_read == 8
+        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in sel.requests]
 
     want = parsed(traffic)
     assert len(want) == 8 and want[0][4].temperature == 0.7  # type: ignore[union-attr]
@@ -399,4 +400,126 @@ def test_an_incompatible_pair_is_one_line(
     _fails(
         invoke("--config", str(config), "--draft", str(foreign_model), "--data", data),
         "vocabularies differ",
+    )
+
+
+# ------------------------------------------------------------------ logs as they live
+
+
+@pytest.fixture
+def memory_logs(traffic: Path) -> Any:
+    """The traffic fixture's rows as nested OpenAI request / response logs in two Parquet parts
+    on fsspec's in-memory filesystem (memory:// exists only in this process)."""
+    import io
+    import uuid
+
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    nested = [
+        {
+            "request": {"messages": [{"role": "user", "content": r["prompt"]}]},
+            "response": {"choices": [{"message": {"role": "assistant", "content": r["response"]}}]},
+            "metadata": {"category": r["category"], "id": r["id"]},
+            "temperature": r["temperature"],
+        }
+        for r in (json.loads(line) for line in traffic.read_text().splitlines())
+    ]
+    fs = fsspec.filesystem("memory")
+    root = f"/accept-{uuid.uuid4().hex[:8]}/logs"
+    for i, part in enumerate((nested[:5], nested[5:])):
+        buf = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(part), buf)
+        fs.pipe(f"{root}/part-{i}.parquet", buf.getvalue())
+    yield f"memory://{root}"
+    fs.rm(root, recursive=True)
+
+
+def test_the_issue_command_reads_nested_logs_from_an_fsspec_glob(
+    config: Path, memory_logs: str, doc: dict[str, Any]
+) -> None:
+    got = run_json(
+        "--config", str(config),
+        "--data", f"{memory_logs}/part-*.parquet",
+        "--prompt-field", "request.messages",
+        "--response-field", "response.choices[0].message.content",
+        "--bucket-by", "metadata.category",
+    )  # fmt: skip
+    assert [b["bucket"] for b in got["buckets"]] == ["code", "prose"]
+    assert got["overall"]["requests"] == 8 and got["data"]["source"].endswith("part-*.parquet")
+    # the same requests as the flat JSONL give the same α (the flat run had timing flags)
+    for mine, flat in zip(got["buckets"], doc["buckets"], strict=True):
+        for label in ("T=0", "T=1", "logged"):
+            assert _setting(mine, label)["alpha"]["value"] == pytest.approx(
+                _setting(flat, label)["alpha"]["value"], abs=1e-6
+            )
+    # no timing given: verdicts are provisional, flat timing flags are not
+    assert got["provisional"] is True and doc["provisional"] is False
+    plan = _setting(got["buckets"][0], "T=1")["plan"]
+    assert plan["provisional"] is True
+    be = plan["break_even_cost_ratio"]
+    row = plan["gammas"][be["gamma"] - 1]["expected_tokens"]["value"]
+    assert be["value"] == pytest.approx(
+        (row - 1) / be["gamma"], abs=1e-5
+    )  # ā = 1 + γ·c at break-even
+
+
+def test_max_requests_samples_each_bucket_of_a_remote_glob(config: Path, memory_logs: str) -> None:
+    args = (
+        "--config", str(config), "--data", f"{memory_logs}/part-*.parquet",
+        "--prompt-field", "request.messages", "--response-field",
+        "response.choices[0].message.content", "--bucket-by", "metadata.category",
+        "--id-field", "metadata.id", "--max-requests", "2", "--temperature", "1",
+        "--no-logged-params", "--cost-ratio", "0.2",
+    )  # fmt: skip
+    got = run_json(*args)
+    assert [b["requests"] for b in got["buckets"]] == [2, 2]
+    assert got["provisional"] is True and got["timing"]["cost_ratio"] == 0.2
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    assert "PROVISIONAL" in res.output and "(provisional)" in res.output
+    assert "pays while T_d/T_ar <" in res.output
+    assert res.output.index("break-even draft cost") < res.output.index("rollout plan per bucket")
+
+
+def test_timing_from_an_engine_backend_run(config: Path, traffic: Path, tmp_path: Path) -> None:
+    """An engine run's results.json has only the whole-round fit r0 + r1·γ (T_d = 0)."""
+    results = {
+        "workloads": [
+            {
+                "workload": "code",
+                "baseline_step_ms": 20.0,
+                "timing": {
+                    "t_draft_ms": {"mean": None},
+                    "verify_fit": {"t0_ms": None, "t1_ms_per_token": None},
+                    "engine_round_fit": {"r0_ms": 22.0, "r1_ms_per_token": 3.0, "points": 2},
+                },
+            }
+        ]
+    }
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    got = run_json(
+        "--config", str(config), "--data", str(traffic), "--bucket-by", "category",
+        "--timings", str(tmp_path / "results.json"), "--temperature", "1", "--no-logged-params",
+    )  # fmt: skip
+    code = got["buckets"][0]
+    t = code["timing"]
+    assert t["source"] == "run" and "engine round fit" in t["detail"]
+    assert (t["t_draft_ms"], t["verify_base_ms"], t["verify_slope_ms"]) == (0.0, 22.0, 3.0)
+    assert got["provisional"] is False
+    row = code["settings"][0]["plan"]["gammas"][2]  # γ = 3: T_ar · ā(3) / (r0 + 3·r1)
+    expected = row["expected_tokens"]["value"]
+    assert row["speedup"]["value"] == pytest.approx(20.0 * expected / (22.0 + 3 * 3.0), rel=1e-4)
+
+
+def test_drafters_teacher_forcing_cannot_score_are_named(config: Path, tmp_path: Path) -> None:
+    head = tmp_path / "eagle-head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({"architectures": ["EagleLlamaForCausalLM"]}))
+    data = _write(tmp_path, [GOOD])
+    _fails(
+        invoke("--config", str(config), "--draft", str(head), "--data", data),
+        "'eagle' drafter",
+        "engine backend",
     )

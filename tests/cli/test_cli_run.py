@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -71,8 +73,8 @@ def test_run_writes_every_output(finished_run: Path) -> None:
         measured = [g for g in e["gammas"] if g["measured"]]
         assert [g["gamma"] for g in measured] == [1, 2, 4]
         assert all(g["measured_speedup"]["value"] > 0 for g in measured)
-        assert e["recommendation"]["verdict"] in ("on", "off")
-        assert (e["recommendation"]["gamma"] == 0) == (e["recommendation"]["verdict"] == "off")
+        assert e["recommendation"]["verdict"] in ("on", "off", "not_measured")
+        assert (e["recommendation"]["gamma"] == 0) == (e["recommendation"]["verdict"] != "on")
     csv_lines = (finished_run / "summary.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 4 * 4
     assert len(list((finished_run / "plots").glob("*.png"))) >= 3 + 2 * 4
@@ -136,3 +138,95 @@ def test_run_refuses_a_directory_holding_another_run(finished_run: Path, tmp_pat
     assert res.exit_code == 2 and "already holds a run" in res.stderr
     res = runner.invoke(app, ["run", str(cfg), "--resume"])
     assert res.exit_code == 2 and "different configuration" in res.stderr
+
+
+class _HtmlInventory(HTMLParser):
+    """Images (alt, src) and tables (header cells, row cell counts) of a report.html."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[tuple[str, str]] = []
+        self.tables: list[dict[str, list[int] | int]] = []
+        self.h2: list[str] = []
+        self._in_h2 = False
+        self._cells = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "img":
+            self.images.append((a.get("alt") or "", a.get("src") or ""))
+        elif tag == "table":
+            self.tables.append({"header": 0, "rows": []})
+        elif tag == "th":
+            self.tables[-1]["header"] += 1  # type: ignore[operator]
+        elif tag == "tr":
+            self._cells = 0
+        elif tag == "td":
+            self._cells += 1
+        elif tag == "h2":
+            self._in_h2 = True
+            self.h2.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr" and self._cells:
+            self.tables[-1]["rows"].append(self._cells)  # type: ignore[union-attr]
+        elif tag == "h2":
+            self._in_h2 = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_h2:
+            self.h2[-1] += data
+
+
+def test_report_html_has_every_image_and_table(finished_run: Path) -> None:
+    """Parse report.html: every image the run made is embedded as a decodable PNG with a caption,
+    every table has a header and full rows, and each workload section carries its content check,
+    per-prompt α plot and γ table."""
+    results = json.loads((finished_run / "results.json").read_text())
+    inv = _HtmlInventory()
+    inv.feed((finished_run / "report.html").read_text())
+    pngs = sorted(p.name for p in (finished_run / "plots").glob("*.png"))
+    assert len(inv.images) == len(pngs)
+    for alt, src in inv.images:
+        assert alt, "an image without alt text"
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    alts = {alt for alt, _ in inv.images}
+    entries = results["workloads"]
+    for e in entries:
+        slug = f"{e['workload']}_T{e['temperature']:g}"
+        for kind in ("α per prompt", "speedup against γ", "latency distribution"):
+            assert f"{kind}, {slug}" in alts
+        assert f"alpha_prompts_{slug}.png" in pngs
+        assert e["per_prompt_alpha"]["n_prompts"] == e["n_prompts"]
+    sections = [h for h in inv.h2 if "(T = " in h]
+    assert len(sections) == len(entries)
+    for t in inv.tables:
+        assert t["header"] and t["rows"]
+        assert all(n == t["header"] for n in t["rows"])  # type: ignore[union-attr]
+    # summary + one γ table per workload, + an all/non-degenerate table where answers loop
+    degenerate = sum(1 for e in entries if e["content"]["n_degenerate"])
+    assert len(inv.tables) == 1 + len(entries) + degenerate
+    md = (finished_run / "report.md").read_text()
+    assert md.count("](plots/") == len(pngs)
+
+
+def test_records_carry_content_checks(finished_run: Path) -> None:
+    recs = [json.loads(line) for line in (finished_run / "records.jsonl").read_text().splitlines()]
+    measured = [r for r in recs if r["kind"] in ("baseline", "spec")]
+    assert measured
+    for r in measured:
+        assert len(r["content"]) == r["turns"] == len(r["answers"])
+        for c, ids, stop in zip(r["content"], r["output_ids"], r["stop_reason"], strict=True):
+            assert c["tokens"] == len(ids) and c["stop_reason"] == stop
+            assert c["hit_length_limit"] == (stop == "max_new_tokens")
+    results = json.loads((finished_run / "results.json").read_text())
+    for e in results["workloads"]:
+        mine = [
+            r
+            for r in measured
+            if r["workload"] == e["workload"] and r["temperature"] == e["temperature"]
+        ]
+        flagged = {r["prompt_id"] for r in mine if any(c["degenerate"] for c in r["content"])}
+        assert e["content"]["n_degenerate"] >= len(flagged)
+        assert {d["prompt_id"] for d in e["content"]["degenerate_prompts"]} >= flagged

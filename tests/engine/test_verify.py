@@ -1,6 +1,9 @@
-"""`specbench verify` on the shipped tiny pair: the exact sampler passes, a deliberately broken one
-fails, the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported;
-plus the pure statistics and the closed form of the first emitted token."""
+"""`specbench verify` on the shipped tiny pair: the exact sampler passes at every emitted position
+(bonus included) for the draft model and for n-gram lookup; faults injected into the real
+acceptance path (a wrong correction, the bonus from the wrong row, a wrong row only at
+position 3, an n-gram residual that keeps the rejected token) fail at the position they break;
+the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported; plus the
+pure statistics and the closed form of the first emitted token."""
 
 from __future__ import annotations
 
@@ -17,18 +20,22 @@ from typer.testing import CliRunner
 
 import specbench.engine.verify as verify_mod
 from specbench.cli import app
-from specbench.config import DatasetSpec, WorkloadSpec
+from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
 from specbench.engine.acceptance_rules import LossyRule, first_token_distribution, lossy_accept
+from specbench.engine.drafters import NgramDrafter
 from specbench.engine.lm import CachedLM
 from specbench.engine.verify import (
     Context,
+    ContextCheck,
     MemoizedLM,
+    VerifyReport,
     bonferroni,
     check_context,
     goodness_of_fit,
     greedy_check,
     model_drafter_factory,
+    ngram_drafter_factory,
 )
 from specbench.sampling import (
     RoundDecision,
@@ -64,6 +71,37 @@ def broken_rule(
         return RoundDecision(gamma, int(sample(p_target[gamma], generator)))
     n = rejected.index(True)
     return RoundDecision(n, int(sample(p_target[n], generator)))
+
+
+def bonus_from_wrong_row(
+    draft_tokens: torch.Tensor,
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    greedy: bool,
+    generator: torch.Generator | None = None,
+) -> RoundDecision:
+    """BROKEN on purpose, inside the real rule: `accept_draft` itself, handed p rows whose bonus
+    row (position γ+1) is the row of position γ. Acceptance and corrections are untouched, so
+    only the bonus token is wrong — the defect a first-tokens-only test cannot see."""
+    rows = p_target.clone()
+    rows[-1] = p_target[-2]
+    return accept_draft(draft_tokens, rows, q_draft, greedy, generator)
+
+
+def deep_correction_from_wrong_row(
+    draft_tokens: torch.Tensor,
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    greedy: bool,
+    generator: torch.Generator | None = None,
+) -> RoundDecision:
+    """BROKEN on purpose, inside the real rule: `accept_draft` itself, handed p rows where the
+    row of position 3 is that of position 2 — a correction at position 3 (and acceptance there)
+    uses the wrong row; positions 1 and 2 stay exact."""
+    rows = p_target.clone()
+    if rows.shape[0] > 3:
+        rows[2] = p_target[1]
+    return accept_draft(draft_tokens, rows, q_draft, greedy, generator)
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,11 +211,13 @@ def context(tiny_pair: Any) -> Context:
     return cands[0][1]
 
 
-def _check(pair: Any, ctx: Context, rule: Any, seed: int = 0) -> Any:
+def _check(
+    pair: Any, ctx: Context, rule: Any, seed: int = 0, gamma: int = 1, n: int = N_SAMPLES
+) -> ContextCheck:
     target, draft = _lms(pair)
     make = model_drafter_factory(CLOCK, pair.eos_ids)
-    # γ = 1: the second emitted token is then the bonus token, drawn from p(· | context, y₁)
-    return check_context(target, draft, make, ctx, HOT, 1, N_SAMPLES, CLOCK, seed, rule)
+    # γ = 1: the second emitted token is the bonus token, drawn from p(· | context, y₁)
+    return check_context(target, draft, make, ctx, HOT, gamma, n, CLOCK, seed, rule)
 
 
 @torch.inference_mode()
@@ -209,14 +249,17 @@ def test_memoized_lm_returns_the_live_cache_logits(tiny_pair: Any) -> None:
     assert memo.hits >= 2 and memo.misses >= 3
 
 
-def _p_values(c: Any) -> list[float]:
-    return [t.p_value for t in (c.first, c.second) if t is not None and t.dof]
+def _position_p(c: ContextCheck, j: int) -> float:
+    (t,) = [t for t in c.positions if t.position == j]
+    assert t.tested, t
+    return t.p_value
 
 
 def test_exact_sampler_passes(tiny_pair: Any, context: Context) -> None:
     c = _check(tiny_pair, context, None)
     assert c.first.dof >= 5  # a real test: many bins at this context
-    assert bonferroni(_p_values(c), 0.001)[1], c
+    assert bonferroni(c.p_values(), 0.001)[1], c
+    assert _position_p(c, 2) > 0.001  # the bonus token at γ = 1
     assert c.beta is not None and c.drift_tv_exact == pytest.approx(0.0, abs=1e-6)
     se = np.sqrt(c.beta * (1 - c.beta) / N_SAMPLES)
     assert abs(c.accept_rate - c.beta) < 4 * se + 1e-9  # y₁ accepted with probability β
@@ -225,8 +268,100 @@ def test_exact_sampler_passes(tiny_pair: Any, context: Context) -> None:
 
 def test_broken_sampler_fails(tiny_pair: Any, context: Context) -> None:
     c = _check(tiny_pair, context, broken_rule)
-    adjusted, passed = bonferroni(_p_values(c), 0.001)
+    adjusted, passed = bonferroni(c.p_values(), 0.001)
     assert not passed and adjusted < 1e-8, c
+
+
+@pytest.mark.slow
+def test_every_position_and_the_bonus_are_tested_at_gamma_3(
+    tiny_pair: Any, context: Context
+) -> None:
+    c = _check(tiny_pair, context, None, gamma=3, n=600)
+    assert [t.position for t in c.positions] == [2, 3, 4]  # 4 = the bonus token at γ = 3
+    assert all(t.tested and t.n >= 50 for t in c.positions), c.positions
+    assert bonferroni(c.p_values(), 0.001)[1], c
+    assert all(abs(t.mean_u - 0.5) < 0.1 for t in c.positions)  # PIT centred: tokens follow p
+
+
+@pytest.mark.slow
+def test_bonus_from_the_wrong_row_fails_at_the_bonus_only(tiny_pair: Any, context: Context) -> None:
+    c = _check(tiny_pair, context, bonus_from_wrong_row, gamma=3, n=600)
+    assert not bonferroni(c.p_values(), 0.001)[1]
+    assert _position_p(c, 4) < 1e-8  # the bonus position fails …
+    assert c.first.p_value > 1e-3 and _position_p(c, 2) > 1e-3  # … the untouched ones do not
+
+
+@pytest.mark.slow
+def test_wrong_deep_correction_fails_past_position_2(tiny_pair: Any, context: Context) -> None:
+    c = _check(tiny_pair, context, deep_correction_from_wrong_row, gamma=3, n=600)
+    assert not bonferroni(c.p_values(), 0.001)[1]
+    assert _position_p(c, 3) < 1e-4
+    assert c.first.p_value > 1e-3 and _position_p(c, 2) > 1e-3
+
+
+NGRAM = DraftSpec(method="ngram", prompt_lookup_min=1, prompt_lookup_max=3)
+WARM = SamplingParams(temperature=0.5)
+
+
+def correction_from_p(
+    draft_tokens: torch.Tensor,
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor | None,
+    greedy: bool,
+    generator: torch.Generator | None = None,
+) -> RoundDecision:
+    """BROKEN on purpose: the real `accept_draft` decides, every rejection resamples from p — for
+    an n-gram draft (one-hot q) that re-emits the rejected token instead of excluding it."""
+    d = accept_draft(draft_tokens, p_target, q_draft, greedy, generator)
+    if d.n_accepted < int(draft_tokens.shape[0]):
+        return RoundDecision(d.n_accepted, int(sample(p_target[d.n_accepted], generator)))
+    return d
+
+
+@pytest.fixture(scope="module")
+def ngram_context(tiny_pair: Any) -> Context:
+    """The context (prompt + greedy answer) where n-gram lookup's first guess is likeliest."""
+    tok = tiny_pair.target.tokenizer
+    v = tiny_pair.vocab.real_vocab_size
+    target = CachedLM(tiny_pair.target.model, v)
+    cands = []
+    for name in ("tiny_code", "tiny_structured"):
+        for pr in load_workload(WorkloadSpec(name=name, dataset=DatasetSpec(name=name)), 0)[:4]:
+            ids = tok(pr.turns[0])["input_ids"]
+            with torch.inference_mode():
+                gen = verify_mod.baseline_generate(
+                    target, ids, SamplingParams(), 12, CLOCK, tiny_pair.eos_ids
+                )
+                ids = ids + gen.output_ids
+                drafter = NgramDrafter(1, 3, CLOCK)
+                drafter.start(ids[:-1], ids[-1])
+                y = drafter.propose(3).tokens
+                if not y:
+                    continue
+                target.reset()
+                p = process_logits(target.feed(ids, keep=1)[-1], WARM)
+            cands.append((float(p[y[0]]), Context(pr.id, name, ids)))
+    cands.sort(key=lambda c: -c[0])
+    assert cands and cands[0][0] > 0.3, cands[:3]  # the one-hot path is exercised there
+    return cands[0][1]
+
+
+def _ngram_check(pair: Any, ctx: Context, rule: Any) -> ContextCheck:
+    target, _ = _lms(pair)
+    make = ngram_drafter_factory(NGRAM, CLOCK)
+    return check_context(target, None, make, ctx, WARM, 3, N_SAMPLES, CLOCK, 0, rule)
+
+
+@pytest.mark.slow
+def test_ngram_drafter_is_lossless_and_a_broken_residual_fails(
+    tiny_pair: Any, ngram_context: Context
+) -> None:
+    ok = _ngram_check(tiny_pair, ngram_context, None)
+    assert ok.drafted >= 2 and ok.beta is None  # it proposed; no closed form without a q model
+    assert ok.first.dof >= 1 and bonferroni(ok.p_values(), 0.001)[1], ok
+    assert sum(t.tested for t in ok.positions) >= 1  # later positions reached and tested too
+    bad = _ngram_check(tiny_pair, ngram_context, correction_from_p)
+    assert bad.first.p_value < 1e-6
 
 
 def test_lossy_rule_drift_and_extra_acceptance_are_measured(
@@ -302,10 +437,19 @@ def test_cli_verify_passes_and_reports_json(tiny_config: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["passed"] is True and doc["rule"] == "exact" and doc["exit_code"] == 0
-    assert doc["greedy"]["identity_rate"] == 1.0 and doc["greedy"]["runs"] == 2
-    (s,) = doc["sampling"]
-    assert (s["temperature"], s["gamma"], s["samples"], len(s["contexts"])) == (1.0, 2, 200, 2)
-    assert doc["multiple_testing"]["correction"] == "bonferroni"
+    assert doc["drafters"] == ["model", "ngram"]  # n-gram lookup added: the config has none
+    assert [(g["drafter"], g["identity_rate"], g["runs"]) for g in doc["greedy"]] == [
+        ("model", 1.0, 2),
+        ("ngram", 1.0, 2),
+    ]
+    model, ngram = doc["sampling"]
+    assert (model["temperature"], model["gamma"], model["samples"]) == (1.0, 2, 200)
+    assert (model["drafter"], ngram["drafter"], len(model["contexts"])) == ("model", "ngram", 2)
+    # every emitted position of the round: 2 and the bonus token 3 at γ = 2
+    assert [t["position"] for t in model["contexts"][0]["positions"]] == [2, 3]
+    mt = doc["multiple_testing"]
+    assert mt["correction"] == "bonferroni" and mt["false_fail_rate_at_most"] == 0.001
+    assert mt["tests"] >= 4 and doc["checks_run"] == mt["tests"] + 4
 
 
 def test_cli_verify_lossy_rule_is_labelled_and_costed(tiny_config: Path) -> None:
@@ -326,6 +470,30 @@ def test_cli_verify_lossy_rule_is_labelled_and_costed(tiny_config: Path) -> None
     assert "LOSSY" in res.output and "drift from the target" in res.output
     bad = runner.invoke(app, ["verify", str(tiny_config), "--lossy-epsilon", "1.5"])
     assert bad.exit_code == 2 and "--lossy-epsilon must be in (0, 1)" in bad.output
+
+
+@pytest.mark.parametrize("how", ["option", "config"])
+def test_cli_verify_refuses_a_non_finite_temperature(
+    tiny_config: Path, tmp_path: Path, how: str
+) -> None:
+    """`temperatures: [.nan]` used to test nothing and print LOSSLESS."""
+    if how == "option":
+        res = runner.invoke(app, ["verify", str(tiny_config), "--temperature", "nan"])
+    else:
+        cfg = yaml.safe_load(tiny_config.read_text())
+        cfg["sampling"]["temperatures"] = [float("nan")]
+        path = tmp_path / "nan.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        res = runner.invoke(app, ["verify", str(path)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "temperature" in lines[0]
+    assert "LOSSLESS" not in res.output
+
+
+def test_a_verify_that_checked_nothing_fails() -> None:
+    empty = VerifyReport("c", "t", ["model"], "exact", True, 0.001, [], [])
+    assert empty.checks_run == 0 and not empty.passed
 
 
 def test_chi2_oracle_agrees_with_scipy() -> None:

@@ -45,11 +45,21 @@ def test_proportion_interval_stays_in_unit_range_at_small_n() -> None:
     assert 0.0 < est.lo < est.value < est.hi < 1.0
 
 
-def test_three_units_give_an_honestly_unbounded_interval() -> None:
-    """With 3 units, 1 resample in 9 draws one unit three times (no spread): the bootstrap-t
-    cannot bound the rate, and says so instead of printing a falsely narrow interval."""
-    est = proportion_ci(np.array([9.0, 1.0, 10.0]), np.full(3, 10.0))
+def test_two_units_at_zero_and_one_give_an_honestly_unbounded_interval() -> None:
+    """Half the resamples of {all accepted, none accepted} sit at a rate of 0 or 1: the bootstrap
+    cannot bound the rate and says so instead of printing a zero-width interval."""
+    est = proportion_ci(np.array([10.0, 0.0]), np.array([10.0, 30.0]))
+    assert est.value == pytest.approx(0.25)
     assert (est.lo, est.hi) == (0.0, 1.0)
+
+
+def test_one_outlying_prompt_does_not_blow_up_the_interval() -> None:
+    """Seven prompts near 0.9 and one at 0.37 (the shipped tiny_prose at T = 0): resamples that
+    miss the outlier have a tiny se*; the floor keeps the interval near the Student-t one
+    (0.81 ± 2.36 · 0.067 = [0.65, 0.97]) instead of running down to 0.03."""
+    rates = np.array([0.84, 0.90, 0.91, 0.91, 0.37, 0.90, 0.91, 0.86])
+    est = ratio_ci(rates * 100, np.full(8, 100.0))
+    assert 0.55 < est.lo < 0.70 and 0.95 < est.hi < 1.05
 
 
 def test_zero_rate_has_a_zero_lower_end_and_no_invented_upper_end() -> None:

@@ -1,0 +1,446 @@
+"""Is the measurement about real text? Degenerate answers, per-prompt acceptance, heterogeneity.
+
+Per workload × temperature (docs/theory.md §13):
+- every answer's content checks (`specbench.content`, stored with the record by `run`, computed
+  from the answers for older records), plus "identical across prompts": an answer of at least
+  IDENTICAL_MIN_TOKENS tokens that the same setting also gave to another prompt;
+- a prompt is **degenerate** when any of its answers (baseline or speculative, any repeat) is;
+- α and the speedup over the non-degenerate prompts only, beside the all-prompt figures, with a
+  warning when they differ beyond their intervals;
+- the verdict rule: when any prompt is degenerate, the ON/OFF decision (`analysis.recommend`,
+  unchanged) is made on the non-degenerate prompts only and says so; with fewer than
+  `recommend.MIN_PROMPTS` left it is "not_measured" (degenerate output), never ON or OFF;
+- per-prompt α (exact β pooled within each prompt) and its spread, and what the spread does to
+  the predictions: the round-pooled tokens per round against the per-prompt pooled one (§3);
+- per-position conditional acceptance with intervals and the rounds behind each position.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis import roi
+from specbench.analysis.acceptance import estimate_alpha, per_prompt, prompt_truncation
+from specbench.analysis.latency import pair, pooled_itl, speedup_of
+from specbench.analysis.recommend import MIN_PROMPTS, SettingKey, recommend
+from specbench.analysis.serialize import est_json, json_num
+from specbench.analysis.stats import Estimate, proportion_ci
+from specbench.content import IDENTICAL_MIN_TOKENS, degenerate_reason, record_checks
+
+MIN_POSITION_ROUNDS = 20  # per-position rates over fewer rounds are shown greyed out, not as points
+Records = list[dict[str, Any]]
+
+
+@dataclass
+class Validity:
+    """Which prompts of a workload × temperature are degenerate, and the records without them."""
+
+    n_prompts: int
+    degenerate: dict[str, str]  # prompt id → reason
+    clean_base: Records
+    clean_settings: dict[SettingKey, Records]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_clean(self) -> int:
+        return self.n_prompts - len(self.degenerate)
+
+
+def _answer_text(rec: dict[str, Any]) -> str:
+    return "\x1e".join(str(a) for a in rec.get("answers") or [])
+
+
+def _setting(rec: dict[str, Any]) -> tuple[str, int, str, str]:
+    return (rec["kind"], int(rec["gamma"]), rec.get("drafter", ""), rec.get("policy", ""))
+
+
+def identical_across_prompts(records: Records) -> dict[int, str]:
+    """{id(record): reason} for answers that the same setting gave, verbatim, to another prompt."""
+    seen: dict[tuple[Any, str], set[str]] = defaultdict(set)
+    for r in records:
+        checks = record_checks(r)
+        text = _answer_text(r)
+        if text.strip() and sum(c["tokens"] for c in checks) >= IDENTICAL_MIN_TOKENS:
+            seen[(_setting(r), text)].add(str(r["prompt_id"]))
+    out = {}
+    for r in records:
+        others = seen.get((_setting(r), _answer_text(r)), set()) - {str(r["prompt_id"])}
+        if others:
+            out[id(r)] = f"identical to the answer to {len(others)} other prompt(s)"
+    return out
+
+
+def _category(reason: str) -> str:
+    """ "empty", "repetition" or "identical" (the reasons' leading words, docs/theory.md §13)."""
+    for kind in ("empty", "repetition", "identical"):
+        if kind in reason:
+            return kind
+    return "other"
+
+
+def _share(flags: list[bool]) -> float | None:
+    return json_num(sum(flags) / len(flags)) if flags else None
+
+
+def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
+    """Flag degenerate prompts and split off the records of the non-degenerate ones."""
+    everything = [*base, *(r for recs in settings.values() for r in recs)]
+    identical = identical_across_prompts(everything)
+    prompts = {str(r["prompt_id"]) for r in everything}
+    degenerate: dict[str, str] = {}
+    examples: dict[str, str] = {}
+    turns: list[dict[str, Any]] = []
+    for r in everything:
+        checks = record_checks(r)
+        turns.extend(checks)
+        reason = degenerate_reason(checks) or identical.get(id(r))
+        pid = str(r["prompt_id"])
+        if reason and pid not in degenerate:
+            degenerate[pid] = reason
+            examples[pid] = _answer_text(r).replace("\x1e", " ")[-80:]
+    clean_base = [r for r in base if str(r["prompt_id"]) not in degenerate]
+    clean_settings = {
+        k: [r for r in recs if str(r["prompt_id"]) not in degenerate]
+        for k, recs in settings.items()
+    }
+    kinds = Counter(_category(reason) for reason in degenerate.values())
+    summary: dict[str, Any] = {
+        "checked": bool(turns),
+        "n_prompts": len(prompts),
+        "n_degenerate": len(degenerate),
+        "degenerate_share": json_num(len(degenerate) / len(prompts)) if prompts else None,
+        "reasons": dict(sorted(kinds.items())),
+        "degenerate_prompts": [
+            {"prompt_id": pid, "reason": degenerate[pid], "answer_tail": examples[pid]}
+            for pid in sorted(degenerate)
+        ],
+        "answers": len(turns),
+        "hit_length_limit_share": _share([bool(c.get("hit_length_limit")) for c in turns]),
+        "early_eos_share": _share([bool(c.get("early_eos")) for c in turns]),
+        "empty_share": _share([bool(c.get("empty")) for c in turns]),
+        "median_repeated_ngram_share": _median([c.get("repeated_ngram_share") for c in turns]),
+        "median_compression_ratio": _median([c.get("compression_ratio") for c in turns]),
+    }
+    return Validity(len(prompts), degenerate, clean_base, clean_settings, summary)
+
+
+def _median(values: list[Any]) -> float | None:
+    v = [float(x) for x in values if x is not None]
+    return json_num(float(np.median(v))) if v else None
+
+
+def _disjoint(a: Estimate | None, b: Estimate | None) -> bool:
+    """The two intervals do not overlap (both fully known). A subset of a few prompts has a wide
+    interval, so a warning then needs a difference the data can actually show."""
+    if a is None or b is None:
+        return False
+    if not all(math.isfinite(x) for x in (a.lo, a.hi, b.lo, b.hi)):
+        return False
+    return a.hi < b.lo or b.hi < a.lo
+
+
+def compare_clean(
+    v: Validity,
+    out: dict[str, Any],
+    base: Records,
+    primary: dict[int, Records],
+    settings: dict[SettingKey, Records],
+    margin: float,
+    level: float,
+    n_boot: int,
+) -> None:
+    """Store α and the speedup over all and over the non-degenerate prompts in
+    `out["content"]`, and warn when a workload has degenerate answers (docs/theory.md §13)."""
+    summary = dict(v.summary)
+    out["content"] = summary
+    if not v.degenerate:
+        return
+    gamma_max = max(primary) if primary else 0
+    # what the verdict would have been with the degenerate answers counted, and its setting
+    all_rec = recommend(base, settings, margin, level, n_boot)
+    chosen = all_rec if all_rec.get("verdict") == "on" else all_rec.get("best_measured") or {}
+    key: SettingKey | None = (
+        (chosen.get("drafter", ""), chosen.get("policy", "fixed"), int(chosen["gamma"]))
+        if chosen.get("gamma")
+        else None
+    )
+    if key is not None and key not in settings:
+        key = None
+    all_alpha = clean_alpha = all_speed = clean_speed = None
+    if gamma_max:
+        all_spec = [r for rs in primary.values() for r in rs]
+        clean_spec = [r for r in all_spec if str(r["prompt_id"]) not in v.degenerate]
+        all_alpha = estimate_alpha(all_spec, gamma_max, n_boot, level).exact_beta
+        if clean_spec:
+            clean_alpha = estimate_alpha(clean_spec, gamma_max, n_boot, level).exact_beta
+    if key is not None:
+        all_speed = speedup_of(pair(base, settings[key]), n_boot, level)
+        clean_speed = speedup_of(pair(v.clean_base, v.clean_settings[key]), n_boot, level)
+    summary["all_prompts"] = {
+        "n_prompts": v.n_prompts,
+        "alpha": est_json(all_alpha),
+        "speedup": est_json(all_speed),
+        "verdict": all_rec["verdict"],
+    }
+    summary["non_degenerate"] = {
+        "n_prompts": v.n_clean,
+        "alpha": est_json(clean_alpha),
+        "speedup": est_json(clean_speed),
+        "verdict": (out.get("recommendation") or {}).get("verdict"),
+    }
+    summary["speedup_setting"] = (
+        {"drafter": key[0], "policy": key[1], "gamma": key[2]} if key is not None else None
+    )
+    reasons = ", ".join(f"{k} {n}" for k, n in summary["reasons"].items())
+    warnings = out.setdefault("warnings", [])
+    basis = (
+        f"the verdict uses the {v.n_clean} non-degenerate prompts"
+        if v.n_clean >= MIN_PROMPTS
+        else "too few answers are real text for a verdict: not measured"
+    )
+    warnings.append(
+        f"degenerate output: {len(v.degenerate)} of {v.n_prompts} prompts' answers are degenerate "
+        f"({reasons}); {basis} (docs/theory.md §13)"
+    )
+    if _disjoint(all_alpha, clean_alpha) or _disjoint(all_speed, clean_speed):
+        a_all = f"{all_alpha.value:.2f}" if all_alpha else "–"
+        a_cl = f"{clean_alpha.value:.2f}" if clean_alpha else "–"
+        s_all = f"{all_speed.value:.2f}×" if all_speed else "–"
+        s_cl = f"{clean_speed.value:.2f}×" if clean_speed else "–"
+        higher = (all_speed.value if all_speed else 0) > (clean_speed.value if clean_speed else 0)
+        word = (
+            "inflated"
+            if higher or (all_alpha and clean_alpha and all_alpha.value > clean_alpha.value)
+            else "distorted"
+        )
+        warnings.append(
+            f"α {a_all} over all prompts, {a_cl} over the {v.n_clean} of {v.n_prompts} "
+            f"non-degenerate ones (speedup {s_all} vs {s_cl}): the workload's speedup is {word} "
+            "by repetition; make max_new_tokens realistic, use the chat template, or use sampling"
+        )
+        summary["differs_beyond_intervals"] = True
+    else:
+        summary["differs_beyond_intervals"] = False
+
+
+def restrict_verdict(v: Validity, out: dict[str, Any], n_boot: int, level: float) -> None:
+    """Label the recommendation (already made on the non-degenerate prompts) with its basis, or
+    turn it into "not_measured" when too few prompts are left (module docstring)."""
+    rec = out["recommendation"]
+    rec["basis"] = {
+        "prompts": "non_degenerate" if v.degenerate else "all",
+        "n_used": v.n_clean,
+        "n_degenerate_excluded": len(v.degenerate),
+    }
+    if not v.degenerate:
+        return
+    if v.n_clean < MIN_PROMPTS:
+        base_itl = (rec.get("itl_ms") or {}).get("baseline")
+        rec.update(
+            {
+                "verdict": "not_measured",
+                "gamma": 0,
+                "speedup": None,
+                "itl_ms": {"baseline": base_itl, "speculative": base_itl},
+                "reason": (
+                    f"degenerate output ({len(v.degenerate)} of {v.n_prompts} "
+                    f"prompts' answers are degenerate, {v.n_clean} left)"
+                ),
+            }
+        )
+        return
+    if rec["verdict"] == "on":
+        key = (rec.get("drafter", ""), rec.get("policy", "fixed"), int(rec["gamma"]))
+        base_itl = pooled_itl(v.clean_base, n_boot, level)
+        spec_itl = pooled_itl(v.clean_settings.get(key, []), n_boot, level)
+        rec["itl_ms"] = {
+            "baseline": json_num(base_itl.value) if base_itl else None,
+            "speculative": json_num(spec_itl.value) if spec_itl else None,
+        }
+    rec["reason"] = (
+        f"over the {v.n_clean} of {v.n_prompts} non-degenerate prompts "
+        f"({len(v.degenerate)} degenerate excluded): {rec['reason']}"
+    )
+
+
+def per_prompt_alpha(
+    records: Records,
+    at_max: Records,
+    gamma_max: int,
+    degenerate: dict[str, str],
+    n_boot: int,
+    level: float,
+) -> dict[str, Any] | None:
+    """α per prompt (exact β pooled within the prompt over every γ run of the primary drafter,
+    repeats summed — so the token-pooled figure is the headline α), the request-level mean beside
+    it, the spread, and the heterogeneity effect on ā at the γ_max run (docs/theory.md §3)."""
+    if not records:
+        return None
+    pp = per_prompt(records)
+    by_prompt: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for i, pid in enumerate(pp.prompt_ids):
+        row = by_prompt[pid]
+        row[0] += pp.beta_sum[i]
+        row[1] += pp.verified[i]
+        row[2] += float(records[i].get("new_tokens") or 0)
+    ids = [p for p in by_prompt if by_prompt[p][1] > 0]
+    if not ids:
+        return None
+    alphas = np.asarray([by_prompt[p][0] / by_prompt[p][1] for p in ids])
+    clean = np.asarray([p not in degenerate for p in ids])
+
+    def request_mean(mask: np.ndarray) -> dict[str, Any] | None:
+        if not mask.any():
+            return None
+        a = alphas[mask]
+        return est_json(
+            proportion_ci(
+                a,
+                np.ones_like(a),
+                n_boot,
+                level,
+                clusters=[p for p, m in zip(ids, mask, strict=True) if m],
+            )
+        )
+
+    token_pooled = proportion_ci(pp.beta_sum, pp.verified, n_boot, level, clusters=pp.prompt_ids)
+    q = np.percentile(alphas, [0, 10, 25, 50, 75, 90, 100])
+    return {
+        "estimator": "exact_beta",
+        "at_gamma": gamma_max,  # the heterogeneity rows' run; α per prompt pools every γ run
+        "n_prompts": len(ids),
+        "token_pooled": est_json(token_pooled),
+        "request_mean": request_mean(np.ones(len(ids), bool)),
+        "request_mean_non_degenerate": request_mean(clean) if not clean.all() else None,
+        "spread": {
+            "sd": json_num(float(alphas.std(ddof=1))) if len(alphas) > 1 else None,
+            "min": json_num(q[0]),
+            "p10": json_num(q[1]),
+            "p25": json_num(q[2]),
+            "median": json_num(q[3]),
+            "p75": json_num(q[4]),
+            "p90": json_num(q[5]),
+            "max": json_num(q[6]),
+        },
+        "values": [
+            {
+                "prompt_id": p,
+                "alpha": json_num(float(a)),
+                "tokens": int(by_prompt[p][2]),
+                "degenerate": p in degenerate,
+            }
+            for p, a in zip(ids, alphas, strict=True)
+        ],
+        "heterogeneity": heterogeneity(at_max, gamma_max),
+    }
+
+
+def heterogeneity(records: Records, gamma_max: int) -> list[dict[str, Any]]:
+    """Per γ ≤ γ_max, tokens per round four ways (docs/theory.md §3): pooled per prompt by tokens
+    (what a γ run measures), pooled over rounds (biased low when α varies), the iid model per
+    prompt and the iid model at the pooled α (biased high). The ratios say how much pooling the
+    wrong way would misstate the prediction on this workload."""
+    pt = prompt_truncation(records, gamma_max)
+    acc = np.asarray([a for r in records for a in r["rounds"]["accepted"]], int)
+    dra = np.asarray([d for r in records for d in r["rounds"]["drafted"]], int)
+    full = acc[dra == gamma_max]
+    pp = per_prompt(records)
+    pooled_alpha = float(pp.beta_sum.sum() / pp.verified.sum()) if pp.verified.sum() else math.nan
+    keep = np.isfinite(pt.alphas)
+    rows = []
+    for g in range(1, gamma_max + 1):
+        per_prompt_pooled = roi.pooled_tokens_per_round(pt.lengths, pt.expected[:, g - 1])
+        round_pooled = float(1.0 + np.minimum(full, g).mean()) if len(full) else math.nan
+        iid_pp = (
+            roi.pooled_expected_tokens_iid(g, pt.lengths[keep], pt.alphas[keep])
+            if keep.any()
+            else math.nan
+        )
+        iid_pooled = (
+            roi.expected_tokens(g, min(max(pooled_alpha, 0.0), 1.0))
+            if math.isfinite(pooled_alpha)
+            else math.nan
+        )
+        rows.append(
+            {
+                "gamma": g,
+                "per_prompt_pooled": json_num(per_prompt_pooled),
+                "round_pooled": json_num(round_pooled),
+                "round_over_per_prompt": json_num(round_pooled / per_prompt_pooled)
+                if per_prompt_pooled
+                else None,
+                "iid_per_prompt": json_num(iid_pp),
+                "iid_at_pooled_alpha": json_num(iid_pooled),
+                "iid_pooled_over_per_prompt": json_num(iid_pooled / iid_pp) if iid_pp else None,
+            }
+        )
+    return rows
+
+
+def per_position_intervals(
+    records: Records, gamma_max: int, n_boot: int, level: float
+) -> list[dict[str, Any]]:
+    """a_i = #(A ≥ i) / #(A ≥ i − 1) over rounds that drafted ≥ i (docs/theory.md §2 (d)), with a
+    prompt-resampled interval and the rounds behind it; `enough` is False under
+    MIN_POSITION_ROUNDS rounds (plots grey those out instead of drawing a 0 or a 1)."""
+    out = []
+    for i in range(1, gamma_max + 1):
+        hits, reached, ids = [], [], []
+        for r in records:
+            acc = np.asarray(r["rounds"]["accepted"], int)
+            dra = np.asarray(r["rounds"]["drafted"], int)
+            eligible = dra >= i
+            n_reached = int(((acc >= i - 1) & eligible).sum())
+            if n_reached:
+                hits.append(float(((acc >= i) & eligible).sum()))
+                reached.append(float(n_reached))
+                ids.append(str(r["prompt_id"]))
+        rounds = int(sum(reached))
+        est = (
+            proportion_ci(np.asarray(hits), np.asarray(reached), n_boot, level, clusters=ids)
+            if rounds
+            else None
+        )
+        out.append(
+            {
+                "position": i,
+                "rate": json_num(est.value) if est else None,
+                "ci95": [json_num(est.lo), json_num(est.hi)] if est else [None, None],
+                "rounds": rounds,
+                "prompts": len(set(ids)),
+                "enough": rounds >= MIN_POSITION_ROUNDS,
+            }
+        )
+    return out
+
+
+def add_acceptance_detail(
+    out: dict[str, Any], primary: dict[int, Records], v: Validity, n_boot: int, level: float
+) -> None:
+    """Per-prompt α and per-position acceptance with intervals, from the primary drafter's
+    largest-γ run (the run the headline α and the predictions use)."""
+    if not primary:
+        out["per_prompt_alpha"] = None
+        out["per_position_detail"] = []
+        return
+    gamma_max = max(primary)
+    out["per_prompt_alpha"] = per_prompt_alpha(
+        [r for recs in primary.values() for r in recs], primary[gamma_max], gamma_max,
+        v.degenerate, n_boot, level,
+    )  # fmt: skip
+    out["per_position_detail"] = per_position_intervals(
+        primary[gamma_max], gamma_max, n_boot, level
+    )
+
+
+def degenerate_only(out: dict[str, Any]) -> bool:
+    """True when the workload has no verdict because too few answers are real text: it then
+    stays out of the pool-wide decision (which pairs every workload's prompts)."""
+    rec = out.get("recommendation") or {}
+    basis = rec.get("basis") or {}
+    return rec.get("verdict") == "not_measured" and basis.get("n_degenerate_excluded", 0) > 0
