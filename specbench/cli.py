@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperCommand, TyperGroup
 
+from specbench.defaults import ROI_GAMMA_MAX
 from specbench.errors import SpecbenchError, SpecbenchWarning
+from specbench.report.console import make_console
 
 EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -194,9 +195,35 @@ app = typer.Typer(
 DEFAULT_COST_RATIO = 0.1
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from specbench import __version__
+
+        typer.echo(f"specbench {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback(epilog=EXIT_CODES_HELP)
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+    plain: Annotated[
+        bool,
+        typer.Option(
+            "--plain",
+            help="Plain output for CI logs: ASCII tables, no colour, no progress bars "
+            "(also NO_COLOR or TERM=dumb).",
+        ),
+    ] = False,
+) -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
+    from specbench.report.console import set_plain
+
+    set_plain(plain)
 
 
 @contextmanager
@@ -250,7 +277,7 @@ def roi(
     ] = 0.0,
     gamma_max: Annotated[
         int, typer.Option("--gamma-max", help="Largest γ to consider (1..N).")
-    ] = 16,
+    ] = ROI_GAMMA_MAX,
     gamma: Annotated[
         int | None,
         typer.Option(
@@ -379,7 +406,7 @@ def roi(
             typer.echo(json.dumps(doc, indent=2, allow_nan=False))
             return
 
-        console = Console()
+        console = make_console()
         if note:
             console.print(f"[yellow]{note}[/yellow]")
         for sc, e in zip(scenarios, econ, strict=True):
@@ -482,6 +509,15 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Discard the run already in DIR and start over.")
     ] = False,
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
+    ] = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -509,6 +545,9 @@ def run(
             )
         data = read_yaml(config)
         over = _run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
+        econ = economics_options(gpu_hour_usd, gpus)
+        if econ:
+            over["economics"] = econ
         cfg = parse_config(deep_merge(data, over), str(config))
         out_dir = Path(cfg.output_dir)
         if out_dir.exists() and not out_dir.is_dir():
@@ -516,7 +555,7 @@ def run(
         if max_failure_rate is not None and not 0.0 <= max_failure_rate <= 1.0:
             raise SpecbenchError(f"--max-failure-rate must be in [0, 1], got {max_failure_rate:g}")
         max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
-        console = Console()
+        console = make_console()
         console.print(f"specbench run: {cfg.name} → {out_dir}")
         try:
             with RichRunEvents(console) as events:
@@ -574,17 +613,35 @@ def run_incomplete(outcome: Any, max_rate: float) -> str | None:
     )
 
 
+def economics_options(gpu_hour_usd: float | None, gpus: int | None) -> dict[str, Any]:
+    """--gpu-hour-usd / --gpus as the config's `economics` keys (given ones only), checked."""
+    if gpu_hour_usd is not None and not 0 < gpu_hour_usd <= 1e6:
+        raise SpecbenchError(f"--gpu-hour-usd must be in (0, 1000000], got {gpu_hour_usd:g}")
+    if gpus is not None and not 1 <= gpus <= 100_000:
+        raise SpecbenchError(f"--gpus must be in [1, 100000], got {gpus}")
+    return {k: v for k, v in (("gpu_hour_usd", gpu_hour_usd), ("gpus", gpus)) if v is not None}
+
+
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specbench run`.")],
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
+    ] = None,
 ) -> None:
     """Regenerate every report file of a run from its records (no model is loaded)."""
     from specbench.report.console import render_summary
     from specbench.report.writer import write_reports
 
     with user_errors():
-        results, notes = write_reports(run_dir)
-        console = Console()
+        results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))
+        console = make_console()
         for note in notes:
             console.print(f"[yellow]warning[/yellow] {note}")
         render_summary(console, results)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specbench import defaults
 from specbench.errors import SpecbenchError
 
 SCHEMA_VERSION = 1
@@ -200,13 +201,21 @@ class SamplingSpec(_Strict):
 
 class DecisionSpec(_Strict):
     margin: float = Field(
-        default=0.05, ge=0.0, le=100.0
+        default=defaults.MARGIN, ge=0.0, le=100.0
     )  # ON only if speedup CI low end > 1 + margin
-    ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    ci_level: float = Field(default=defaults.CI_LEVEL, gt=0.5, lt=1.0)
     bootstrap: int = Field(default=2000, ge=100, le=MAX_BOOTSTRAP)
     target_ci_halfwidth: float = Field(
-        default=0.05, gt=0.0, le=10.0
+        default=defaults.CI_HALFWIDTH, gt=0.0, le=10.0
     )  # for "too few prompts" warnings
+
+
+class EconomicsSpec(_Strict):
+    """Prices for the report's cost per 10⁶ output tokens (`analysis.serving_cost`); they change
+    no measurement."""
+
+    gpu_hour_usd: float | None = Field(default=None, gt=0.0, le=1e6, allow_inf_nan=False)
+    gpus: int = Field(default=1, ge=1, le=100_000)  # GPUs serving the target
 
 
 class EngineSpec(_Strict):
@@ -277,7 +286,7 @@ class RunConfig(_Strict):
     policies: list[PolicySpec] = Field(default_factory=list)
     workloads: list[WorkloadSpec]
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
-    gammas: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    gammas: list[int] = Field(default_factory=lambda: list(defaults.GAMMAS))
     max_new_tokens: int = Field(default=64, ge=1, le=MAX_NEW_TOKENS)
     stop: list[str] = Field(default_factory=list)  # stop strings (EOS always stops)
     chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
@@ -298,6 +307,7 @@ class RunConfig(_Strict):
     concurrency: list[int] = Field(default_factory=lambda: [1])
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
+    economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
 
     @model_validator(mode="before")
     @classmethod

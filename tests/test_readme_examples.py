@@ -66,6 +66,10 @@ RUNS: dict[str, tuple[str, int]] = {
         "--junit {tmp}/ci/junit.xml",
         0,
     ),
+    "validate configs/*.yaml --offline": (
+        "validate configs/tiny.yaml configs/tiny-openai.yaml configs/llama70b.yaml --offline",
+        0,
+    ),
     "verify configs/tiny.yaml": (f"verify configs/tiny.yaml {SMALL_VERIFY} --temperature 0", 0),
     "verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 8 --samples 2000": (
         f"verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 1 --samples 200 "
@@ -86,6 +90,9 @@ SKIPPED: dict[str, str] = {
     ),
     "run configs/tiny-vllm.yaml": "needs vLLM (make test-vllm)",
     "run configs/tiny-openai.yaml": "needs a running OpenAI-compatible server",
+    "validate configs/my-engine.yaml": (
+        "a user's engine config; tests/ci/test_action.py validates against a local server"
+    ),
     "simulate reports/tiny-policies": "needs a configs/tiny-policies.yaml run (minutes on CPU)",
     "simulate reports/tiny-policies --policy adaptive --policy confidence:threshold=0.5": (
         "needs a configs/tiny-policies.yaml run (minutes on CPU)"

@@ -15,7 +15,9 @@ Schema history: 1 — first version; 2 — speedups are pooled-throughput ratios
 ā per prompt, the recommendation carries its simultaneous lower bound and the pool-wide
 recommendation aggregates decode time; a workload whose speculative settings all failed is
 "not_measured". Additive since: `content` (degenerate answers, α and speedup over the
-non-degenerate prompts), `per_prompt_alpha`, `per_position_detail` (docs/theory.md §13).
+non-degenerate prompts), `per_prompt_alpha`, `per_position_detail` (docs/theory.md §13); latency
+tails (`baseline_tails`, `tails` per measured γ and per engine concurrency cell) and `economics`
+(`analysis.serving_cost`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench import defaults
 from specbench.analysis.acceptance import (
     accepted_histogram,
     all_rounds,
@@ -44,6 +47,7 @@ from specbench.analysis.recommend import (
     pool_recommendation,
 )
 from specbench.analysis.serialize import est_json, json_num
+from specbench.analysis.serving_cost import add_tails, economics_section
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
 from specbench.analysis.validity import (
@@ -331,17 +335,21 @@ def build_results(
 ) -> dict[str, Any]:
     """The results.json document (schema RESULTS_SCHEMA)."""
     decision = config.get("decision", {})
-    margin = float(decision.get("margin", 0.05))
-    level = float(decision.get("ci_level", 0.95))
+    margin = float(decision.get("margin", defaults.MARGIN))
+    level = float(decision.get("ci_level", defaults.CI_LEVEL))
     n_boot = int(decision.get("bootstrap", 2000))
-    halfwidth = float(decision.get("target_ci_halfwidth", 0.05))
+    halfwidth = float(decision.get("target_ci_halfwidth", defaults.CI_HALFWIDTH))
     weights = {w["name"]: float(w.get("weight", 1.0)) for w in config.get("workloads", [])}
     order = {w["name"]: i for i, w in enumerate(config.get("workloads", []))}
     entries = []
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
+    groups = group_records(records)
+    primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
+        "method", "model"
+    )
     for (workload, temp), grp in sorted(
-        group_records(records).items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])
+        groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])
     ):
         failures.extend(
             {
@@ -368,9 +376,6 @@ def build_results(
                 halfwidth,
             )
         elif grp["baseline"]:
-            primary_label = config.get("draft", {}).get("name") or config.get("draft", {}).get(
-                "method", "model"
-            )
             primary = {
                 g: recs
                 for (d, p, g), recs in grp["spec"].items()
@@ -395,6 +400,7 @@ def build_results(
         mix = request_mix(grp["baseline"])
         if mix is not None:
             body["request_sampling"] = mix
+        add_tails(body, grp, primary_label)  # p50/p90/p99 latency (analysis.serving_cost)
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
         own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
         base_itl = (body.get("baseline_itl_ms") or {}).get("value")
@@ -426,6 +432,7 @@ def build_results(
         "env": env,
         "workloads": entries,
         "global": global_recommendation(entries, pool_inputs, margin, level, n_boot),
+        "economics": economics_section(entries, groups, config.get("economics"), env.get("device")),
         "failures": failures,
     }
 

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 
+from specbench import defaults
 from specbench.analysis import rollout
 from specbench.cli import app, user_errors
 from specbench.config import MAX_GAMMA, MAX_PROMPTS, ModelSpec
@@ -91,9 +92,9 @@ class AcceptOptions:
     position_bin: int = 16
     n_boot: int = 2000
     level: float = 0.95
-    target_halfwidth: float = 0.02
-    gamma_max: int = 8
-    margin: float = 0.05
+    target_halfwidth: float = defaults.ACCEPT_CI_HALFWIDTH
+    gamma_max: int = defaults.GAMMA_MAX
+    margin: float = defaults.MARGIN
     seed: int = 0
     draft_logit_noise: float = 0.0
     skip_bad_rows: bool = False
@@ -549,7 +550,9 @@ def accept(
     timing_reps: Annotated[
         int, typer.Option("--timing-reps", help="Repetitions of each timed forward.")
     ] = 10,
-    gamma_max: Annotated[int, typer.Option("--gamma-max", help="Largest γ to consider.")] = 8,
+    gamma_max: Annotated[
+        int, typer.Option("--gamma-max", help="Largest γ to consider.")
+    ] = defaults.GAMMA_MAX,
     margin: Annotated[
         float | None,
         typer.Option(
@@ -560,7 +563,7 @@ def accept(
     target_halfwidth: Annotated[
         float,
         typer.Option("--target-halfwidth", help="α CI half-width to size requests for."),
-    ] = 0.02,
+    ] = defaults.ACCEPT_CI_HALFWIDTH,
     device: Annotated[
         str | None, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")
     ] = None,
@@ -734,7 +737,9 @@ def accept(
             level=decision.ci_level if decision else 0.95,
             target_halfwidth=target_halfwidth,
             gamma_max=gamma_max,
-            margin=margin if margin is not None else (decision.margin if decision else 0.05),
+            margin=margin
+            if margin is not None
+            else (decision.margin if decision else defaults.MARGIN),
             seed=run_seed,
             draft_logit_noise=d_spec.logit_noise,
             skip_bad_rows=skip_bad_rows,

@@ -84,7 +84,7 @@ class RunOutcome:
 
 
 def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
-    """Two resolved configs describe the same run: equal but for `output_dir`, so a run directory
+    """Two resolved configs describe the same run: equal but for `output_dir` (and the report's `economics`), so a run directory
     that was copied or moved can be resumed where it now is."""
     try:
         stored = yaml.safe_load(stored_yaml)
@@ -93,8 +93,9 @@ def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
     new = yaml.safe_load(new_yaml)
     if not isinstance(stored, dict) or not isinstance(new, dict):
         return False
-    stored.pop("output_dir", None)
-    new.pop("output_dir", None)
+    for key in ("output_dir", "economics"):  # economics only prices the report
+        stored.pop(key, None)
+        new.pop(key, None)
     return bool(stored == new)
 
 

@@ -1,64 +1,132 @@
-"""The console summary of a run: the recommendation table printed at the end of `run`/`report`."""
+"""The console summary of a run (printed at the end of `run` / `report`): the same first screen as
+the documents — the pool-wide decision per temperature, each workload's own optimum, counts of
+failed and unmeasured cells — and the console every command prints through.
+
+Plain mode (`specbench --plain`, or NO_COLOR / TERM=dumb in the environment) prints ASCII tables
+without colour or live progress bars, for CI logs; output that is not a terminal has no colour and
+no live display either (rich's own detection).
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from specbench.report.documents import _ci, _setting
-from specbench.report.text import pool_sentence
+from specbench.report.text import (
+    ci_text,
+    counts_line,
+    decision_warnings,
+    engine_header,
+    pool_decision,
+    routing_note,
+    setting_label,
+)
+
+_PLAIN = {"on": False}
+
+
+def set_plain(value: bool) -> None:
+    """`specbench --plain`: every console made afterwards is plain."""
+    _PLAIN["on"] = value
+
+
+def plain_mode() -> bool:
+    return (
+        _PLAIN["on"]
+        or "NO_COLOR" in os.environ
+        or os.environ.get("TERM") == "dumb"
+        or os.environ.get("SPECBENCH_PLAIN", "") not in ("", "0")
+    )
+
+
+def make_console(stderr: bool = False) -> Console:
+    """The console of every command: plain (no colour, no markup styling, no live display) in
+    plain mode."""
+    if plain_mode():
+        return Console(
+            stderr=stderr, no_color=True, highlight=False, emoji=False, force_terminal=False
+        )
+    return Console(stderr=stderr)
+
+
+def table_box() -> box.Box:
+    return box.ASCII if plain_mode() else box.HEAVY_HEAD
+
+
+def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
+    """ "value [lo, hi]" of an estimate (used by the simulate table too)."""
+    return ci_text(est, fmt)
+
+
+def _bold(text: str) -> str:
+    """The documents' **bold** as rich markup."""
+    parts = text.split("**")
+    return "".join(f"[bold]{p}[/bold]" if i % 2 else p for i, p in enumerate(parts))
 
 
 def render_summary(console: Console, results: dict[str, Any]) -> None:
-    table = Table(title="specbench: recommendation per workload", title_justify="left")
-    for col in (
-        "workload",
-        "T",
-        "α (exact β) [95% CI]",
-        "best γ",
-        "speedup [95% CI]",
-        "ITL ms",
-        "verdict",
-    ):
+    run = results.get("run") or {}
+    engine = engine_header(results)
+    if engine:
+        console.print(engine, markup=False)
+    console.print("[bold]Decision: one speculative configuration per server[/bold]")
+    for g in results.get("global", {}).get("by_temperature", []):
+        tail = "." if g["verdict"] == "not_measured" else f"; {routing_note(g)}."
+        console.print(f"  {_bold(pool_decision(g, run.get('margin')))}{tail}")
+    console.print(f"  {counts_line(results)}.")
+    for w in decision_warnings(results):
+        console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
+    table = Table(
+        title="If you route a workload to its own pool", title_justify="left", box=table_box()
+    )
+    for col in ("workload", "T", "own best setting", "speedup [95% CI]", "ITL ms", "verdict"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     for e in results["workloads"]:
         rec = e["recommendation"]
         itl = rec.get("itl_ms") or {}
         b, s = itl.get("baseline"), itl.get("speculative")
         itl_txt = f"{b:.2f} → {s:.2f}" if b is not None and s is not None else "–"
-        verdict = rec["verdict"].upper()
-        speed = (
-            rec["speedup"]
-            if rec["verdict"] == "on"
-            else (rec.get("best_measured") or {}).get("speedup")
-        )
+        verdict = rec["verdict"].upper().replace("_", " ")
+        best = rec.get("best_measured") or {}
+        on = rec["verdict"] == "on"
         table.add_row(
             e["workload"],
             f"{e['temperature']:g}",
-            _ci(e.get("alpha")),
-            _setting(rec)
-            if rec["verdict"] == "on"
-            else f"off (best {rec.get('best_measured', {}).get('gamma', '–')})",
-            _ci(speed, "{:.2f}×"),
+            setting_label(rec) if on else (f"off (best {setting_label(best)})" if best else "off"),
+            ci_text(rec["speedup"] if on else best.get("speedup")),
             itl_txt,
             f"[green]{verdict}[/green]" if verdict == "ON" else f"[red]{verdict}[/red]",
         )
     console.print(table)
     for e in results["workloads"]:
-        for w in e.get("warnings", []):
-            console.print(f"[yellow]warning[/yellow] {e['workload']} T={e['temperature']:g}: {w}")
-    for e in results["workloads"]:
         if e.get("request_sampling"):
-            console.print(request_mix_line(e))
-    for g in results.get("global", {}).get("by_temperature", []):
-        console.print(pool_sentence(g))
+            console.print(request_mix_line(e), markup=False)
+    econ = results.get("economics") or {}
+    if econ.get("gpu_hour_usd") is not None:
+        parts = [
+            f"{r['workload']} T={r['temperature']:g} c={load['concurrency']}: "
+            f"${load['usd_per_million_off']:.3f} → ${load['usd_per_million_on']:.3f}"
+            for r in econ.get("by_workload") or []
+            for load in r["loads"]
+            if load.get("usd_per_million_off") is not None
+            and load.get("usd_per_million_on") is not None
+        ]
+        console.print(
+            f"Cost per 10⁶ output tokens (${econ['gpu_hour_usd']:g}/GPU-hour × {econ['gpus']}, "
+            f"off → each workload's setting): {'; '.join(parts) or '–'}",
+            markup=False,
+        )
     if results.get("failures"):
         console.print(f"[red]{len(results['failures'])} prompt(s) failed:[/red]")
         for f in results["failures"][:20]:
             console.print(
-                f"  {f['workload']} T={f['temperature']:g} γ={f['gamma']} {f['prompt_id']}: {f['error']}"
+                f"  {f['workload']} T={f['temperature']:g} γ={f['gamma']} {f['prompt_id']}: "
+                f"{f['error']}",
+                markup=False,
             )
 
 

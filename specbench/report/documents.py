@@ -13,7 +13,18 @@ from typing import Any
 
 from specbench.records import RECORDS_FILE, read_records
 from specbench.report import plots
-from specbench.report.text import decision_rule, pool_sentence
+from specbench.report.text import (
+    ci_text,
+    counts_line,
+    decision_rule,
+    decision_warnings,
+    engine_header,
+    grouped_warnings,
+    pool_decision,
+    routing_note,
+    setting_label,
+    short_rule,
+)
 
 
 @dataclass
@@ -44,7 +55,16 @@ class Image:
     alt: str
 
 
-Block = Heading | Para | Bullets | TableBlock | Image
+@dataclass
+class Box:
+    """The decision box: the first thing a reader sees (a framed section in HTML, a quote in md)."""
+
+    title: str
+    items: list[str]
+    note: str = ""
+
+
+Block = Heading | Para | Bullets | TableBlock | Image | Box
 
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -121,56 +141,255 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
     return made
 
 
-def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]:
+def header_blocks(results: dict[str, Any]) -> list[Block]:
+    """Title, the pair and the machine, and for engine runs the engine, its version and flags."""
     run = results["run"]
     env = results.get("env", {})
     blocks: list[Block] = [
         Heading(f"specbench report: {run.get('name')}", 1),
         Para(
             f"Target `{run.get('target')}`, draft `{run.get('draft')}` ({run.get('drafter')}); "
-            f"γ grid {run.get('gammas')}, max_new_tokens {run.get('max_new_tokens')}; "
-            f"device {env.get('device')} ({env.get('gpu') or env.get('cpu')}), dtype {env.get('dtype')}, "
-            f"torch {env.get('torch')}, transformers {env.get('transformers')}."
+            f"backend {run.get('backend', 'transformers')}; γ grid {run.get('gammas')}, "
+            f"max_new_tokens {run.get('max_new_tokens')}; device {env.get('device')} "
+            f"({env.get('gpu') or env.get('cpu')}), dtype {env.get('dtype')}, "
+            f"torch {env.get('torch')}, transformers {env.get('transformers')}, "
+            f"specbench {env.get('specbench')}."
         ),
-        Para(decision_rule(run)),
-        Heading("Summary"),
     ]
+    engine = engine_header(results)
+    if engine:
+        blocks.append(Para(engine))
+    return blocks
+
+
+def _at_setting(e: dict[str, Any], g: dict[str, Any]) -> dict[str, Any] | None:
+    """This workload's measured speedup at setting g (the pool's), or None."""
+    for m in e.get("methods") or []:
+        if (m["drafter"], m["policy"], m["gamma"]) == (
+            g.get("drafter"),
+            g.get("policy"),
+            g.get("gamma"),
+        ):
+            return m.get("measured_speedup")
+    if e.get("engine"):
+        row = next((r for r in e.get("gammas", []) if r["gamma"] == g.get("gamma")), None)
+        return (row or {}).get("measured_speedup")
+    return None
+
+
+def decision_blocks(results: dict[str, Any]) -> list[Block]:
+    """The first screen: the deployable decision per temperature regime, then each workload's own
+    optimum ("if you route it to its own pool"), with counts of what was not measured or failed."""
+    run = results["run"]
+    pools = results.get("global", {}).get("by_temperature", [])
+    items = [
+        pool_decision(g, run.get("margin"))
+        + ("." if g["verdict"] == "not_measured" else f"; {routing_note(g)}.")
+        for g in pools
+    ]
+    items.append(counts_line(results) + ".")
+    items += decision_warnings(results)
+    blocks: list[Block] = [
+        Box("Decision: one speculative configuration per server", items, short_rule(run))
+    ]
+    pool_of = {g["temperature"]: g for g in pools}
     rows = []
     for e in results["workloads"]:
         rec = e["recommendation"]
         itl = rec.get("itl_ms") or {}
         on = rec["verdict"] == "on"
-        speed = rec["speedup"] if on else (rec.get("best_measured") or {}).get("speedup")
+        best = rec.get("best_measured") or {}
+        speed = rec["speedup"] if on else best.get("speedup")
+        pool = pool_of.get(e["temperature"]) or {}
+        at_pool = _at_setting(e, pool) if pool.get("verdict") == "on" else None
+        bound = rec.get("decision_lower_bound") if on else best.get("decision_lower_bound")
         rows.append(
             [
                 e["workload"],
                 f"{e['temperature']:g}",
-                _ci(e.get("alpha")),
-                _setting(rec)
+                _num(e.get("weight"), "{:.2f}"),
+                setting_label(rec)
                 if on
-                else f"off (best γ={(rec.get('best_measured') or {}).get('gamma', '–')})",
-                _ci(speed, "{:.2f}×"),
+                else f"off (best {setting_label(best)})"
+                if best
+                else "–"
+                if rec["verdict"] == "not_measured"
+                else "off",
+                ci_text(speed),
+                _num(bound, "{:.2f}"),
+                f"{ci_text(at_pool)} at {setting_label(pool)}" if at_pool else "–",
                 f"{_num(itl.get('baseline'), '{:.2f}')} → {_num(itl.get('speculative'), '{:.2f}')}",
-                rec["verdict"].upper(),
+                rec["verdict"].upper().replace("_", " "),
             ]
         )
+    blocks.append(Heading("If you route a workload to its own pool"))
     blocks.append(
         TableBlock(
             [
                 "workload",
                 "T",
-                "α [95% CI]",
-                "best γ",
+                "share",
+                "own best setting",
                 "speedup [95% CI]",
+                "lower bound",
+                "at the pool's setting",
                 "ITL ms (baseline → spec)",
                 "verdict",
             ],
             rows,
         )
     )
-    glob = results.get("global", {}).get("by_temperature", [])
-    if glob:
-        blocks.append(Bullets([pool_sentence(g) for g in glob]))
+    blocks += cost_and_tail_blocks(results)
+    return blocks
+
+
+def _pcts(t: dict[str, Any] | None, key: str, shown: list[str]) -> str:
+    d = (t or {}).get(key) or {}
+    return " / ".join(_num(d.get(p), "{:.1f}") for p in shown)
+
+
+def _shown_percentiles(results: dict[str, Any]) -> list[str]:
+    """The percentiles any setting of the run has enough requests for (p50 always)."""
+    tails = [e.get("baseline_tails") for e in results["workloads"]]
+    tails += [g.get("tails") for e in results["workloads"] for g in e.get("gammas", [])]
+    have = {
+        p
+        for t in tails
+        for key in ("tpot_ms", "e2e_ms")
+        for p, v in ((t or {}).get(key) or {}).items()
+        if v is not None
+    }
+    return [p for p in ("p50", "p90", "p99") if p == "p50" or p in have]
+
+
+def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
+    """Cost per 10⁶ output tokens with and without speculation at each measured load, TTFT change,
+    the draft's memory, and p50/p90/p99 latency of the baseline and the workload's setting."""
+    econ = results.get("economics") or {}
+    by = {(r["workload"], r["temperature"]): r for r in econ.get("by_workload") or []}
+    price = econ.get("gpu_hour_usd")
+    shown = _shown_percentiles(results)
+    label = " / ".join(shown)
+    rows = []
+    for e in results["workloads"]:
+        r = by.get((e["workload"], e["temperature"])) or {}
+        gamma = r.get("gamma")
+        grow = next((g for g in e.get("gammas", []) if g["gamma"] == gamma), None) or {}
+        crows = {c["concurrency"]: c for c in (e.get("engine") or {}).get("concurrency") or []}
+        for load in r.get("loads") or [{}]:
+            off, on = load.get("usd_per_million_off"), load.get("usd_per_million_on")
+            base_t, spec_t = e.get("baseline_tails"), grow.get("tails")
+            crow = crows.get(load.get("concurrency"))
+            if crow is not None:  # engine runs: the tails at this load
+                base_t = crow["baseline"].get("tails")
+                spec_t = (crow["gammas"].get(str(gamma)) or {}).get("tails")
+            rows.append(
+                [
+                    e["workload"],
+                    f"{e['temperature']:g}",
+                    f"γ={gamma}" if gamma else "–",
+                    str(load.get("concurrency", 1)),
+                    f"${off:.3f} → ${on:.3f}" if off is not None and on is not None else "–",
+                    _num(r.get("ttft_change_ms"), "{:+.2f}"),
+                    _num(r.get("draft_memory_mb"), "{:+.0f}"),
+                    f"{_pcts(base_t, 'tpot_ms', shown)} → {_pcts(spec_t, 'tpot_ms', shown)}",
+                    f"{_pcts(base_t, 'e2e_ms', shown)} → {_pcts(spec_t, 'e2e_ms', shown)}",
+                ]
+            )
+    if not rows:
+        return []
+    note = (
+        f"GPU-hour ${price:g} × {econ.get('gpus', 1)} GPU(s); "
+        if price is not None
+        else "No price given (`--gpu-hour-usd`, `--gpus` or the config's `economics:`); "
+    )
+    return [
+        Heading("Cost and latency at each workload's setting"),
+        Para(
+            note + "cost = GPU time per output token (batch-1 decode ITL; engine runs: the batch's "
+            "output tokens/s at that concurrency). TTFT Δ = speculation − baseline, mean over the "
+            "same prompts; draft memory = CUDA peak-memory delta (– on CPU, where the process's "
+            "peak RSS cannot separate the draft). Percentiles need ≥ 10 requests for p90 and "
+            "≥ 100 for p99."
+        ),
+        TableBlock(
+            [
+                "workload",
+                "T",
+                "setting",
+                "concurrency",
+                "$ / 10⁶ tokens (off → on)",
+                "TTFT Δ ms",
+                "draft memory MB",
+                f"TPOT ms {label} (off → on)",
+                f"e2e ms {label} (off → on)",
+            ],
+            rows,
+        ),
+    ]
+
+
+def appendix_blocks(results: dict[str, Any]) -> list[Block]:
+    """What the decision does not need first: every α estimator, the timing fits, predictions for
+    unmeasured γ, the decision rule in full, and the warnings once each under the setting."""
+    blocks: list[Block] = [Heading("Appendix: estimators, fits and predictions")]
+    blocks.append(Para(decision_rule(results["run"])))
+    grouped = grouped_warnings(results)
+    if grouped:
+        blocks.append(Heading("Warnings by setting", 3))
+        blocks.append(
+            Bullets(
+                [
+                    f"⚠ {'γ=' + str(g) + ': ' if g is not None else 'all settings: '}{text} — "
+                    f"{', '.join(cells)}"
+                    for g, text, cells in sorted(
+                        grouped, key=lambda x: (x[0] is not None, x[0] or 0)
+                    )
+                ]
+            )
+        )
+    for e in results["workloads"]:
+        est = e.get("alpha_estimators") or {}
+        t = e["timing"]
+        blocks.append(Heading(f"{e['workload']} (T = {e['temperature']:g})", 3))
+        blocks.append(
+            Bullets(
+                [
+                    f"α estimators: exact β {_ci(est.get('exact_beta'))}; accepted/tested {_ci(est.get('accepted_tested'))}; "
+                    f"accepted/proposed at γ={est.get('at_gamma')} {_ci(est.get('accepted_proposed'))}; "
+                    f"from mean accepted length {_ci(est.get('from_accepted_length'))}",
+                    f"baseline ITL {_ci(e.get('baseline_itl_ms'), '{:.2f}')} ms, TTFT {_ci(e.get('ttft_ms'), '{:.2f}')} ms, "
+                    f"{e['n_prompts']} prompts",
+                    f"T_d mean {_num(t['t_draft_ms']['mean'])} ms (median {_num(t['t_draft_ms']['median'])}, "
+                    f"p10–p90 {_num(t['t_draft_ms']['p10'])}–{_num(t['t_draft_ms']['p90'])}); "
+                    f"T_t(k) = {_num(t['verify_fit']['t0_ms'])} + {_num(t['verify_fit']['t1_ms_per_token'])}·k ms; "
+                    f"harness overhead {_num(t['overhead_fit']['o0_ms'])} + {_num(t['overhead_fit']['o1_ms_per_token'])}·k ms per round",
+                    "prediction error (mean |rel|): iid "
+                    f"{_num(e['prediction_error']['iid']['mean_abs_rel'], '{:.1%}')}, empirical "
+                    f"{_num(e['prediction_error']['empirical']['mean_abs_rel'], '{:.1%}')}",
+                ]
+            )
+        )
+        unmeasured = [g for g in e["gammas"] if not g["measured"]]
+        if unmeasured:
+            blocks.append(
+                TableBlock(
+                    ["unmeasured γ", "predicted (iid)", "predicted (empirical)"],
+                    [
+                        [
+                            str(g["gamma"]),
+                            _num(g["predicted_speedup"]["iid"], "{:.2f}×"),
+                            _num(g["predicted_speedup"]["empirical"], "{:.2f}×"),
+                        ]
+                        for g in unmeasured
+                    ],
+                )
+            )
+    return blocks
+
+
+def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]:
+    blocks: list[Block] = header_blocks(results) + decision_blocks(results)
     blocks += [
         Image(images["alpha"], "α by workload"),
         Image(images["per_position"], "per-position acceptance"),
@@ -192,28 +411,8 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
             )
         )
         blocks.append(Para(verdict))
-        est = e.get("alpha_estimators") or {}
-        t = e["timing"]
-        blocks.append(
-            Bullets(
-                [
-                    f"α estimators: exact β {_ci(est.get('exact_beta'))}; accepted/tested {_ci(est.get('accepted_tested'))}; "
-                    f"accepted/proposed at γ={est.get('at_gamma')} {_ci(est.get('accepted_proposed'))}; "
-                    f"from mean accepted length {_ci(est.get('from_accepted_length'))}",
-                    f"baseline ITL {_ci(e.get('baseline_itl_ms'), '{:.2f}')} ms, TTFT {_ci(e.get('ttft_ms'), '{:.2f}')} ms, "
-                    f"{e['n_prompts']} prompts",
-                    f"T_d mean {_num(t['t_draft_ms']['mean'])} ms (median {_num(t['t_draft_ms']['median'])}, "
-                    f"p10–p90 {_num(t['t_draft_ms']['p10'])}–{_num(t['t_draft_ms']['p90'])}); "
-                    f"T_t(k) = {_num(t['verify_fit']['t0_ms'])} + {_num(t['verify_fit']['t1_ms_per_token'])}·k ms; "
-                    f"harness overhead {_num(t['overhead_fit']['o0_ms'])} + {_num(t['overhead_fit']['o1_ms_per_token'])}·k ms per round",
-                    "prediction error (mean |rel|): iid "
-                    f"{_num(e['prediction_error']['iid']['mean_abs_rel'], '{:.1%}')}, empirical "
-                    f"{_num(e['prediction_error']['empirical']['mean_abs_rel'], '{:.1%}')}",
-                ]
-            )
-        )
         grows = []
-        for g in e["gammas"]:
+        for g in [g for g in e["gammas"] if g["measured"]]:  # unmeasured γ: the appendix
             grows.append(
                 [
                     str(g["gamma"]),
@@ -265,9 +464,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                     ],
                 )
             )
-        if e.get("warnings"):
-            blocks.append(Bullets([f"⚠ {w}" for w in e["warnings"]]))
-        blocks += content_blocks(e, images, slug)
+        blocks += content_blocks(e, images, slug)  # warnings: once each, in decision/appendix
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
         blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
     from specbench.report.engine_sections import engine_blocks
@@ -283,7 +480,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
                 ]
             )
         )
-    return blocks
+    return blocks + appendix_blocks(results)
 
 
 def _snippet(text: str, width: int = 48) -> str:
@@ -399,6 +596,10 @@ def to_markdown(blocks: list[Block]) -> str:
             out.append("\n".join(lines))
         elif isinstance(b, Image):
             out.append(f"![{b.alt}]({b.path})")
+        elif isinstance(b, Box):
+            lines = [f"> **{b.title}**", ">"] + [f"> - {i}" for i in b.items]
+            lines += [">", f"> {b.note}"] if b.note else []
+            out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
 
 
@@ -425,6 +626,13 @@ def to_html(blocks: list[Block], run_dir: Path, title: str) -> str:
                 "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows
             )
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif isinstance(b, Box):
+            items = "".join(f"<li>{_inline(i)}</li>" for i in b.items)
+            note = f'<p class="rule">{_inline(b.note)}</p>' if b.note else ""
+            body.append(
+                f'<section id="decision" class="decision"><h2>{_inline(b.title)}</h2>'
+                f"<ul>{items}</ul>{note}</section>"
+            )
         elif isinstance(b, Image):
             data = base64.b64encode((run_dir / b.path).read_bytes()).decode()
             body.append(f'<img alt="{html.escape(b.alt)}" src="data:image/png;base64,{data}">')
@@ -433,6 +641,9 @@ def to_html(blocks: list[Block], run_dir: Path, title: str) -> str:
         "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;"
         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%;display:block;"
         "margin:1rem 0}code{background:#f3f3f3;padding:0 .2rem}"
+        ".decision{border:2px solid #2a6f3e;border-radius:6px;background:#f2faf4;padding:.2rem 1.2rem;"
+        "margin:1rem 0}.decision h2{margin:.6rem 0}.decision li{margin:.3rem 0}"
+        ".decision .rule{color:#444;font-size:.9rem}"
     )
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -42,3 +43,161 @@ def decision_rule(run: dict[str, Any]) -> str:
         "Speedup = pooled decode tokens/s of speculation ÷ the baseline's on the same prompts; "
         "intervals are studentized bootstrap over prompts (docs/theory.md §7–8)."
     )
+
+
+# --- the first screen: the deployable decision, counts, engine, warnings by setting ---
+
+
+def ci_text(est: dict[str, Any] | None, fmt: str = "{:.2f}×") -> str:
+    """ "1.43× [1.21×, 1.68×]" of a results.json estimate; a missing end prints as "–"."""
+    if not est or est.get("value") is None:
+        return "–"
+    lo, hi = (est.get("ci95") or [None, None])[:2]
+    if lo is None and hi is None:
+        return fmt.format(est["value"])
+    end = lambda v: "–" if v is None else fmt.format(v)  # noqa: E731
+    return f"{fmt.format(est['value'])} [{end(lo)}, {end(hi)}]"
+
+
+def setting_label(d: dict[str, Any]) -> str:
+    """'γ=4', or 'γ=8 (ngram, adaptive)' for another drafter or policy."""
+    extra = [x for x in (d.get("drafter"), d.get("policy")) if x and x not in ("model", "fixed")]
+    return f"γ={d.get('gamma')}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def pool_decision(g: dict[str, Any], margin: float | None) -> str:
+    """The deployable decision of one temperature regime: one setting for the whole pool."""
+    head = f"T = {g['temperature']:g}: "
+    if g["verdict"] == "on":
+        bound = g.get("decision_lower_bound")
+        clear = f"{1 + margin:.2f}" if margin is not None else "1 + margin"
+        return (
+            head + f"**ON at {setting_label(g)}** for all traffic — "
+            f"{ci_text(g.get('speedup'))} of total decode time; simultaneous lower bound "
+            f"{'–' if bound is None else f'{bound:.2f}'} > {clear}"
+        )
+    if g["verdict"] == "not_measured":
+        return head + f"**not measured** ({g.get('reason')})"
+    return head + f"**OFF** for all traffic ({g.get('reason')})"
+
+
+def routing_note(g: dict[str, Any]) -> str:
+    """What a separate pool per workload would give instead (the per-workload optima)."""
+    on = ", ".join(g.get("on_for") or []) or "none"
+    return (
+        f"routing each workload to its own pool instead: {_x(g.get('per_workload_routing_speedup'))}"
+        f" (ON for {on})"
+    )
+
+
+def counts_line(results: dict[str, Any]) -> str:
+    """Cells decided, not measured, and failed units — on the first screen, never hidden below."""
+    entries = results.get("workloads") or []
+    verdicts = [e["recommendation"]["verdict"] for e in entries]
+    failed = sum(int(e.get("failed_units") or 0) for e in entries)
+    return (
+        f"{len(entries)} workload × temperature cells: {verdicts.count('on')} ON, "
+        f"{verdicts.count('off')} OFF, {verdicts.count('not_measured')} not measured; "
+        f"{failed} failed unit(s) (prompt × setting)"
+        + (f", {len(results.get('failures') or [])} unresolved" if failed else "")
+    )
+
+
+def _flags(d: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (d or {}).items() if v is not None and v != {})
+
+
+def engine_header(results: dict[str, Any]) -> str | None:
+    """The engine, its version and flags (env.json of a vllm / openai run); None otherwise."""
+    env = results.get("env") or {}
+    backend = (results.get("run") or {}).get("backend") or env.get("backend")
+    if backend == "vllm":
+        return (
+            f"Engine: vLLM {env.get('vllm') or '?'} (in-process), device {env.get('device')}"
+            f"{' (' + str(env['gpu']) + ')' if env.get('gpu') else ''}; engine args: "
+            f"{_flags(env.get('engine_args')) or '–'}; speculative_config: "
+            f"{_flags(env.get('speculative_config')) or '–'}."
+        )
+    if backend == "openai":
+        info = env.get("server_info") or {}
+        servers = []
+        for s in env.get("servers") or []:
+            meta: dict[str, Any] = info.get(s.get("url")) or next(
+                (v for k, v in info.items() if str(k).startswith(str(s.get("url")))), {}
+            )
+            version = meta.get("server_version")
+            servers.append(
+                f"{s.get('url')} γ={s.get('gamma')} ({s.get('label')}"
+                + (f", version {version}" if version else "")
+                + (f", model {meta.get('model')}" if meta.get("model") else "")
+                + ")"
+            )
+        return (
+            "Engine: OpenAI-compatible server(s) "
+            + ("; ".join(servers) or "–")
+            + f"; chat {env.get('chat')}, prompt_format {env.get('prompt_format')}."
+        )
+    return None
+
+
+_GAMMA = re.compile(r"\s*(?:at )?γ=(\d+)\s*:?\s*")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
+
+
+def grouped_warnings(results: dict[str, Any]) -> list[tuple[int | None, str, list[str]]]:
+    """Each warning once: (the γ it concerns or None, its wording, the cells it applies to).
+    Warnings that differ only in their figures are one line: the figures that vary become "…" in
+    the wording and are listed with each cell — "accepted/proposed is 0.33 at γ=8" in eight
+    workloads becomes one line under γ=8 naming the eight with their rates."""
+    groups: dict[tuple[int | None, str], list[tuple[str, str, list[str]]]] = {}
+    for e in results.get("workloads") or []:
+        cell = f"{e['workload']} T={e['temperature']:g}"
+        for w in dict.fromkeys(e.get("warnings") or []):
+            m = _GAMMA.search(w)
+            gamma = int(m.group(1)) if m else None
+            text = (w[: m.start()] + " " + w[m.end() :]).strip() if m else w
+            key = (gamma, _NUMBER.sub("#", text))
+            groups.setdefault(key, []).append((cell, text, _NUMBER.findall(text)))
+    out = []
+    for (gamma, _), members in groups.items():
+        numbers = [nums for _, _, nums in members]
+        varying = [i for i in range(len(numbers[0])) if len({n[i] for n in numbers}) > 1]
+        parts = _NUMBER.split(members[0][1])
+        text = parts[0] + "".join(
+            ("…" if i in varying else numbers[0][i]) + parts[i + 1] for i in range(len(numbers[0]))
+        )
+        cells = [
+            f"{cell} ({', '.join(nums[i] for i in varying)})" if varying else cell
+            for cell, _, nums in members
+        ]
+        out.append((gamma, text, cells))
+    return out
+
+
+def short_rule(run: dict[str, Any]) -> str:
+    """The decision rule in one sentence, with its nominal error rate (full text: decision_rule)."""
+    level = run.get("ci_level", 0.95)
+    return (
+        f"ON only where the simultaneous {level:.0%} lower bound of the speedup exceeds "
+        f"1 + {run.get('margin')}: a false ON at most {(1 - level) / 2:.1%} of the time "
+        "(docs/theory.md §8)."
+    )
+
+
+def decision_warnings(results: dict[str, Any]) -> list[str]:
+    """Warnings that bear on the decision — about every setting, or about a recommended γ (the
+    pool's or a workload's own) — once each; the rest are counted and left to the appendix."""
+    deployed = {g.get("gamma") for g in results.get("global", {}).get("by_temperature", [])}
+    deployed |= {e["recommendation"].get("gamma") for e in results["workloads"]}
+    shown, rest = [], 0
+    for gamma, text, cells in grouped_warnings(results):
+        if gamma is None or gamma in deployed:
+            where = f"γ={gamma}: " if gamma is not None else ""
+            shown.append(f"⚠ {where}{text} — {', '.join(cells)}")
+        else:
+            rest += 1
+    if rest:
+        shown.append(
+            f"{rest} further warning(s) concern settings not recommended: see the appendix."
+        )
+    return shown

@@ -122,6 +122,7 @@ class StoredConfig(_Loose):
     server: dict[str, Any] | None = None
     engine: dict[str, Any] | None = None
     speculative: dict[str, Any] | None = None
+    economics: dict[str, Any] | None = None
 
 
 def read_stored_config(path: Path) -> dict[str, Any]:
@@ -209,9 +210,15 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_FIELDS})
 
 
-def write_reports(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
-    """Write results.json, summary.csv, report.md, report.html and plots/; return the results."""
+def write_reports(
+    run_dir: Path, economics: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Write results.json, summary.csv, report.md, report.html and plots/; return the results.
+    `economics` ({gpu_hour_usd, gpus}; None values ignored) overrides the stored config's."""
     records, config, env, notes = load_run(run_dir)
+    given = {k: v for k, v in (economics or {}).items() if v is not None}
+    if given:
+        config = {**config, "economics": {**(config.get("economics") or {}), **given}}
     results = build_results(records, config, env)
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
         from specbench.analysis.conformance import check_against_reference

@@ -44,7 +44,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         app, ["run", str(write_config(tmp)), "--temperature", "0", "--temperature", "1"]
     )
     assert res.exit_code == 0, res.output
-    assert "recommendation per workload" in res.output
+    assert "Decision: one speculative configuration per server" in res.output
     return tmp / "out"
 
 
@@ -204,9 +204,11 @@ def test_report_html_has_every_image_and_table(finished_run: Path) -> None:
     for t in inv.tables:
         assert t["header"] and t["rows"]
         assert all(n == t["header"] for n in t["rows"])  # type: ignore[union-attr]
-    # summary + one γ table per workload, + an all/non-degenerate table where answers loop
+    # first screen (own-pool table, cost and latency) + one γ table per workload, + an
+    # all/non-degenerate table where answers loop, + an appendix table of unmeasured γ predictions
     degenerate = sum(1 for e in entries if e["content"]["n_degenerate"])
-    assert len(inv.tables) == 1 + len(entries) + degenerate
+    unmeasured = sum(1 for e in entries if any(not g["measured"] for g in e["gammas"]))
+    assert len(inv.tables) == 2 + len(entries) + degenerate + unmeasured
     md = (finished_run / "report.md").read_text()
     assert md.count("](plots/") == len(pngs)
 

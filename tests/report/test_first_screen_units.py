@@ -1,0 +1,217 @@
+"""The first screen's pure parts: warnings once per setting, tails, economics, the decision lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from specbench.analysis.serving_cost import economics_section, latency_tails
+from specbench.report.text import (
+    counts_line,
+    decision_warnings,
+    grouped_warnings,
+    pool_decision,
+)
+
+LOW_RATE = (
+    "accepted/proposed is {:.2f} at γ=8 (< 0.4): speculation often costs latency at such rates"
+)
+
+
+def _entry(name: str, verdict: str, gamma: int, warnings: list[str], **kw: Any) -> dict[str, Any]:
+    return {
+        "workload": name,
+        "temperature": 0.0,
+        "warnings": warnings,
+        "failed_units": kw.get("failed", 0),
+        "recommendation": {"verdict": verdict, "gamma": gamma, "itl_ms": kw.get("itl")},
+        "gammas": kw.get("gammas", []),
+        "baseline_peak_memory_mb": kw.get("base_mem"),
+    }
+
+
+def _results(entries: list[dict[str, Any]], pool_gamma: int) -> dict[str, Any]:
+    return {
+        "workloads": entries,
+        "global": {"by_temperature": [{"temperature": 0.0, "gamma": pool_gamma}]},
+        "failures": [],
+    }
+
+
+def test_same_warning_in_many_workloads_is_one_line_under_its_gamma() -> None:
+    entries = [
+        _entry(
+            f"w{i}",
+            "off",
+            0,
+            [LOW_RATE.format(r), f"γ=2: mean tokens per round {1.2 + i / 10:.2f} < 1.5"],
+        )
+        for i, r in enumerate((0.31, 0.22, 0.35))
+    ]
+    grouped = grouped_warnings(_results(entries, 4))
+    by_gamma = {g: (text, cells) for g, text, cells in grouped}
+    assert set(by_gamma) == {8, 2}
+    text, cells = by_gamma[8]
+    assert text.count("accepted/proposed") == 1 and "…" in text and "< 0.4" in text
+    assert cells == ["w0 T=0 (0.31)", "w1 T=0 (0.22)", "w2 T=0 (0.35)"]
+    # neither γ=8 nor γ=2 is deployed (pool γ=4, every workload off): both left to the appendix
+    shown = decision_warnings(_results(entries, 4))
+    assert shown == ["2 further warning(s) concern settings not recommended: see the appendix."]
+    # deployed γ=8: its warning is on the first screen, once
+    shown = decision_warnings(_results(entries, 8))
+    assert len(shown) == 2 and shown[0].startswith("⚠ γ=8: accepted/proposed is …")
+
+
+def test_identical_warnings_keep_their_figures() -> None:
+    w = "too few prompts: α CI half-width 0.100 > 0.05; about 40 prompts would reach it"
+    grouped = grouped_warnings(_results([_entry("a", "on", 4, [w]), _entry("b", "on", 4, [w])], 4))
+    assert grouped == [(None, w, ["a T=0", "b T=0"])]
+
+
+def test_counts_line_counts_unmeasured_and_failed_cells() -> None:
+    entries = [
+        _entry("a", "on", 4, [], failed=2),
+        _entry("b", "off", 0, []),
+        _entry("c", "not_measured", 0, [], failed=5),
+    ]
+    line = counts_line(_results(entries, 4) | {"failures": [{}] * 3})
+    assert line.startswith("3 workload × temperature cells: 1 ON, 1 OFF, 1 not measured")
+    assert "7 failed unit(s)" in line and "3 unresolved" in line
+
+
+def test_pool_decision_states_interval_and_bound() -> None:
+    g = {
+        "temperature": 0.7,
+        "verdict": "on",
+        "gamma": 4,
+        "drafter": "ngram",
+        "policy": "fixed",
+        "speedup": {"value": 1.4321, "ci95": [1.2, 1.7]},
+        "decision_lower_bound": 1.1234,
+    }
+    text = pool_decision(g, 0.05)
+    assert "T = 0.7: **ON at γ=4 (ngram)**" in text
+    assert "1.43× [1.20×, 1.70×]" in text and "lower bound 1.12 > 1.05" in text
+    off = pool_decision({"temperature": 0.0, "verdict": "off", "reason": "no setting clears"}, 0.05)
+    assert off == "T = 0: **OFF** for all traffic (no setting clears)"
+
+
+def _rec(i: int, **kw: Any) -> dict[str, Any]:
+    return {"status": "ok", "prompt_id": f"p{i}", "ttft_ms": [kw.get("ttft", 10.0 + i)],
+            "tpot_ms": kw.get("tpot", float(i + 1)), "wall_ms": 100.0 * (i + 1)}  # fmt: skip
+
+
+def test_tails_are_percentiles_only_where_the_sample_allows() -> None:
+    tails = latency_tails([_rec(i) for i in range(10)])  # TPOT 1 … 10
+    assert tails is not None and tails["n"] == 10
+    assert tails["tpot_ms"]["p50"] == pytest.approx(5.5)
+    assert tails["tpot_ms"]["p90"] == pytest.approx(9.1)  # linear interpolation
+    assert tails["tpot_ms"]["p99"] is None  # 10 requests cannot show a 1-in-100 tail
+    assert tails["e2e_ms"]["p90"] == pytest.approx(910.0)
+    few = latency_tails([_rec(i) for i in range(9)])
+    assert few is not None and few["tpot_ms"]["p90"] is None and few["tpot_ms"]["p50"] == 5.0
+    hundred = latency_tails([_rec(i) for i in range(100)])
+    assert hundred is not None and hundred["tpot_ms"]["p99"] == pytest.approx(99.01)
+    assert latency_tails([]) is None
+
+
+def test_economics_batch1_cost_ttft_and_memory() -> None:
+    e = _entry(
+        "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
+        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+    )  # fmt: skip
+    grp = {
+        "baseline": [_rec(0, ttft=20.0), _rec(1, ttft=30.0)],
+        "spec": {("model", "fixed", 2): [_rec(0, ttft=22.0), _rec(1, ttft=36.0)]},
+    }
+    out = economics_section([e], {("a", 0.0): grp}, {"gpu_hour_usd": 3.6, "gpus": 2}, "cuda:0")
+    row = out["by_workload"][0]
+    # $3.6/h × 2 GPUs = $0.002/s; 10 ms per token → 100 tokens/s → $20 per 10⁶ tokens
+    assert row["loads"][0]["usd_per_million_off"] == pytest.approx(20.0)
+    assert row["loads"][0]["usd_per_million_on"] == pytest.approx(8.0)
+    assert row["ttft_change_ms"] == pytest.approx(4.0)  # (2 + 6) / 2
+    assert row["draft_memory_mb"] == pytest.approx(500.0)
+    unpriced = economics_section([e], {("a", 0.0): grp}, None)["by_workload"][0]
+    assert unpriced["loads"][0]["usd_per_million_off"] is None
+
+
+def test_economics_engine_cost_per_concurrency_from_batch_throughput() -> None:
+    e = _entry("a", "on", 4, [])
+    e["engine"] = {
+        "reference_concurrency": 1,
+        "concurrency": [
+            {"concurrency": 1, "baseline": {"output_tokens_per_s": 100.0},
+             "gammas": {"4": {"output_tokens_per_s": 200.0}}},
+            {"concurrency": 8, "baseline": {"output_tokens_per_s": 800.0},
+             "gammas": {"4": {"output_tokens_per_s": 640.0}}},
+        ],
+    }  # fmt: skip
+    out = economics_section([e], {}, {"gpu_hour_usd": 3.6})
+    loads = out["by_workload"][0]["loads"]
+    assert [x["concurrency"] for x in loads] == [1, 8]
+    assert loads[0]["usd_per_million_off"] == pytest.approx(10.0)  # $0.001/s ÷ 100 tokens/s
+    assert loads[0]["usd_per_million_on"] == pytest.approx(5.0)
+    assert loads[1]["usd_per_million_off"] == pytest.approx(1.25)
+    assert loads[1]["usd_per_million_on"] == pytest.approx(1.5625)  # slower under load: dearer
+
+
+def test_draft_memory_is_not_claimed_on_cpu() -> None:
+    e = _entry(
+        "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
+        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+    )  # fmt: skip
+    row = economics_section([e], {}, None, "cpu")["by_workload"][0]
+    assert row["draft_memory_mb"] is None
+
+
+def test_engine_header_names_the_engine_version_and_flags() -> None:
+    from specbench.report.text import engine_header
+
+    vllm = {
+        "run": {"backend": "vllm"},
+        "env": {
+            "vllm": "0.32.0",
+            "device": "cuda",
+            "gpu": "NVIDIA H200",
+            "engine_args": {
+                "tensor_parallel_size": 2,
+                "enforce_eager": True,
+                "max_model_len": None,
+            },
+            "speculative_config": {"method": "eagle3", "num_speculative_tokens": [2, 4]},
+        },
+    }
+    text = engine_header(vllm)
+    assert text is not None and text.startswith(
+        "Engine: vLLM 0.32.0 (in-process), device cuda (NVIDIA H200)"
+    )
+    assert "tensor_parallel_size=2, enforce_eager=True" in text and "max_model_len" not in text
+    assert "method=eagle3, num_speculative_tokens=[2, 4]" in text
+    openai = {
+        "run": {"backend": "openai"},
+        "env": {
+            "servers": [{"url": "http://a:8000", "gamma": 4, "label": "eagle γ=4"}],
+            "server_info": {"http://a:8000": {"server_version": "0.9.1", "model": "m"}},
+            "chat": False,
+            "prompt_format": "tokens",
+        },
+    }
+    text = engine_header(openai)
+    assert text == (
+        "Engine: OpenAI-compatible server(s) http://a:8000 γ=4 (eagle γ=4, version 0.9.1, model m)"
+        "; chat False, prompt_format tokens."
+    )
+    assert engine_header({"run": {"backend": "transformers"}, "env": {}}) is None
+
+
+def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:
+    e = _entry(
+        "a", "off", 0, [], itl={"baseline": 10.0, "speculative": 10.0},
+        gammas=[{"gamma": 4, "itl_ms": {"value": 12.5}}],
+    )  # fmt: skip
+    e["recommendation"]["best_measured"] = {"gamma": 4}
+    row = economics_section([e], {}, {"gpu_hour_usd": 3.6}, "cuda")["by_workload"][0]
+    assert row["gamma"] == 4
+    assert row["loads"][0]["usd_per_million_off"] == pytest.approx(10.0)
+    assert row["loads"][0]["usd_per_million_on"] == pytest.approx(12.5)  # on would cost more

@@ -1,0 +1,49 @@
+"""README.md's result tables are generated (scripts/readme_tables.py) from shipped run
+directories: a figure that drifts from what the records give fails here until regenerated."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", ROOT / "scripts" / "readme_tables.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_tables_are_what_the_shipped_runs_give() -> None:
+    script = _script()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    regenerated, changed = script.regenerate(readme)
+    assert changed == [], (
+        f"README blocks out of date: {changed}; run python scripts/readme_tables.py"
+    )
+    assert regenerated == readme
+
+
+def test_a_changed_figure_is_caught() -> None:
+    script = _script()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- table:demo -->")
+    row = readme.index("\n| ", readme.index("|---", start)) + 1  # the first data row
+    end = readme.index("\n", row)
+    cells = readme[row:end].split(" | ")
+    cells[4] = "9" + cells[4]  # the speedup, one digit more
+    tampered = readme[:row] + " | ".join(cells) + readme[end:]
+    assert tampered != readme
+    _, changed = script.regenerate(tampered)
+    assert changed == ["demo"]
+
+
+def test_the_shipped_run_holds_records_config_and_env_only() -> None:
+    files = sorted(p.name for p in (ROOT / "docs" / "example-run").iterdir())
+    assert files == ["config.yaml", "env.json", "records.jsonl"]
+    assert (ROOT / "docs" / "example-run" / "records.jsonl").stat().st_size < 400_000
