@@ -23,9 +23,9 @@ An answer is **degenerate** when it is empty or repetitive (any of the three rep
 its threshold); early EOS and the length limit are recorded and counted but are not degenerate on
 their own (short answers and cut-off long answers are real text).
 
-Not measured here: the target's mean log-probability of its own answer. The decoding loops do not
-keep the sampled token's probability, and computing it inside the timed loop would add a gather
-and a device sync per step to the latency being measured; it is left out rather than estimated.
+The target's mean log-probability of its own answer is measured by the decoding loops (they hold
+the target's distribution at every emitted position; `engine.generate`) and passed in here; engine
+backends (vllm / openai) do not report it, so their answers have None.
 """
 
 from __future__ import annotations
@@ -86,7 +86,10 @@ def compression_ratio(text: str) -> float | None:
 
 
 def answer_checks(
-    output_ids: Sequence[int] | None, text: str, stop_reason: str | None
+    output_ids: Sequence[int] | None,
+    text: str,
+    stop_reason: str | None,
+    target_mean_logprob: float | None = None,
 ) -> dict[str, Any]:
     """The content checks of one answer (one turn). Without token ids (some engine records), the
     n-gram check runs over whitespace-separated words instead."""
@@ -120,6 +123,10 @@ def answer_checks(
         "repeated_ngram_share": round(ngram, 4),
         "repeated_line_share": round(line, 4),
         "compression_ratio": None if ratio is None else round(ratio, 4),
+        # mean log p_target(token) over the answer (docs/theory.md §13); informative, not a check
+        "target_mean_logprob": None
+        if target_mean_logprob is None
+        else round(target_mean_logprob, 4),
         "degenerate": bool(reasons),
         "reason": "; ".join(reasons) or None,
     }

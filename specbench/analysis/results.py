@@ -55,6 +55,7 @@ from specbench.analysis.validity import (
     assess,
     compare_clean,
     degenerate_only,
+    engine_validity,
     restrict_verdict,
 )
 from specbench.records import unresolved_failures
@@ -374,6 +375,10 @@ def build_results(
                 n_boot,
                 level,
                 halfwidth,
+            )
+            # content validity from the stored answers (docs/theory.md §13)
+            base1, settings1 = engine_validity(
+                body, base1, settings1, grp["failed"], margin, level, n_boot
             )
         elif grp["baseline"]:
             primary = {

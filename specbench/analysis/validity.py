@@ -12,13 +12,17 @@ Per workload × temperature (docs/theory.md §13):
   `recommend.MIN_PROMPTS` left it is "not_measured" (degenerate output), never ON or OFF;
 - per-prompt α (exact β pooled within each prompt) and its spread, and what the spread does to
   the predictions: the round-pooled tokens per round against the per-prompt pooled one (§3);
-- per-position conditional acceptance with intervals and the rounds behind each position.
+- per-position conditional acceptance with intervals and the rounds behind each position;
+- the target's mean log-probability of its answers, averaged within each prompt then over the
+  prompts (recorded by specbench's own loops; engine backends have none);
+- engine runs (vllm / openai) get the same checks from their stored answers (`engine_validity`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +31,7 @@ import numpy as np
 from specbench.analysis import roi
 from specbench.analysis.acceptance import estimate_alpha, per_prompt, prompt_truncation
 from specbench.analysis.latency import pair, pooled_itl, speedup_of
-from specbench.analysis.recommend import MIN_PROMPTS, SettingKey, recommend
+from specbench.analysis.recommend import MIN_PROMPTS, SettingKey, decide_entry, recommend
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.stats import Estimate, proportion_ci
 from specbench.content import IDENTICAL_MIN_TOKENS, degenerate_reason, record_checks
@@ -95,9 +99,15 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
     degenerate: dict[str, str] = {}
     examples: dict[str, str] = {}
     turns: list[dict[str, Any]] = []
+    logprobs: dict[str, list[float]] = defaultdict(list)  # prompt → its answers' mean log p
     for r in everything:
         checks = record_checks(r)
         turns.extend(checks)
+        logprobs[str(r["prompt_id"])] += [
+            float(c["target_mean_logprob"])
+            for c in checks
+            if c.get("target_mean_logprob") is not None
+        ]
         reason = degenerate_reason(checks) or identical.get(id(r))
         pid = str(r["prompt_id"])
         if reason and pid not in degenerate:
@@ -125,8 +135,21 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
         "empty_share": _share([bool(c.get("empty")) for c in turns]),
         "median_repeated_ngram_share": _median([c.get("repeated_ngram_share") for c in turns]),
         "median_compression_ratio": _median([c.get("compression_ratio") for c in turns]),
+        # docs/theory.md §13: near 0 with repetition = the target loops; low = sampled noise
+        "mean_target_logprob": _prompt_mean(logprobs, lambda pid: True),
+        "mean_target_logprob_degenerate": _prompt_mean(logprobs, lambda pid: pid in degenerate),
+        "mean_target_logprob_non_degenerate": _prompt_mean(
+            logprobs, lambda pid: pid not in degenerate
+        ),
     }
     return Validity(len(prompts), degenerate, clean_base, clean_settings, summary)
+
+
+def _prompt_mean(by_prompt: dict[str, list[float]], keep: Callable[[str], bool]) -> float | None:
+    """Mean over the kept prompts of each prompt's mean (each prompt weighs the same, however
+    many answers and settings it has); None when no kept prompt has a value."""
+    means = [float(np.mean(v)) for pid, v in by_prompt.items() if v and keep(pid)]
+    return json_num(round(float(np.mean(means)), 4)) if means else None
 
 
 def _median(values: list[Any]) -> float | None:
@@ -436,6 +459,38 @@ def add_acceptance_detail(
     out["per_position_detail"] = per_position_intervals(
         primary[gamma_max], gamma_max, n_boot, level
     )
+
+
+def engine_validity(
+    body: dict[str, Any],
+    base: Records,
+    settings: dict[SettingKey, Records],
+    failed: Records,
+    margin: float,
+    level: float,
+    n_boot: int,
+) -> tuple[Records, dict[SettingKey, Records]]:
+    """Content checks for an engine run's entry (vllm / openai): the same checks, computed from
+    the stored answers (and token ids when kept), on the reference-concurrency records the
+    verdict uses. With degenerate prompts the decision is remade on the rest, exactly as for the
+    transformers backend; α over all vs non-degenerate prompts is not available (the engine's
+    counters are per batch, not per prompt), the speedup is. Returns the records to pool."""
+    v = assess(base, settings)
+    if v.degenerate:
+        decide_entry(body, v.clean_base, v.clean_settings, failed, margin, level, n_boot)
+    restrict_verdict(v, body, n_boot, level)
+    compare_clean(v, body, base, {}, settings, margin, level, n_boot)
+    if v.degenerate:  # the chosen γ may have changed: re-point the engine's load figures
+        rec, eng = body["recommendation"], body.get("engine") or {}
+        chosen = rec.get("gamma") or (rec.get("best_measured") or {}).get("gamma")
+        eng["chosen_gamma"] = chosen
+        eng["chosen_stops_paying_at"] = (
+            ((eng.get("stops_paying") or {}).get(str(chosen)) or {}).get("stops_paying_at")
+            if chosen
+            else None
+        )
+        return v.clean_base, v.clean_settings
+    return base, settings
 
 
 def degenerate_only(out: dict[str, Any]) -> bool:

@@ -6,6 +6,13 @@ counted on both sides; text is never re-tokenized), so their tokens/s are compar
 Speculative round (docs/theory.md §1): the drafter proposes y_1..y_k; the target runs once over
 [last, y_1..y_k] giving p_1..p_{k+1}; `accept_draft` keeps y_1..y_n and emits one more token; the
 target cache is cropped by the k − n rejected positions, the drafter rolls back its own.
+
+Both loops also keep log p_target(emitted token) of every emitted token as device tensors (the
+target distribution at that position is computed anyway), summed once after the loop: the
+answer's mean log-probability under the target (docs/theory.md §13). Under sampling p is the
+processed distribution (temperature, top-k, top-p) the token was drawn from — for a correction
+token drawn from norm(max(0, p − q)) it is still p(token); under greedy the processed p is
+one-hot, so the raw softmax (T = 1) is used: the target's own confidence in its argmax.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class Generation:
     rounds: Rounds | None = None  # speculative only
     step_ms: list[float] = field(default_factory=list)  # baseline only: each decode step
     forward_ms: list[float] = field(default_factory=list)  # baseline only: model forward part
+    # mean log p_target(token) over output_ids (module docstring); None when nothing was emitted
+    target_mean_logprob: float | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -84,10 +93,25 @@ class _Stopper:
         return kept
 
 
-def _pick(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+def _pick(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[int, torch.Tensor]:
+    """The next token and its log-probability under the target (a 0-d device tensor, no sync)."""
     if params.greedy:
-        return int(logits.argmax())
-    return int(sample(process_logits(logits, params), generator))
+        tok = int(logits.argmax())
+        return tok, torch.log_softmax(logits.float(), dim=-1)[tok]
+    probs = process_logits(logits, params)
+    tok = int(sample(probs, generator))
+    return tok, torch.log(probs[tok])
+
+
+def _mean_logprob(parts: list[torch.Tensor], n_tokens: int) -> float | None:
+    """Mean of the first n_tokens per-token log-probabilities: ONE device read after the loop.
+    The output is always a prefix of everything emitted (stop truncation only cuts the end)."""
+    if n_tokens == 0 or not parts:
+        return None
+    flat = torch.cat([p.reshape(-1) for p in parts])[:n_tokens]
+    return float(flat.double().mean())
 
 
 def baseline_generate(
@@ -107,25 +131,29 @@ def baseline_generate(
     step_ms: list[float] = []
     forward_ms: list[float] = []
     t_start = clock.now()
-    first = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
+    first, first_lp = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
     t_first = clock.now()
     stopper.extend(out, [first])
+    logprobs = [first_lp]
     while not stopper.reason:
         t0 = clock.now()
         logits = target.feed([out[-1]], keep=1)[-1]
         t1 = clock.now()
-        tok = _pick(logits, params, generator)
+        tok, lp = _pick(logits, params, generator)
         t2 = clock.now()
         forward_ms.append(t1 - t0)
         step_ms.append(t2 - t0)
         stopper.extend(out, [tok])
+        logprobs.append(lp)
+    wall_ms = clock.now() - t_start
     return Generation(
         output_ids=out,
         stop_reason=stopper.reason,
         ttft_ms=t_first - t_start,
-        wall_ms=clock.now() - t_start,
+        wall_ms=wall_ms,
         step_ms=step_ms,
         forward_ms=forward_ms,
+        target_mean_logprob=_mean_logprob(logprobs, len(out)),
     )
 
 
@@ -136,6 +164,8 @@ class RoundResult:
     next_token: int
     beta: list[float]
     verify_ms: float
+    # log p_target of each emitted token, (n_accepted + 1,) on the device (module docstring)
+    logprob: torch.Tensor | None = None
 
     @property
     def emitted(self) -> list[int]:
@@ -169,6 +199,9 @@ def speculative_round(
         n_accepted = matches.index(False) if False in matches else k
         next_token = int(target_argmax[n_accepted])
         beta = [float(m) for m in matches]  # one-hot p and q: β is the match indicator
+        # emitted = the target's argmax at positions 0..n: log of its raw (T = 1) probability
+        logp = torch.log_softmax(logits[: n_accepted + 1].float(), dim=-1)
+        logprob = logp.gather(-1, target_argmax[: n_accepted + 1].unsqueeze(-1)).squeeze(-1)
     else:
         p_target = process_logits(logits, params)  # (k+1, V)
         q_draft = proposal.q_draft
@@ -180,9 +213,16 @@ def speculative_round(
         rule = accept_rule or accept_draft
         decision = rule(drafted, p_target, q_draft, greedy=False, generator=generator)
         n_accepted, next_token = decision.n_accepted, decision.next_token
+        # p of each emitted token: accepted drafts at 0..n−1, the correction/bonus at n (its p,
+        # not the residual it was drawn from)
+        idx = torch.arange(n_accepted, device=p_target.device)
+        emitted_p = torch.cat(
+            [p_target[idx, drafted[:n_accepted]], p_target[n_accepted, next_token].reshape(1)]
+        )
+        logprob = torch.log(emitted_p)
     target.rollback(k - n_accepted)
     drafter.commit(proposal, n_accepted, next_token)
-    return RoundResult(proposal, n_accepted, next_token, beta, verify_ms)
+    return RoundResult(proposal, n_accepted, next_token, beta, verify_ms, logprob)
 
 
 def speculative_generate(
@@ -204,9 +244,10 @@ def speculative_generate(
     target.reset()
     out: list[int] = []
     t_start = clock.now()
-    first = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
+    first, first_lp = _pick(target.feed(prompt_ids, keep=1)[-1], params, generator)
     t_first = clock.now()
     stopper.extend(out, [first])
+    logprobs, complete = [first_lp], True
     draft_prefill_ms = drafter.start(prompt_ids, first)
     while not stopper.reason:
         t_round = clock.now()
@@ -217,6 +258,10 @@ def speculative_generate(
             target, drafter, out[-1], gamma, params, clock, generator, accept_rule
         )
         kept = stopper.extend(out, step.emitted)
+        if step.logprob is None:  # a custom round without it: no figure rather than a wrong one
+            complete = False
+        else:
+            logprobs.append(step.logprob)
         round_ms = clock.now() - t_round
         proposal = step.proposal
         rounds.gamma.append(gamma)
@@ -228,13 +273,15 @@ def speculative_generate(
         rounds.draft_ms.append(proposal.step_ms)
         rounds.verify_ms.append(step.verify_ms)
         rounds.overhead_ms.append(round_ms - step.verify_ms - sum(proposal.step_ms))
+    wall_ms = clock.now() - t_start
     return Generation(
         output_ids=out,
         stop_reason=stopper.reason,
         ttft_ms=t_first - t_start,
-        wall_ms=clock.now() - t_start,
+        wall_ms=wall_ms,
         draft_prefill_ms=draft_prefill_ms,
         rounds=rounds,
+        target_mean_logprob=_mean_logprob(logprobs, len(out)) if complete else None,
     )
 
 

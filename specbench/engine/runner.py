@@ -338,7 +338,7 @@ class Session:
             "answers": answers,
             # is it real text? repetition, empty, early EOS, length limit (docs/theory.md §13)
             "content": [
-                answer_checks(g.output_ids, a, g.stop_reason)
+                answer_checks(g.output_ids, a, g.stop_reason, g.target_mean_logprob)
                 for g, a in zip(gens, answers, strict=True)
             ],
         }

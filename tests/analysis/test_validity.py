@@ -16,7 +16,9 @@ from specbench.analysis.validity import (
     identical_across_prompts,
     per_position_intervals,
 )
+from specbench.content import answer_checks
 from tests.analysis.synthetic import baseline_record, spec_record
+from tests.analysis.test_engine_metrics import _req
 
 LOOP_IDS = [7, 8] * 30
 LOOP_TEXT = "\n#" * 30
@@ -142,3 +144,60 @@ def test_identical_answers_across_prompts() -> None:
     flagged = identical_across_prompts([*base, other])
     assert set(flagged) == {id(base[0]), id(base[1])}
     assert "1 other prompt" in flagged[id(base[0])]
+
+
+def test_mean_target_logprob_per_prompt_then_over_prompts() -> None:
+    """Each prompt weighs the same: prompt 0 (degenerate, two answers −0.1 and −0.3 → −0.2),
+    prompt 1 (one answer −2.0) → overall −1.1; split by degeneracy."""
+    recs = _records(1, 1)
+    values = {"w-000": [-0.1, -0.3], "w-001": [-2.0]}
+    for r in recs:
+        seq = values[r["prompt_id"]]
+        lp = seq.pop(0) if len(seq) > 1 else seq[0]
+        r["content"] = [
+            {**answer_checks(r["output_ids"][0], r["answers"][0], "max_new_tokens", lp)}
+        ]
+    c = build_results(recs, CONFIG, {})["workloads"][0]["content"]
+    assert c["mean_target_logprob"] == pytest.approx(-1.1)
+    assert c["mean_target_logprob_degenerate"] == pytest.approx(-0.2)
+    assert c["mean_target_logprob_non_degenerate"] == pytest.approx(-2.0)
+    none = build_results(_records(1, 1), CONFIG, {})["workloads"][0]["content"]
+    assert none["mean_target_logprob"] is None  # computed from the answers: not measured
+
+
+def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
+    """An engine run (the synthetic vllm records) whose looping prompts are fast under
+    speculation (TPOT 3 ms vs 10) and whose text prompts are slower (10.5 ms)."""
+    rng = np.random.default_rng(2)
+    recs = []
+    for i in range(n_loop + n_text):
+        looping, pid = i < n_loop, f"p{i}"
+        jitter = float(rng.normal(0, 0.05))
+        for kind, gamma, tpot in (("baseline", 0, 10.0), ("spec", 3, 3.0 if looping else 10.5)):
+            rec = _req(kind, pid, gamma, 1, tpot + jitter)
+            del rec["output_ids"]  # the openai backend keeps only the text
+            text = (
+                LOOP_TEXT
+                if looping
+                else f"Answer {i}: the river floods each spring, so farms moved uphill."
+            )
+            recs.append({**rec, "answers": [text], "stop_reason": ["length"]})
+    return recs
+
+
+def test_engine_run_flags_loops_and_decides_on_real_text() -> None:
+    res = build_results(_engine_records(8, 6), CONFIG, {})
+    (e,) = res["workloads"]
+    c = e["content"]
+    assert c["n_degenerate"] == 8 and c["reasons"] == {"repetition": 8}
+    assert c["all_prompts"]["verdict"] == "on"  # the loops would have turned it on
+    rec = e["recommendation"]
+    assert rec["verdict"] == "off"
+    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 6, "n_degenerate_excluded": 8}
+    assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10.0 / 10.5, rel=0.02)
+    assert e["engine"]["chosen_gamma"] == 3  # the best measured (OFF) setting, re-pointed
+    assert any(w.startswith("degenerate output: 8 of 14") for w in e["warnings"])
+    assert c["differs_beyond_intervals"]  # speedup 1.6× [1.09, 2.38] vs 0.95×
+    clean = build_results(_engine_records(0, 7), CONFIG, {})["workloads"][0]
+    assert clean["content"]["n_degenerate"] == 0
+    assert clean["recommendation"]["basis"]["prompts"] == "all"

@@ -62,6 +62,13 @@ def test_records_are_self_describing_and_complete(tmp_path: Path, session) -> No
     # greedy: speculative outputs equal the baseline's for the same prompt
     base = {r["prompt_id"]: r["output_ids"] for r in recs if r["kind"] == "baseline"}
     assert all(r["output_ids"] == base[r["prompt_id"]] for r in spec)
+    # the same greedy answer, the same target log-probability (docs/theory.md §13)
+    base_lp = {r["prompt_id"]: r["content"][0]["target_mean_logprob"] for r in recs[::3]}
+    assert all(v is not None and v < 0 for v in base_lp.values())
+    for r in spec:
+        assert r["content"][0]["target_mean_logprob"] == pytest.approx(
+            base_lp[r["prompt_id"]], abs=2e-4
+        )
     assert len(read_records(tmp_path / "warmup.jsonl")) == 2
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["torch"] and env["transformers"] and env["device"] == "cpu"

@@ -78,3 +78,12 @@ def test_record_checks_from_older_records_and_multi_turn() -> None:
     assert [c["degenerate"] for c in checks] == [False, True]
     assert record_checks({"content": [{"degenerate": False}]}) == [{"degenerate": False}]
     assert record_checks({}) == []
+
+
+def test_target_logprob_is_recorded_not_judged() -> None:
+    """The target's mean log-probability is stored (rounded) and does not make an answer
+    degenerate on its own; engine answers have none."""
+    text = answer_checks([5, 6, 2], "Paris.", "eos", -0.123456)
+    assert text["target_mean_logprob"] == -0.1235 and not text["degenerate"]
+    assert answer_checks([5, 6, 2], "Paris.", "eos", -0.0)["degenerate"] is False
+    assert answer_checks(None, "Paris.", "stop")["target_mean_logprob"] is None
