@@ -36,8 +36,9 @@ def pool_sentence(g: dict[str, Any]) -> str:
 def decision_rule(run: dict[str, Any]) -> str:
     level = run.get("ci_level", 0.95)
     return (
-        f"Speculation is ON for a workload only if the simultaneous {level:.0%} lower confidence "
-        f"bound of its best setting's speedup exceeds 1 + {run.get('margin')} — simultaneous over "
+        f"Speculation is ON for a workload only if the simultaneous {1 - (1 - level) / 2:.1%} "
+        f"lower confidence bound of its best setting's speedup exceeds 1 + {run.get('margin')} — "
+        "simultaneous over "
         "every measured drafter × policy × γ, so picking the best does not inflate the error: the "
         f"false-ON rate is at most {(1 - level) / 2:.1%} when no setting truly clears the margin. "
         "Speedup = pooled decode tokens/s of speculation ÷ the baseline's on the same prompts; "
@@ -178,7 +179,7 @@ def short_rule(run: dict[str, Any]) -> str:
     """The decision rule in one sentence, with its nominal error rate (full text: decision_rule)."""
     level = run.get("ci_level", 0.95)
     return (
-        f"ON only where the simultaneous {level:.0%} lower bound of the speedup exceeds "
+        f"ON only where the simultaneous {1 - (1 - level) / 2:.1%} lower bound of the speedup exceeds "
         f"1 + {run.get('margin')}: a false ON at most {(1 - level) / 2:.1%} of the time "
         "(docs/theory.md §8)."
     )
