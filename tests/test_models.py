@@ -368,3 +368,16 @@ def test_shipped_tiny_pair_is_compatible() -> None:
     info = check_pair_compatible(target, draft)
     assert info.real_vocab_size == len(target.tokenizer)
     assert target.n_params > draft.n_params
+
+
+def test_memory_profile_of_the_tiny_pair_matches_its_config() -> None:
+    """KV bytes per token = 2 (K, V) × layers × KV heads × head_dim × 4 (fp32), from config.json."""
+    from specbench.models import memory_profile
+
+    target = load_model(ModelSpec(model="tiny-target", dtype="float32", device="cpu"))
+    draft = load_model(ModelSpec(model="tiny-draft", dtype="float32", device="cpu"))
+    t, d = memory_profile(target.model), memory_profile(draft.model)
+    assert t["kv_bytes_per_token"] == 2 * 10 * 5 * 32 * 4
+    assert d["kv_bytes_per_token"] == 2 * 1 * 3 * 32 * 4
+    assert t["weight_bytes"] == 4 * target.n_params
+    assert d["weight_bytes"] == 4 * draft.n_params

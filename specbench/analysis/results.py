@@ -47,7 +47,7 @@ from specbench.analysis.recommend import (
     pool_recommendation,
 )
 from specbench.analysis.serialize import est_json, json_num
-from specbench.analysis.serving_cost import add_tails, economics_section
+from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
 from specbench.analysis.validity import (
@@ -437,7 +437,9 @@ def build_results(
         "env": env,
         "workloads": entries,
         "global": global_recommendation(entries, pool_inputs, margin, level, n_boot),
-        "economics": economics_section(entries, groups, config.get("economics"), env.get("device")),
+        "economics": with_memory(
+            economics_section(entries, groups, config.get("economics"), env.get("device")), env
+        ),
         "failures": failures,
     }
 

@@ -105,6 +105,29 @@ def _usd(itl_off: float | None, itl_on: float | None, price: float | None, gpus:
     return one(itl_off), one(itl_on)
 
 
+def draft_memory(env: dict[str, Any]) -> dict[str, Any] | None:
+    """What each draft costs in memory (docs/theory.md §12), from env.json's model profiles:
+    its weights, its own KV cache per token, and the target-KV capacity it takes — the tokens of
+    target KV cache its weights would otherwise hold, and the share of each sequence's cache that
+    the draft's KV adds (draft / (target + draft) KV bytes per token)."""
+    mem = env.get("memory") or {}
+    target = mem.get("target") or {}
+    t_kv = target.get("kv_bytes_per_token")
+    out = {}
+    for label, d in (mem.get("drafts") or {}).items():
+        d_kv = d.get("kv_bytes_per_token")
+        out[label] = {
+            "weights_mib": json_num(d["weight_bytes"] / 2**20),
+            "weights_share_of_target": json_num(d["weight_bytes"] / target["weight_bytes"])
+            if target.get("weight_bytes")
+            else None,
+            "kv_kib_per_token": json_num(d_kv / 1024) if d_kv else None,
+            "target_kv_tokens_displaced": int(d["weight_bytes"] // t_kv) if t_kv else None,
+            "kv_share_per_sequence": json_num(d_kv / (t_kv + d_kv)) if t_kv and d_kv else None,
+        }
+    return out or None
+
+
 def economics_section(
     entries: list[dict[str, Any]],
     groups: dict[tuple[str, float], dict[str, Any]],
@@ -197,3 +220,7 @@ def economics_section(
         )
         rows.append(row)
     return {"gpu_hour_usd": price, "gpus": gpus, "by_workload": rows}
+
+
+def with_memory(econ: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    return {**econ, "draft_memory": draft_memory(env)}

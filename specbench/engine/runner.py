@@ -132,8 +132,14 @@ def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) ->
     return done
 
 
-def environment(cfg: RunConfig, target_device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-    """What produced the numbers: versions, device, CPU/GPU model, specbench's git commit."""
+def environment(
+    cfg: RunConfig,
+    target_device: torch.device,
+    dtype: torch.dtype,
+    memory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What produced the numbers: versions, device, CPU/GPU model, specbench's git commit, and
+    (`memory`) each model's weights and KV cache per token."""
     import transformers
 
     import specbench
@@ -171,6 +177,7 @@ def environment(cfg: RunConfig, target_device: torch.device, dtype: torch.dtype)
         "cuda": torch.version.cuda,
         "dtype": str(dtype).removeprefix("torch."),
         "backend": cfg.backend,
+        "memory": memory,
     }
 
 
@@ -232,6 +239,7 @@ class Session:
         """`drafts` maps each drafter label of the config to its LoadedModel (None for n-gram)."""
         self.cfg = cfg
         self.target_loaded = target
+        self.drafts_loaded = drafts
         self.tokenizer = target.tokenizer
         self.device = target.device
         self.clock = Clock(target.device)
@@ -598,6 +606,16 @@ def run(
     prompts = load_prompts(cfg, base_dir)
     session = session or load_session(cfg)
     done = prepare_run_dir(cfg, out_dir, resume, force)
-    write_env(out_dir, environment(cfg, session.device, session.target_loaded.dtype))
+    from specbench.models import memory_profile
+
+    memory = {
+        "target": memory_profile(session.target_loaded.model),
+        "drafts": {
+            label: memory_profile(m.model)
+            for label, m in session.drafts_loaded.items()
+            if m is not None
+        },
+    }
+    write_env(out_dir, environment(cfg, session.device, session.target_loaded.dtype, memory))
     plan = plan_units(cfg, prompts)
     return execute(session, out_dir, plan, done, events, stop_after)

@@ -303,6 +303,23 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
         if price is not None
         else "No price given (`--gpu-hour-usd`, `--gpus` or the config's `economics:`); "
     )
+    memory = [
+        f"draft `{label}`: weights {_num(m['weights_mib'], '{:.1f}')} MiB "
+        f"({_num(m['weights_share_of_target'], '{:.1%}')} of the target's), taking the room of "
+        f"{m['target_kv_tokens_displaced'] if m['target_kv_tokens_displaced'] is not None else '–'}"
+        f" tokens of target KV cache; its own KV cache adds "
+        f"{_num(m['kv_share_per_sequence'], '{:.1%}')} to each sequence's "
+        f"({_num(m['kv_kib_per_token'], '{:.1f}')} KiB per token)"
+        for label, m in (econ.get("draft_memory") or {}).items()
+    ]
+    rows_note: Block
+    if memory:
+        rows_note = Bullets(memory)
+    else:
+        rows_note = Para(
+            "Draft memory: not computed (env.json holds no model profiles: an engine run, whose "
+            "engine reports its own KV-cache blocks in its log, or a run from an older specbench)."
+        )
     return [
         Heading("Cost and latency at each workload's setting"),
         Para(
@@ -326,6 +343,7 @@ def cost_and_tail_blocks(results: dict[str, Any]) -> list[Block]:
             ],
             rows,
         ),
+        rows_note,
     ]
 
 
