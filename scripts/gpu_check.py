@@ -361,16 +361,24 @@ def junit_counts(path: Path) -> dict[str, int] | None:
 def verify_figures(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         return None
-    g = doc.get("greedy") or {}
+    # one greedy entry per drafter (the config's and the n-gram one verify adds): summed
+    greedy = doc.get("greedy") or []
+    greedy = [greedy] if isinstance(greedy, dict) else greedy
     mt = doc.get("multiple_testing") or {}
+
+    def total(key: str) -> Any:
+        vals = [g.get(key) for g in greedy if g.get(key) is not None]
+        return sum(vals) if vals else None
+
+    rates = [g["token_identity_rate"] for g in greedy if g.get("token_identity_rate") is not None]
     return {
         "passed": doc.get("passed"),
-        "dtype": g.get("dtype"),
-        "greedy_runs": g.get("runs"),
-        "greedy_identical_runs": g.get("identical_runs"),
-        "token_identity_rate": g.get("token_identity_rate"),
-        "near_tie_flips": g.get("near_tie_flips"),
-        "near_tie_tolerance": g.get("near_tie_tolerance"),
+        "dtype": greedy[0].get("dtype") if greedy else None,
+        "greedy_runs": total("runs"),
+        "greedy_identical_runs": total("identical_runs"),
+        "token_identity_rate": min(rates) if rates else None,
+        "near_tie_flips": total("near_tie_flips"),
+        "near_tie_tolerance": greedy[0].get("near_tie_tolerance") if greedy else None,
         "chi2_tests": mt.get("tests"),
         "min_adjusted_p": mt.get("min_adjusted_p_value"),
         "family_significance": mt.get("family_significance"),

@@ -51,6 +51,8 @@ EXIT_CODES_HELP = (
 # Sizes a user can type, bounded so that every command stays within memory and minutes.
 MAX_GAMMA = 64  # drafted tokens per round (run, verify, accept, policies)
 MAX_ROI_GAMMA = 1024  # roi is analytic: a longer grid is cheap, but not unbounded
+MAX_ROI_MS = 1e9  # times in ms (about 11.6 days per step): beyond any real model
+MAX_ROI_RATIO = 1e6  # T_d / T_ar: a draft a million times slower than the target never pays
 MAX_PROMPTS = 100_000
 MAX_SAMPLES = 1_000_000  # verify: speculative rounds per context
 MAX_CONTEXTS = 1_000
@@ -326,13 +328,14 @@ def roi(
             _fail("--t-target and --t-draft go together: give both (in ms) or neither")
         if cost_ratio is not None and t_target is not None:
             _fail("give either --cost-ratio or --t-target/--t-draft, not both")
+        # Bounds keep every derived figure finite (γ·T_d at γ = 1024 must not overflow JSON).
         for name, value in (("--t-target", t_target), ("--t-draft", t_draft)):
-            if value is not None and value <= 0:
-                _fail(f"{name} must be a time > 0 ms, got {value:g}")
-        if cost_ratio is not None and cost_ratio <= 0:
-            _fail(f"--cost-ratio must be > 0, got {cost_ratio:g}")
-        if verify_slope < 0:
-            _fail(f"--verify-slope must be >= 0, got {verify_slope:g}")
+            if value is not None and not 0 < value <= MAX_ROI_MS:
+                _fail(f"{name} must be a time in (0, {MAX_ROI_MS:g}] ms, got {value:g}")
+        if cost_ratio is not None and not 0 < cost_ratio <= MAX_ROI_RATIO:
+            _fail(f"--cost-ratio must be in (0, {MAX_ROI_RATIO:g}], got {cost_ratio:g}")
+        if not 0 <= verify_slope <= MAX_ROI_MS:
+            _fail(f"--verify-slope must be in [0, {MAX_ROI_MS:g}], got {verify_slope:g}")
         if not 1 <= gpus <= 100_000:
             _fail(f"--gpus must be in [1, 100000], got {gpus}")
         for name, value in (

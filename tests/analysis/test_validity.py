@@ -167,13 +167,13 @@ def test_mean_target_logprob_per_prompt_then_over_prompts() -> None:
 
 def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
     """An engine run (the synthetic vllm records) whose looping prompts are fast under
-    speculation (TPOT 3 ms vs 10) and whose text prompts are slower (10.5 ms)."""
+    speculation (TPOT 1 ms vs 10) and whose text prompts are slower (10.5 ms)."""
     rng = np.random.default_rng(2)
     recs = []
     for i in range(n_loop + n_text):
         looping, pid = i < n_loop, f"p{i}"
         jitter = float(rng.normal(0, 0.05))
-        for kind, gamma, tpot in (("baseline", 0, 10.0), ("spec", 3, 3.0 if looping else 10.5)):
+        for kind, gamma, tpot in (("baseline", 0, 10.0), ("spec", 3, 1.0 if looping else 10.5)):
             rec = _req(kind, pid, gamma, 1, tpot + jitter)
             del rec["output_ids"]  # the openai backend keeps only the text
             text = (
@@ -186,18 +186,18 @@ def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
 
 
 def test_engine_run_flags_loops_and_decides_on_real_text() -> None:
-    res = build_results(_engine_records(8, 6), CONFIG, {})
+    res = build_results(_engine_records(16, 12), CONFIG, {})
     (e,) = res["workloads"]
     c = e["content"]
-    assert c["n_degenerate"] == 8 and c["reasons"] == {"repetition": 8}
+    assert c["n_degenerate"] == 16 and c["reasons"] == {"repetition": 16}
     assert c["all_prompts"]["verdict"] == "on"  # the loops would have turned it on
     rec = e["recommendation"]
     assert rec["verdict"] == "off"
-    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 6, "n_degenerate_excluded": 8}
+    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 12, "n_degenerate_excluded": 16}
     assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10.0 / 10.5, rel=0.02)
     assert e["engine"]["chosen_gamma"] == 3  # the best measured (OFF) setting, re-pointed
-    assert any(w.startswith("degenerate output: 8 of 14") for w in e["warnings"])
-    assert c["differs_beyond_intervals"]  # speedup 1.6× [1.09, 2.38] vs 0.95×
+    assert any(w.startswith("degenerate output: 16 of 28") for w in e["warnings"])
+    assert c["differs_beyond_intervals"]  # speedup ≈ 2× vs 0.95×
     clean = build_results(_engine_records(0, 7), CONFIG, {})["workloads"][0]
     assert clean["content"]["n_degenerate"] == 0
     assert clean["recommendation"]["basis"]["prompts"] == "all"
