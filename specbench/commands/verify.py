@@ -188,7 +188,7 @@ def verify(
     ] = 8,
     samples: Annotated[
         int, typer.Option("--samples", help="Speculative rounds sampled per context.")
-    ] = 2000,
+    ] = 800,
     gamma: Annotated[
         int | None,
         typer.Option(

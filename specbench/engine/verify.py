@@ -374,27 +374,43 @@ def _sample_rounds(
     return out
 
 
+PREFIX_BATCH = 64  # prefixes scored per batched forward
+
+
 def prefix_distributions(
     target: CachedLM, context: list[int], prefixes: set[tuple[int, ...]], params: SamplingParams
 ) -> dict[tuple[int, ...], np.ndarray]:
     """The target's processed p(· | context + prefix) (V,) for every non-empty prefix asked for.
 
     These are the oracle of the later-position tests, so they come from fresh forwards of the
-    context plus the tokens, never from a round's own verify forward: a round that uses the
-    wrong row, or a cache that holds the wrong tokens, is then caught. One forward per longest
-    prefix: its rows hold every shorter prefix of it (row k ↔ the first k + 1 tokens).
+    context plus the tokens — no KV cache at all, never a round's own verify forward: a round
+    that uses the wrong row, or a cache that holds the wrong tokens, is then caught. Only the
+    longest prefixes are run (a row per token holds every shorter prefix), PREFIX_BATCH at a
+    time, right-padded: under causal attention no real position sees the padding.
     """
-    out: dict[tuple[int, ...], np.ndarray] = {}
-    target.reset()
-    target.feed(context, keep=1)
+    chosen: list[tuple[int, ...]] = []
+    covered: set[tuple[int, ...]] = set()
     for seq in sorted(prefixes, key=len, reverse=True):
-        if seq in out:
-            continue
-        logits = target.feed(list(seq), keep=len(seq))  # (L, V)
-        rows = process_logits(logits, params).double().cpu().numpy()
-        for k in range(len(seq)):
-            out.setdefault(seq[: k + 1], rows[k])
-        target.rollback(len(seq))
+        if seq not in covered:
+            chosen.append(seq)
+            covered.update(seq[: k + 1] for k in range(len(seq)))
+    out: dict[tuple[int, ...], np.ndarray] = {}
+    n_ctx = len(context)
+    for i in range(0, len(chosen), PREFIX_BATCH):
+        chunk = chosen[i : i + PREFIX_BATCH]
+        width = max(len(s) for s in chunk)
+        ids = torch.zeros((len(chunk), n_ctx + width), dtype=torch.long, device=target.device)
+        ids[:, :n_ctx] = torch.tensor(context, dtype=torch.long, device=target.device)
+        for b, seq in enumerate(chunk):
+            ids[b, n_ctx : n_ctx + len(seq)] = torch.tensor(seq, dtype=torch.long)
+        # logits at positions n_ctx … n_ctx + width − 1: row k follows the prefix's first k + 1
+        logits = target.model(input_ids=ids, use_cache=False, logits_to_keep=width).logits
+        logits = logits[:, :, : target.vocab_size]  # (B, width, V)
+        rows = process_logits(logits.reshape(-1, logits.shape[-1]), params)
+        rows_np = rows.double().cpu().numpy().reshape(len(chunk), width, -1)
+        for b, seq in enumerate(chunk):
+            for k in range(len(seq)):
+                out.setdefault(seq[: k + 1], rows_np[b, k])
     return out
 
 
@@ -484,7 +500,7 @@ DEFAULT_NGRAM = DraftSpec(method="ngram", name="ngram", prompt_lookup_min=1, pro
 @dataclass(frozen=True)
 class VerifyOptions:
     contexts: int = 8
-    samples: int = 2000
+    samples: int = 800
     gamma: int | None = None  # None: greedy at every γ of the config, sampling at min(γ_max, 4)
     temperatures: list[float] | None = None  # None: the config's
     top_p: float | None = None
