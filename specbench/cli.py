@@ -331,9 +331,9 @@ def roi(
         # Bounds keep every derived figure finite (γ·T_d at γ = 1024 must not overflow JSON).
         for name, value in (("--t-target", t_target), ("--t-draft", t_draft)):
             if value is not None and not 0 < value <= MAX_ROI_MS:
-                _fail(f"{name} must be a time in (0, {MAX_ROI_MS:g}] ms, got {value:g}")
+                _fail(f"{name} must be a time > 0 ms and at most {MAX_ROI_MS:g}, got {value:g}")
         if cost_ratio is not None and not 0 < cost_ratio <= MAX_ROI_RATIO:
-            _fail(f"--cost-ratio must be in (0, {MAX_ROI_RATIO:g}], got {cost_ratio:g}")
+            _fail(f"--cost-ratio must be > 0 and at most {MAX_ROI_RATIO:g}, got {cost_ratio:g}")
         if not 0 <= verify_slope <= MAX_ROI_MS:
             _fail(f"--verify-slope must be in [0, {MAX_ROI_MS:g}], got {verify_slope:g}")
         if not 1 <= gpus <= 100_000:

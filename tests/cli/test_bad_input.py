@@ -169,6 +169,8 @@ CASES: list[tuple[str, str]] = [
     ("roi --alpha 0.5 --t-target nan --t-draft 1", "finite"),
     ("roi --alpha 0.5 --t-target inf --t-draft 1", "finite"),
     ("roi --alpha 0.5 --t-target 10 --t-draft -1", "> 0"),
+    ("roi --alpha 0.5 --cost-ratio 1e307 --json", "at most"),  # γ·c would overflow the JSON
+    ("roi --alpha 0.5 --t-target 1e300 --t-draft 1", "at most"),
     ("roi --alpha 0.5 --verify-slope -inf", "finite"),
     ("roi --alpha 0.5 --gamma-max 100000000", "1024"),
     ("roi --alpha 0.5 --gamma 5000", "1024"),
