@@ -242,6 +242,16 @@ def _fail(message: str) -> None:
     raise SpecbenchError(message)
 
 
+# Pricing options shared by `run` and `report` (one declaration, one help text).
+GpuHourUsdOption = Annotated[
+    float | None,
+    typer.Option("--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."),
+]
+GpusOption = Annotated[
+    int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
+]
+
+
 @app.command()
 def roi(
     alpha: Annotated[
@@ -512,15 +522,8 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Discard the run already in DIR and start over.")
     ] = False,
-    gpu_hour_usd: Annotated[
-        float | None,
-        typer.Option(
-            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
-        ),
-    ] = None,
-    gpus: Annotated[
-        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
-    ] = None,
+    gpu_hour_usd: GpuHourUsdOption = None,
+    gpus: GpusOption = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -628,15 +631,8 @@ def economics_options(gpu_hour_usd: float | None, gpus: int | None) -> dict[str,
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specbench run`.")],
-    gpu_hour_usd: Annotated[
-        float | None,
-        typer.Option(
-            "--gpu-hour-usd", help="Price of one GPU-hour (USD), for cost per 10⁶ tokens."
-        ),
-    ] = None,
-    gpus: Annotated[
-        int | None, typer.Option("--gpus", help="GPUs serving the target (default 1).")
-    ] = None,
+    gpu_hour_usd: GpuHourUsdOption = None,
+    gpus: GpusOption = None,
 ) -> None:
     """Regenerate every report file of a run from its records (no model is loaded)."""
     from specbench.report.console import render_summary
