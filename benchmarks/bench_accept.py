@@ -40,18 +40,18 @@ from specbench.commands.accept import (
     tokenize_requests,
 )
 from specbench.config import ModelSpec
-from specbench.engine.drafters import ModelDrafter
-from specbench.engine.generate import fixed_gamma, speculative_generate
-from specbench.engine.lm import CachedLM
-from specbench.engine.teacher_forced import (
+from specbench.models import check_pair_compatible, load_model
+from specbench.spec.drafters import ModelDrafter
+from specbench.spec.generate import fixed_gamma, speculative_generate
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams
+from specbench.spec.teacher_forced import (
     ScoredSequence,
     default_batch_tokens,
     plan_sequences,
     score_sequences,
 )
-from specbench.models import check_pair_compatible, load_model
-from specbench.sampling import SamplingParams
-from specbench.timing import Clock
+from specbench.spec.timing import Clock
 
 REPO = Path(__file__).resolve().parents[1]
 

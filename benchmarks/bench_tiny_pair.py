@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specbench.pairstats import decode_step_latencies, latency_summary
+from specbench.spec.pairstats import decode_step_latencies, latency_summary
 from specbench.tinypair import tiny_model_dir
 
 

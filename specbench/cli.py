@@ -538,7 +538,7 @@ def run(
     Exit codes: 0 measured; 2 bad input; 4 run incomplete (prompts failed beyond
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
     from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.engine import runner
+    from specbench.harness import runner
     from specbench.report.console import render_summary
     from specbench.report.progress import RichRunEvents
     from specbench.report.writer import write_reports
@@ -569,7 +569,7 @@ def run(
                 if cfg.backend == "transformers":
                     outcome = runner.run(cfg, out_dir, base_dir=config.parent, **opts)
                 else:  # vllm / openai: a serving engine
-                    from specbench.engine.engine_run import run_engine
+                    from specbench.harness.serving.driver import run_engine
 
                     outcome = run_engine(cfg, out_dir, base_dir=config.parent, **opts)
         except KeyboardInterrupt:

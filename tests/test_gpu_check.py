@@ -256,7 +256,7 @@ def test_clock_agrees_with_cuda_events() -> None:
 @needs_cuda
 def test_tiny_pair_bf16_greedy_speculation_matches_target_on_cuda() -> None:
     from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.engine.verify import VerifyOptions, run_verify
+    from specbench.harness.verify import VerifyOptions, run_verify
 
     path = REPO / "configs" / "tiny.yaml"
     over = {side: {"device": "cuda", "dtype": "bfloat16"} for side in ("target", "draft")}
@@ -269,7 +269,7 @@ def test_tiny_pair_bf16_greedy_speculation_matches_target_on_cuda() -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_peak_memory_counts_an_allocation() -> None:
-    from specbench.engine.runner import _peak_memory_mb
+    from specbench.harness.runner import _peak_memory_mb
 
     device = torch.device("cuda")
     torch.cuda.reset_peak_memory_stats(device)
@@ -296,7 +296,7 @@ def test_device_map_auto_loads_the_tiny_pair_on_cuda() -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_accept_batches_16384_tokens_on_cuda() -> None:
-    from specbench.engine.teacher_forced import default_batch_tokens
+    from specbench.spec.teacher_forced import default_batch_tokens
 
     assert default_batch_tokens(torch.device("cuda")) == 16384
     assert default_batch_tokens(torch.device("cpu")) == 1024

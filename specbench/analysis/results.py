@@ -37,7 +37,6 @@ from specbench.analysis.acceptance import (
     per_position_acceptance,
     truncation_curve,
 )
-from specbench.analysis.engine_results import engine_entry, group_metrics
 from specbench.analysis.latency import measured_latency, pair, pooled_itl, tokens_per_s
 from specbench.analysis.predictions import add_prediction_errors, store_gamma_rows
 from specbench.analysis.recommend import (
@@ -48,6 +47,7 @@ from specbench.analysis.recommend import (
 )
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
+from specbench.analysis.serving_results import engine_entry, group_metrics
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
 from specbench.analysis.validity import (

@@ -286,7 +286,7 @@ def _results_timing_row(e: dict[str, Any]) -> tuple[str, list[float]] | None:
     """(kind, [T_ar, T_d, verify_base, slope]) of one results.json entry, or None when it has no
     complete timing. specbench's own engine splits the round into draft steps and a verify fit;
     an engine backend (vLLM, a served endpoint) only sees whole rounds, fitted as r0 + r1·γ
-    (`timing.engine_round_fit`), which is the same model with T_d = 0 (analysis.engine_results)."""
+    (`timing.engine_round_fit`), which is the same model with T_d = 0 (analysis.serving_results)."""
     t = e.get("timing") or {}
     t_ar = e.get("baseline_step_ms")
     own = (

@@ -32,8 +32,8 @@ from specbench.analysis.serialize import est_json
 from specbench.analysis.stats import Estimate, ratio_ci
 from specbench.analysis.timing_model import TimingModel, fit_from_records
 from specbench.config import PolicySpec
-from specbench.engine.policies import Policy
 from specbench.errors import SpecbenchError
+from specbench.spec.policies import Policy
 
 Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
 

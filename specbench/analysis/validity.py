@@ -1,7 +1,7 @@
 """Is the measurement about real text? Degenerate answers, per-prompt acceptance, heterogeneity.
 
 Per workload × temperature (docs/theory.md §13):
-- every answer's content checks (`specbench.content`, stored with the record by `run`, computed
+- every answer's content checks (`specbench.analysis.content`, stored with the record by `run`, computed
   from the answers for older records), plus "identical across prompts": an answer of at least
   IDENTICAL_MIN_TOKENS tokens that the same setting also gave to another prompt;
 - a prompt is **degenerate** when any of its answers (baseline or speculative, any repeat) is;
@@ -30,11 +30,11 @@ import numpy as np
 
 from specbench.analysis import roi
 from specbench.analysis.acceptance import estimate_alpha, per_prompt, prompt_truncation
+from specbench.analysis.content import IDENTICAL_MIN_TOKENS, degenerate_reason, record_checks
 from specbench.analysis.latency import pair, pooled_itl, speedup_of
 from specbench.analysis.recommend import MIN_PROMPTS, SettingKey, decide_entry, recommend
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.stats import Estimate, proportion_ci
-from specbench.content import IDENTICAL_MIN_TOKENS, degenerate_reason, record_checks
 
 MIN_POSITION_ROUNDS = 20  # per-position rates over fewer rounds are shown greyed out, not as points
 Records = list[dict[str, Any]]

@@ -2,7 +2,7 @@
 implies, before a gray rollout.
 
 β depends only on the two models' distributions, so α is measured teacher-forced: one forward of
-the target and one of the draft over each logged prompt + response (engine/teacher_forced.py),
+the target and one of the draft over each logged prompt + response (spec/teacher_forced.py),
 then per bucket α with a bootstrap CI over requests, its profile along the response, and the
 predicted ā(γ), optimal γ, speedup CI and ON/OFF verdict (analysis/rollout.py).
 
@@ -43,7 +43,7 @@ from specbench.data.logged import (
     select_requests,
 )
 from specbench.errors import SpecbenchError, malformed_file
-from specbench.sampling import SamplingParams
+from specbench.spec.sampling import SamplingParams
 
 OVERALL = "(all)"
 MAX_TOKENS = 1 << 22  # context / batch / chunk sizes: 4 M tokens is beyond any model's memory
@@ -148,7 +148,7 @@ def measure_requests(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> rollout.AcceptResult:
     """Score `requests` with the loaded pair (`models.LoadedModel`s) and plan every bucket."""
-    from specbench.engine.teacher_forced import (
+    from specbench.spec.teacher_forced import (
         default_batch_tokens,
         plan_sequences,
         score_sequences,
@@ -716,7 +716,7 @@ def accept(
         measured = None
         if measure_timing:
             with err.status("timing batch-1 forwards of both models…"):
-                from specbench.engine.teacher_forced import measure_forward_latency
+                from specbench.spec.teacher_forced import measure_forward_latency
 
                 measured = measure_forward_latency(
                     t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing_reps

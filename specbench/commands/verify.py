@@ -32,7 +32,7 @@ from specbench.errors import SpecbenchError
 from specbench.report.compare import json_safe
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
-    from specbench.engine.verify import VerifyReport
+    from specbench.harness.verify import VerifyReport
 
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -240,7 +240,7 @@ def verify(
     2 bad input.
     """
     from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.engine.verify import VerifyOptions, run_verify
+    from specbench.harness.verify import VerifyOptions, run_verify
 
     with user_errors():
         checks: list[tuple[bool, str]] = [

@@ -40,7 +40,7 @@ from specbench.data.paths import MISSING, get_path, parse_path
 from specbench.data.sample import Reservoirs
 from specbench.data.sources import Row
 from specbench.errors import SpecbenchError
-from specbench.sampling import SamplingParams
+from specbench.spec.sampling import SamplingParams
 
 DEFAULT_BUCKET = "all"
 MAX_SKIPPED_LISTED = 1000

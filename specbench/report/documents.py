@@ -135,7 +135,7 @@ def make_plots(run_dir: Path, results: dict[str, Any]) -> dict[str, str]:
         ]
         plots.plot_latency_distribution(out / f"latency_{slug}.png", e, base, spec, gamma)
         made[f"latency_{slug}"] = f"plots/latency_{slug}.png"
-    from specbench.report.engine_sections import make_engine_plots
+    from specbench.report.serving_sections import make_engine_plots
 
     made.update(make_engine_plots(out, results))
     return made
@@ -485,7 +485,7 @@ def build_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Block]
         blocks += content_blocks(e, images, slug)  # warnings: once each, in decision/appendix
         blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
         blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
-    from specbench.report.engine_sections import engine_blocks
+    from specbench.report.serving_sections import engine_blocks
 
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
     if results.get("failures"):

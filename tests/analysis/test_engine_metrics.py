@@ -15,9 +15,10 @@ import yaml
 
 from specbench.analysis import acceptance, roi
 from specbench.analysis.conformance import compare, engine_units, setting_mismatches
-from specbench.analysis.engine_results import engine_entry
+from specbench.analysis.serving_results import engine_entry
 from specbench.config import parse_config
-from specbench.engine.engine_metrics import (
+from specbench.errors import SpecbenchError
+from specbench.harness.serving.metrics import (
     SpecCounters,
     accept_length_gauge,
     estimates,
@@ -25,7 +26,6 @@ from specbench.engine.engine_metrics import (
     spec_counters_from_samples,
     spec_counters_from_vllm_metrics,
 )
-from specbench.errors import SpecbenchError
 
 # What vLLM 0.32's /metrics printed for a draft_model server at γ=3 (two data-parallel engines).
 VLLM_V1 = """\

@@ -72,7 +72,7 @@ def test_conflicting_fields_and_unreadable_conversations_are_one_line(tmp_path: 
 
 
 def test_run_replays_logged_turns_and_regenerates_on_request(tiny_pair: Any) -> None:
-    from specbench.engine import runner
+    from specbench.harness import runner
 
     cfg = parse_config(
         {

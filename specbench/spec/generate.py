@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbench.engine.acceptance_rules import AcceptanceRule
-from specbench.engine.drafters import Drafter, Proposal
-from specbench.engine.lm import CachedLM
-from specbench.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
-from specbench.timing import Clock
+from specbench.spec.acceptance_rules import AcceptanceRule
+from specbench.spec.drafters import Drafter, Proposal
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
+from specbench.spec.timing import Clock
 
 # A stop check returns the number of generated tokens to keep when a stop string has appeared.
 StopCheck = Callable[[list[int]], int | None]

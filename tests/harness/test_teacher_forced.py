@@ -1,4 +1,4 @@
-"""Teacher-forced β (engine/teacher_forced.py) and the rollout arithmetic it feeds
+"""Teacher-forced β (spec/teacher_forced.py) and the rollout arithmetic it feeds
 (analysis/rollout.py): batching, padding and chunking change no logit; β matches the unbatched
 oracle; the plan maps α's interval through the speedup model; and α measured offline on
 target-generated responses agrees with α measured by `run` (docs/theory.md §2 (a) both ways)."""
@@ -18,7 +18,9 @@ from specbench.analysis.stats import Estimate
 from specbench.analysis.stats import ratio_ci as stats_ratio_ci
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import build_context_ids, load_workload
-from specbench.engine.teacher_forced import (
+from specbench.spec.pairstats import teacher_forced_stats
+from specbench.spec.sampling import SamplingParams
+from specbench.spec.teacher_forced import (
     RequestScores,
     ScoredSequence,
     make_batches,
@@ -26,8 +28,6 @@ from specbench.engine.teacher_forced import (
     plan_sequences,
     score_sequences,
 )
-from specbench.pairstats import teacher_forced_stats
-from specbench.sampling import SamplingParams
 
 T1 = SamplingParams(1.0)
 GREEDY = SamplingParams(0.0)
@@ -278,11 +278,11 @@ def test_accept_alpha_agrees_with_run_on_target_generated_responses(
     positions) on the same prompts at T=1: the two intervals must overlap."""
     from specbench.analysis.acceptance import estimate_alpha
     from specbench.commands.accept import AcceptOptions, LoggedRequest, measure_requests
-    from specbench.engine import runner
-    from specbench.engine.generate import baseline_generate
-    from specbench.engine.lm import CachedLM
+    from specbench.harness import runner
     from specbench.records import read_records
-    from specbench.timing import Clock
+    from specbench.spec.generate import baseline_generate
+    from specbench.spec.lm import CachedLM
+    from specbench.spec.timing import Clock
 
     n_new = 40
     prompts = load_workload(

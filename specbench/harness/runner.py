@@ -24,19 +24,9 @@ from typing import Any, Protocol
 import torch
 import yaml
 
+from specbench.analysis.content import answer_checks
 from specbench.config import PolicySpec, RunConfig, dump_config
-from specbench.content import answer_checks
 from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
-from specbench.engine.drafters import Drafter, ModelDrafter, NgramDrafter
-from specbench.engine.generate import (
-    Generation,
-    Rounds,
-    StopCheck,
-    baseline_generate,
-    speculative_generate,
-)
-from specbench.engine.lm import CachedLM
-from specbench.engine.policies import Policy
 from specbench.errors import SpecbenchError
 from specbench.records import (
     RECORDS_FILE,
@@ -45,8 +35,18 @@ from specbench.records import (
     iter_records,
     repair_truncated_tail,
 )
-from specbench.sampling import SamplingParams
-from specbench.timing import Clock
+from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
+from specbench.spec.generate import (
+    Generation,
+    Rounds,
+    StopCheck,
+    baseline_generate,
+    speculative_generate,
+)
+from specbench.spec.lm import CachedLM
+from specbench.spec.policies import Policy
+from specbench.spec.sampling import SamplingParams
+from specbench.spec.timing import Clock
 
 DERIVED_FILES = ("results.json", "report.md", "report.html", "summary.csv", "warmup.jsonl")
 

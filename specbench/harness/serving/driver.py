@@ -36,8 +36,8 @@ from typing import Any, Protocol
 
 from specbench.config import RunConfig, dump_config
 from specbench.data import Prompt
-from specbench.engine.engine_metrics import SpecCounters
-from specbench.engine.runner import (
+from specbench.errors import SpecbenchError
+from specbench.harness.runner import (
     RunEvents,
     RunOutcome,
     _SilentEvents,
@@ -45,7 +45,7 @@ from specbench.engine.runner import (
     load_prompts,
     prepare_run_dir,
 )
-from specbench.errors import SpecbenchError
+from specbench.harness.serving.metrics import SpecCounters
 from specbench.records import (
     MEASURED_KINDS,
     RECORDS_FILE,
@@ -342,11 +342,11 @@ def plan_batches(cfg: RunConfig) -> Iterator[tuple[str, float, int, int]]:
 def make_backend(cfg: RunConfig, out_dir: Path) -> Backend:
     """The backend a config names (imported lazily: vLLM is an optional extra)."""
     if cfg.backend == "vllm":
-        from specbench.engine.vllm_backend import VllmBackend
+        from specbench.harness.serving.vllm_backend import VllmBackend
 
         return VllmBackend(cfg, out_dir)
     if cfg.backend == "openai":
-        from specbench.engine.openai_backend import OpenAIBackend
+        from specbench.harness.serving.openai_backend import OpenAIBackend
 
         return OpenAIBackend(cfg, out_dir)
     raise SpecbenchError(f"backend '{cfg.backend}' is not an engine backend")

@@ -9,14 +9,14 @@ import pytest
 import torch
 from scipy.special import log_softmax
 
-from specbench.engine.drafters import ModelDrafter
-from specbench.engine.generate import (
+from specbench.spec.drafters import ModelDrafter
+from specbench.spec.generate import (
     Generation,
     baseline_generate,
     fixed_gamma,
     speculative_generate,
 )
-from specbench.sampling import SamplingParams
+from specbench.spec.sampling import SamplingParams
 from tests.engine.test_speculative import CLOCK, lms, tiny_prompts
 
 

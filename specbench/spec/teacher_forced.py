@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from specbench.engine.lm import CachedLM
-from specbench.sampling import SamplingParams, exact_beta, process_logits
-from specbench.timing import Clock
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
+from specbench.spec.timing import Clock
 
 Overflow = Literal["window", "truncate"]
 ROW_BLOCK = 1024  # logits rows turned into probabilities at once (bounds memory for big vocabs)

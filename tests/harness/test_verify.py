@@ -18,14 +18,11 @@ import yaml
 from scipy import stats
 from typer.testing import CliRunner
 
-import specbench.engine.verify as verify_mod
+import specbench.harness.verify as verify_mod
 from specbench.cli import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.engine.acceptance_rules import LossyRule, first_token_distribution, lossy_accept
-from specbench.engine.drafters import NgramDrafter
-from specbench.engine.lm import CachedLM
-from specbench.engine.verify import (
+from specbench.harness.verify import (
     Context,
     ContextCheck,
     MemoizedLM,
@@ -37,7 +34,10 @@ from specbench.engine.verify import (
     model_drafter_factory,
     ngram_drafter_factory,
 )
-from specbench.sampling import (
+from specbench.spec.acceptance_rules import LossyRule, first_token_distribution, lossy_accept
+from specbench.spec.drafters import NgramDrafter
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import (
     RoundDecision,
     SamplingParams,
     accept_draft,
@@ -45,7 +45,7 @@ from specbench.sampling import (
     process_logits,
     sample,
 )
-from specbench.timing import Clock
+from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 HOT = SamplingParams(temperature=1.0)

@@ -43,19 +43,19 @@ from specbench.analysis.lossless_tests import (
 )
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import build_context_ids, conversation_messages
-from specbench.engine.acceptance_rules import AcceptanceRule, LossyRule, first_token_distribution
-from specbench.engine.drafters import Drafter, ModelDrafter, NgramDrafter
-from specbench.engine.generate import (
+from specbench.errors import SpecbenchError
+from specbench.harness.runner import Session, load_prompts, load_session
+from specbench.spec.acceptance_rules import AcceptanceRule, LossyRule, first_token_distribution
+from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
+from specbench.spec.generate import (
     baseline_generate,
     fixed_gamma,
     speculative_generate,
     speculative_round,
 )
-from specbench.engine.lm import CachedLM
-from specbench.engine.runner import Session, load_prompts, load_session
-from specbench.errors import SpecbenchError
-from specbench.sampling import SamplingParams, exact_beta, process_logits
-from specbench.timing import Clock
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
+from specbench.spec.timing import Clock
 
 __all__ = ["FitTest", "PositionTest", "bonferroni", "goodness_of_fit"]  # re-exported statistics
 

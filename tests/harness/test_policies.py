@@ -7,13 +7,13 @@ import torch
 
 from specbench.analysis.simulate import Timing, replay, replay_prompt
 from specbench.config import PolicySpec
-from specbench.engine.drafters import NgramDrafter, Proposal
-from specbench.engine.generate import Rounds, baseline_generate, speculative_generate
-from specbench.engine.lm import CachedLM
-from specbench.engine.policies import Policy
 from specbench.errors import SpecbenchError
-from specbench.sampling import SamplingParams
-from specbench.timing import Clock
+from specbench.spec.drafters import NgramDrafter, Proposal
+from specbench.spec.generate import Rounds, baseline_generate, speculative_generate
+from specbench.spec.lm import CachedLM
+from specbench.spec.policies import Policy
+from specbench.spec.sampling import SamplingParams
+from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 
@@ -109,7 +109,7 @@ def test_ngram_drafting_is_lossless_under_greedy(tiny_pair) -> None:  # type: ig
 
 @torch.inference_mode()
 def test_policy_run_uses_the_policy_gammas(tiny_pair) -> None:  # type: ignore[no-untyped-def]
-    from specbench.engine.drafters import ModelDrafter
+    from specbench.spec.drafters import ModelDrafter
 
     tok = tiny_pair.target.tokenizer
     v = tiny_pair.vocab.real_vocab_size

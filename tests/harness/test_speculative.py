@@ -11,18 +11,18 @@ from scipy import stats
 
 from specbench.config import DatasetSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.engine.drafters import ModelDrafter
-from specbench.engine.generate import (
+from specbench.harness.runner import make_stop_check
+from specbench.spec.drafters import ModelDrafter
+from specbench.spec.generate import (
     Rounds,
     baseline_generate,
     fixed_gamma,
     speculative_generate,
     speculative_round,
 )
-from specbench.engine.lm import CachedLM
-from specbench.engine.runner import make_stop_check
-from specbench.sampling import SamplingParams, process_logits
-from specbench.timing import Clock
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams, process_logits
+from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 GREEDY = SamplingParams()

@@ -30,7 +30,7 @@ from specbench.analysis.serialize import est_json as _est
 from specbench.analysis.serialize import json_num as _f
 from specbench.analysis.stats import Estimate, mean_ci, prompts_needed, proportion_ci, ratio_ci
 from specbench.analysis.timing_model import TimingModel, linear_fit
-from specbench.engine.engine_metrics import SpecCounters, estimates
+from specbench.harness.serving.metrics import SpecCounters, estimates
 
 NONE_EST = Estimate(math.nan, math.nan, math.nan)
 

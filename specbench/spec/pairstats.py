@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from specbench.sampling import SamplingParams, exact_beta, process_logits
+from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
 
 
 def _logits(model: Any, ids: Sequence[int]) -> torch.Tensor:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specbench.config import PolicySpec
-from specbench.engine.generate import Rounds
+from specbench.spec.generate import Rounds
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from typing import Any
 
 from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
-from specbench.engine.engine_metrics import SpecCounters, spec_counters_from_vllm_metrics
-from specbench.engine.engine_run import (
+from specbench.errors import SpecbenchError
+from specbench.harness.serving.driver import (
     Conversation,
     ConversationResult,
     OnResult,
@@ -45,7 +45,7 @@ from specbench.engine.engine_run import (
     Snapshot,
     TurnResult,
 )
-from specbench.errors import SpecbenchError
+from specbench.harness.serving.metrics import SpecCounters, spec_counters_from_vllm_metrics
 
 INSTALL_HINT = "install it with `pip install -e '.[vllm]'` (on CPU: `make install-vllm`)"
 CPU_DEFAULT_MEMORY_UTILIZATION = 0.3  # vLLM's default (0.92) refuses to start on a CPU

@@ -29,11 +29,11 @@ from typing import Protocol
 
 import torch
 
-from specbench.sampling import RoundDecision, accept_draft, residual_distribution, sample
+from specbench.spec.sampling import RoundDecision, accept_draft, residual_distribution, sample
 
 
 class AcceptanceRule(Protocol):
-    """The signature of `specbench.sampling.accept_draft`."""
+    """The signature of `specbench.spec.sampling.accept_draft`."""
 
     def __call__(
         self,

@@ -47,12 +47,8 @@ from pydantic import BaseModel, ValidationError
 from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.data.render import plain_text
-from specbench.engine.engine_metrics import (
-    accept_length_gauge,
-    parse_prometheus,
-    spec_counters_from_samples,
-)
-from specbench.engine.engine_run import (
+from specbench.errors import SpecbenchError
+from specbench.harness.serving.driver import (
     Conversation,
     ConversationResult,
     OnResult,
@@ -62,7 +58,11 @@ from specbench.engine.engine_run import (
     endpoint_label,
     endpoints_of,
 )
-from specbench.errors import SpecbenchError
+from specbench.harness.serving.metrics import (
+    accept_length_gauge,
+    parse_prometheus,
+    spec_counters_from_samples,
+)
 
 RETRY_HTTP = (408, 429, 500, 502, 503, 504)
 

@@ -12,9 +12,9 @@ from typing import Protocol
 
 import torch
 
-from specbench.engine.lm import CachedLM
-from specbench.sampling import SamplingParams, process_logits, sample
-from specbench.timing import Clock
+from specbench.spec.lm import CachedLM
+from specbench.spec.sampling import SamplingParams, process_logits, sample
+from specbench.spec.timing import Clock
 
 
 @dataclass

@@ -9,8 +9,8 @@ import pytest
 
 from specbench.cli import run_incomplete
 from specbench.config import parse_config
-from specbench.engine import runner
 from specbench.errors import SpecbenchError
+from specbench.harness import runner
 from specbench.records import UnitKey, read_records
 
 

@@ -1,0 +1,1 @@
+"""Turns decoding into records: the transformers runner, verify's orchestration and the serving driver."""

@@ -1,0 +1,1 @@
+"""Serving engines measured as deployed: the driver and its vLLM / OpenAI-compatible / Prometheus adapters."""
