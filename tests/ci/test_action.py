@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.engine.test_openai_backend import FakeServer
+from tests.harness.test_openai_backend import FakeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = ROOT / ".github" / "actions" / "specbench" / "action.yml"

@@ -17,7 +17,7 @@ from specbench.spec.generate import (
     speculative_generate,
 )
 from specbench.spec.sampling import SamplingParams
-from tests.engine.test_speculative import CLOCK, lms, tiny_prompts
+from tests.harness.test_speculative import CLOCK, lms, tiny_prompts
 
 
 def oracle_logprobs(
