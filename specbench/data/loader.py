@@ -20,8 +20,8 @@ import warnings
 from pathlib import Path
 
 import specbench
+import specbench.data.sources as sources
 from specbench.config import DatasetSpec, WorkloadSpec
-from specbench.data import sources
 from specbench.data.fields import field_mapping, looks_like_spec_bench, rows_to_prompts
 from specbench.data.prompt import Prompt
 from specbench.data.sources import RawRows

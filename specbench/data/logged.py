@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench.data import sources
+import specbench.data.sources as sources
 from specbench.data.conversation import (
     BadConversation,
     content_text,
