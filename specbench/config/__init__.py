@@ -1,0 +1,75 @@
+"""The typed run configuration: one flat YAML file whose keys are the fields of `RunConfig`.
+
+Public API (see each module for details):
+
+- `RunConfig`, `SCHEMA_VERSION` (`config.run`)
+- the sections every backend reads: `ModelSpec`, `DraftSpec`, `PolicySpec`, `DatasetSpec`,
+  `WorkloadSpec`, `SamplingSpec`, `DecisionSpec`, `EconomicsSpec`, `ConformanceSpec`, the size
+  bounds `MAX_*` and the names `DRAFT_METHODS`, `POLICY_NAMES` (`config.sections`)
+- the backend sections: `EngineSpec`, `SpeculativeSpec` (vllm), `ServerSpec`, `EndpointSpec`
+  (openai) (`config.backends`)
+- reading: `load_config`, `parse_config`, `read_yaml`, `deep_merge`, `dump_config`,
+  `format_validation_error` (`config.loader`)
+"""
+
+from specbench.config.backends import EndpointSpec, EngineSpec, ServerSpec, SpeculativeSpec
+from specbench.config.loader import (
+    EXTENDS_KEY,
+    deep_merge,
+    dump_config,
+    format_validation_error,
+    load_config,
+    parse_config,
+    read_yaml,
+)
+from specbench.config.run import SCHEMA_VERSION, RunConfig
+from specbench.config.sections import (
+    DRAFT_METHODS,
+    MAX_BOOTSTRAP,
+    MAX_GAMMA,
+    MAX_NEW_TOKENS,
+    MAX_PROMPTS,
+    MAX_REPEATS,
+    POLICY_NAMES,
+    ConformanceSpec,
+    DatasetSpec,
+    DecisionSpec,
+    DraftSpec,
+    EconomicsSpec,
+    ModelSpec,
+    PolicySpec,
+    SamplingSpec,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "DRAFT_METHODS",
+    "EXTENDS_KEY",
+    "MAX_BOOTSTRAP",
+    "MAX_GAMMA",
+    "MAX_NEW_TOKENS",
+    "MAX_PROMPTS",
+    "MAX_REPEATS",
+    "POLICY_NAMES",
+    "SCHEMA_VERSION",
+    "ConformanceSpec",
+    "DatasetSpec",
+    "DecisionSpec",
+    "DraftSpec",
+    "EconomicsSpec",
+    "EndpointSpec",
+    "EngineSpec",
+    "ModelSpec",
+    "PolicySpec",
+    "RunConfig",
+    "SamplingSpec",
+    "ServerSpec",
+    "SpeculativeSpec",
+    "WorkloadSpec",
+    "deep_merge",
+    "dump_config",
+    "format_validation_error",
+    "load_config",
+    "parse_config",
+    "read_yaml",
+]

@@ -1,0 +1,130 @@
+"""`RunConfig`: one flat YAML file whose keys are these fields (docs: configs/*.yaml).
+
+The sections live in `config.sections` (what every backend reads) and `config.backends` (what
+`backend: vllm` / `openai` read); this module puts them together and checks what spans several
+sections: the γ grid, unique workload and drafter names, and what a backend can measure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from specbench import defaults
+from specbench.config.backends import (
+    Backend,
+    EngineSpec,
+    ServerSpec,
+    SpeculativeSpec,
+    engine_defaults,
+)
+from specbench.config.sections import (
+    MAX_GAMMA,
+    MAX_NEW_TOKENS,
+    MAX_REPEATS,
+    ConformanceSpec,
+    DecisionSpec,
+    DraftSpec,
+    EconomicsSpec,
+    ModelSpec,
+    PolicySpec,
+    SamplingSpec,
+    StrictModel,
+    WorkloadSpec,
+)
+
+SCHEMA_VERSION = 1
+
+
+class RunConfig(StrictModel):
+    name: str = "run"
+    backend: Backend = "transformers"
+    target: ModelSpec
+    draft: DraftSpec
+    # More drafters to measure beside `draft` (e.g. n-gram prompt lookup), each over the γ grid.
+    extra_drafters: list[DraftSpec] = Field(default_factory=list)
+    # γ policies to measure beside the fixed γ grid, with every drafter.
+    policies: list[PolicySpec] = Field(default_factory=list)
+    workloads: list[WorkloadSpec]
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
+    gammas: list[int] = Field(default_factory=lambda: list(defaults.GAMMAS))
+    max_new_tokens: int = Field(default=64, ge=1, le=MAX_NEW_TOKENS)
+    stop: list[str] = Field(default_factory=list)  # stop strings (EOS always stops)
+    chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
+    warmup: int = Field(default=1, ge=0, le=1_000)  # warm-up prompts per workload, reported apart
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
+    # `run` exits 4 ("run incomplete") when more than this share of the prompts failed.
+    max_failure_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    # torch intra-op threads on CPU (None = torch's default). For tiny models 1 is fastest and,
+    # on a busy machine, far steadier: OpenMP threads waiting on a preempted sibling turned a
+    # 2 ms decode step into 60 ms here.
+    cpu_threads: int | None = Field(default=None, ge=1, le=1024)
+    output_dir: str = "reports/run"
+    decision: DecisionSpec = Field(default_factory=DecisionSpec)
+    engine: EngineSpec = Field(default_factory=EngineSpec)  # backend: vllm
+    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)  # backend: vllm
+    # engine backends: the numbers of requests kept in flight
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+    server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
+    conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
+    economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_defaults(cls, data: Any) -> Any:
+        return engine_defaults(data) if isinstance(data, dict) else data
+
+    @field_validator("chat_template", mode="before")
+    @classmethod
+    def _yaml_switch(cls, v: Any) -> Any:
+        """YAML 1.1 reads unquoted on/off/yes/no as true/false: take them as the user meant."""
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: list[int]) -> list[int]:
+        if not v or any(not 1 <= c <= 4096 for c in v):
+            raise ValueError("concurrency needs at least one value, each in [1, 4096]")
+        return sorted(set(v))
+
+    @field_validator("gammas")
+    @classmethod
+    def _gammas(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("gammas needs at least one value")
+        if any(not 1 <= g <= MAX_GAMMA for g in v):
+            raise ValueError(f"gammas must all be in [1, {MAX_GAMMA}]")
+        return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _logged_sampling(self) -> RunConfig:
+        logged = [w.name for w in self.workloads if w.dataset.sampling == "logged"]
+        if logged and self.backend != "transformers":
+            raise ValueError(
+                f"workload '{logged[0]}': dataset.sampling: logged is measured with the "
+                "transformers backend only; sample it with the config's settings on this backend"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _drafter_names(self) -> RunConfig:
+        labels = [d.label for d in self.drafters]
+        if len(set(labels)) != len(labels):
+            raise ValueError("drafters need distinct names: set `name:` on each extra drafter")
+        return self
+
+    @property
+    def drafters(self) -> list[DraftSpec]:
+        return [self.draft, *self.extra_drafters]
+
+    @field_validator("workloads")
+    @classmethod
+    def _workloads(cls, v: list[WorkloadSpec]) -> list[WorkloadSpec]:
+        if not v:
+            raise ValueError("workloads needs at least one workload")
+        names = [w.name for w in v]
+        if len(set(names)) != len(names):
+            raise ValueError("workload names must be unique")
+        return v
