@@ -37,6 +37,7 @@ from specbench.analysis.acceptance import (
     per_position_acceptance,
     truncation_curve,
 )
+from specbench.analysis.acceptance_detail import add_acceptance_detail
 from specbench.analysis.latency import measured_latency, pair, pooled_itl, tokens_per_s
 from specbench.analysis.predictions import add_prediction_errors, store_gamma_rows
 from specbench.analysis.recommend import (
@@ -51,7 +52,6 @@ from specbench.analysis.serving_results import engine_entry, group_metrics
 from specbench.analysis.stats import coefficient_of_variation, mean_ci, prompts_needed
 from specbench.analysis.timing_model import fit_from_records
 from specbench.analysis.validity import (
-    add_acceptance_detail,
     assess,
     compare_clean,
     degenerate_only,

@@ -13,8 +13,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from specbench.analysis.acceptance_detail import MIN_POSITION_ROUNDS
 from specbench.analysis.roi import Scenario
-from specbench.analysis.validity import MIN_POSITION_ROUNDS
 from specbench.report.roi import scenario_title
 
 

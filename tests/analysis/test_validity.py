@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.analysis.content import answer_checks
-from specbench.analysis.results import build_results
-from specbench.analysis.validity import (
+from specbench.analysis.acceptance_detail import (
     MIN_POSITION_ROUNDS,
     heterogeneity,
-    identical_across_prompts,
     per_position_intervals,
 )
+from specbench.analysis.content import answer_checks
+from specbench.analysis.results import build_results
+from specbench.analysis.validity import identical_across_prompts
 from tests.analysis.synthetic import baseline_record, spec_record
 from tests.analysis.test_engine_metrics import _req
 
