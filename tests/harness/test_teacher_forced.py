@@ -1,5 +1,5 @@
 """Teacher-forced β (spec/teacher_forced.py) and the rollout arithmetic it feeds
-(analysis/rollout.py): batching, padding and chunking change no logit; β matches the unbatched
+(analysis/rollout/): batching, padding and chunking change no logit; β matches the unbatched
 oracle; the plan maps α's interval through the speedup model; and α measured offline on
 target-generated responses agrees with α measured by `run` (docs/theory.md §2 (a) both ways)."""
 
