@@ -28,9 +28,9 @@ from specbench.analysis.predictions import add_prediction_errors, store_gamma_ro
 from specbench.analysis.recommend import decide_entry
 from specbench.analysis.serialize import est_json as _est
 from specbench.analysis.serialize import json_num as _f
+from specbench.analysis.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats import Estimate, mean_ci, prompts_needed, proportion_ci, ratio_ci
 from specbench.analysis.timing_model import TimingModel, linear_fit
-from specbench.harness.serving.metrics import SpecCounters, estimates
 
 NONE_EST = Estimate(math.nan, math.nan, math.nan)
 

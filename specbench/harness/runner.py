@@ -1,40 +1,42 @@
-"""`specbench run`: measure a pair over workloads × temperatures × γ and append records.
+"""`specbench run` on the transformers backend: measure a pair over workloads × temperatures × γ
+and append records (the plan of units, seeds and run directory: `harness.plan`).
 
 Order, per workload × temperature: warm-up (written to warmup.jsonl, reported apart), then
 prompt by prompt the baseline followed by the speculative runs over the γ grid (and any extra
-drafters and policies), so that each paired baseline/speculative comparison is made close in time. Each prompt's record is
-appended to records.jsonl the moment it exists; `resume=True` skips units already there, so a
-killed run loses at most the prompt in flight. The core never prints: progress goes through the
-`RunEvents` callbacks (the CLI draws rich progress bars with them).
+drafters and policies), so that each paired baseline/speculative comparison is made close in
+time. Each prompt's record is appended to records.jsonl the moment it exists; `resume=True` skips
+units already there, so a killed run loses at most the prompt in flight. The core never prints:
+progress goes through the `RunEvents` callbacks (the CLI draws rich progress bars with them).
 """
 
 from __future__ import annotations
 
-import json
-import platform
 import resource
-import shutil
-import subprocess
-import zlib
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, astuple
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
-import yaml
 
 from specbench.analysis.content import answer_checks
-from specbench.config import PolicySpec, RunConfig, dump_config
-from specbench.data import Prompt, build_context_ids, conversation_messages, load_workload
+from specbench.config import PolicySpec, RunConfig
+from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
-from specbench.records import (
-    RECORDS_FILE,
-    RecordWriter,
-    UnitKey,
-    iter_records,
-    repair_truncated_tail,
+from specbench.harness.env import transformers_environment, write_env
+from specbench.harness.plan import (
+    RunEvents,
+    RunOutcome,
+    SilentEvents,
+    Unit,
+    load_prompts,
+    logged_fields,
+    plan_units,
+    prepare_run_dir,
+    request_params,
+    unit_seed,
 )
+from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
 from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.spec.generate import (
     Generation,
@@ -47,146 +49,6 @@ from specbench.spec.lm import CachedLM
 from specbench.spec.policies import Policy
 from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
-
-DERIVED_FILES = ("results.json", "report.md", "report.html", "summary.csv", "warmup.jsonl")
-
-
-class RunEvents(Protocol):
-    def planned(self, total_units: int, already_done: int) -> None: ...
-    def unit_started(
-        self, workload: str, temperature: float, label: str, prompt_id: str
-    ) -> None: ...
-    def unit_finished(self, record: dict[str, Any]) -> None: ...
-
-
-class _SilentEvents:
-    def planned(self, total_units: int, already_done: int) -> None:
-        pass
-
-    def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:
-        pass
-
-    def unit_finished(self, record: dict[str, Any]) -> None:
-        pass
-
-
-@dataclass
-class RunOutcome:
-    out_dir: Path
-    written: int = 0
-    skipped: int = 0
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# the run directory
-
-
-def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
-    """Two resolved configs describe the same run: equal but for `output_dir` (and the report's `economics`), so a run directory
-    that was copied or moved can be resumed where it now is."""
-    try:
-        stored = yaml.safe_load(stored_yaml)
-    except yaml.YAMLError:
-        return False
-    new = yaml.safe_load(new_yaml)
-    if not isinstance(stored, dict) or not isinstance(new, dict):
-        return False
-    for key in ("output_dir", "economics"):  # economics only prices the report
-        stored.pop(key, None)
-        new.pop(key, None)
-    return bool(stored == new)
-
-
-def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) -> set[UnitKey]:
-    """Create or validate DIR; return the units already complete (for --resume).
-
-    A directory holding a different run is refused unless `--force` (which clears it).
-    """
-    records = out_dir / RECORDS_FILE
-    stored_cfg = out_dir / "config.yaml"
-    new_cfg = dump_config(cfg)
-    if records.exists() and records.stat().st_size > 0:
-        if force:
-            for name in (RECORDS_FILE, "config.yaml", "env.json", *DERIVED_FILES):
-                (out_dir / name).unlink(missing_ok=True)
-            shutil.rmtree(out_dir / "plots", ignore_errors=True)
-        elif not resume:
-            raise SpecbenchError(
-                f"{out_dir} already holds a run; pass --resume to finish it or --force to start over"
-            )
-        elif stored_cfg.is_file() and not same_run_config(stored_cfg.read_text(), new_cfg):
-            raise SpecbenchError(
-                f"{out_dir} holds a run with a different configuration; --resume needs the same "
-                "config and flags (or pass --force to start over)"
-            )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stored_cfg.write_text(new_cfg)
-    done: set[UnitKey] = set()
-    if records.exists():
-        repair_truncated_tail(records)
-        for rec in iter_records(records):
-            if rec["kind"] in ("baseline", "spec"):
-                done.add(UnitKey.of(rec))
-    return done
-
-
-def environment(
-    cfg: RunConfig,
-    target_device: torch.device,
-    dtype: torch.dtype,
-    memory: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What produced the numbers: versions, device, CPU/GPU model, specbench's git commit, and
-    (`memory`) each model's weights and KV cache per token."""
-    import transformers
-
-    import specbench
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = torch.cuda.get_device_name(target_device) if target_device.type == "cuda" else None
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(specbench.__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return {
-        "specbench": specbench.__version__,
-        "specbench_git_commit": commit or None,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_threads": torch.get_num_threads(),
-        "device": str(target_device),
-        "gpu": gpu,
-        "cuda": torch.version.cuda,
-        "dtype": str(dtype).removeprefix("torch."),
-        "backend": cfg.backend,
-        "memory": memory,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# one unit = one prompt (all its turns) through one decoding setting
-
-
-def _unit_seed(seed: int, *parts: object) -> int:
-    return zlib.crc32("|".join(map(str, (seed, *parts))).encode()) & 0x7FFFFFFF
 
 
 def make_stop_check(tokenizer: Any, stop: list[str]) -> StopCheck | None:
@@ -288,7 +150,8 @@ class Session:
         """
         # a logged request (dataset.sampling: logged) is generated as it was sampled, by the
         # baseline and every speculative setting alike (the comparison stays paired)
-        temperature, top_p, max_new = request_sampling(self.cfg, prompt, temperature)
+        req = request_params(self.cfg, prompt, temperature)
+        temperature, top_p, max_new = req.temperature, req.top_p, req.max_tokens
         params = self.params(temperature, top_p)
         label = drafter or self.cfg.draft.label
         pol = Policy(policy or PolicySpec(name="fixed", gamma=max(gamma, 1)), temperature)
@@ -361,129 +224,8 @@ class Session:
             for key in ("draft_ms", "verify_ms", "overhead_ms"):
                 r[key] = _rounded(r[key], 4)
             body["rounds"] = r
-        if prompt.request is not None:  # the group's `temperature` is a label: see plan_units
-            body["sampling"] = "logged"
-            body["top_p"] = top_p
-            body["request"] = {
-                "temperature": temperature,
-                "top_p": top_p,
-                "max_tokens": max_new,
-                "logged": asdict(prompt.request),  # None where the config's value was used
-            }
+        body.update(logged_fields(prompt, req))  # a logged request: how it was sampled
         return body, notes
-
-
-# ---------------------------------------------------------------------------------------------
-# the plan
-
-
-def request_sampling(
-    cfg: RunConfig, prompt: Prompt, temperature: float
-) -> tuple[float, float, int]:
-    """(temperature, top_p, max new tokens) a prompt is generated with: the config's (at the
-    grid's `temperature`), or for a logged request its own values, each missing one the config's
-    (temperature: the grid's first). `max_new_tokens` stays the ceiling: it bounds the run's time
-    and the context kept free for the answer."""
-    req = prompt.request
-    if req is None:
-        return temperature, cfg.sampling.top_p, cfg.max_new_tokens
-    temp = cfg.sampling.temperatures[0] if req.temperature is None else req.temperature
-    top_p = cfg.sampling.top_p if req.top_p is None else req.top_p
-    max_new = (
-        cfg.max_new_tokens if req.max_tokens is None else min(req.max_tokens, cfg.max_new_tokens)
-    )
-    return temp, top_p, max_new
-
-
-def logged_temperature(cfg: RunConfig, prompts: list[Prompt]) -> float:
-    """The temperature a logged workload's records are filed under: the mean of its requests'
-    temperatures (4 decimals). One label keeps the workload one group of paired prompts while
-    every place that reads `temperature` as a number still works; it is 0 only when every
-    request is greedy, so greedy-only checks never take a sampled request for a greedy one."""
-    temps = [request_sampling(cfg, p, 0.0)[0] for p in prompts]
-    mean = sum(temps) / len(temps)
-    return round(mean, 4) if round(mean, 4) > 0 or mean == 0 else 1e-4
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One decoding setting: the baseline (gamma 0) or a drafter under a γ policy."""
-
-    gamma: int
-    drafter: str = ""
-    policy: PolicySpec | None = None  # None = fixed γ
-
-    @property
-    def policy_name(self) -> str:
-        if self.gamma == 0:
-            return ""
-        return self.policy.name if self.policy is not None else "fixed"
-
-    def key(self, workload: str, temp: float, prompt_id: str, repeat: int) -> UnitKey:
-        kind = "baseline" if self.gamma == 0 else "spec"
-        return UnitKey(
-            kind, workload, temp, self.gamma, self.drafter, self.policy_name, prompt_id, repeat
-        )
-
-    @property
-    def label(self) -> str:
-        if self.gamma == 0:
-            return "baseline"
-        pol = "" if self.policy is None else f" {self.policy.name}"
-        return f"{self.drafter}{pol} γ={self.gamma}"
-
-
-def settings_for(cfg: RunConfig, temperature: float) -> list[Setting]:
-    """Baseline, then each drafter over the γ grid, then each drafter under each policy."""
-    out = [Setting(0)]
-    for d in cfg.drafters:
-        out += [Setting(g, d.label) for g in cfg.gammas]
-    for d in cfg.drafters:
-        for pol in cfg.policies:
-            out.append(Setting(Policy(pol, temperature).max_gamma, d.label, pol))
-    return out
-
-
-@dataclass(frozen=True)
-class Unit:
-    setting: Setting
-    key: UnitKey
-    prompt: Prompt
-    warmup: bool = False
-
-
-def plan_units(
-    cfg: RunConfig, prompts: dict[str, list[Prompt]]
-) -> list[tuple[str, float, list[Unit]]]:
-    """Per workload × temperature: warm-up units, then for each prompt its baseline followed by
-    every speculative setting."""
-    plan = []
-    for wl in cfg.workloads:
-        temps = cfg.sampling.temperatures
-        if wl.dataset.sampling == "logged":  # once, each request at its own settings
-            temps = [logged_temperature(cfg, prompts[wl.name])]
-        for temp in temps:
-            settings = settings_for(cfg, temp)
-            units: list[Unit] = []
-            for p in prompts[wl.name][: cfg.warmup]:
-                for st in (settings[0], settings[1]):
-                    units.append(Unit(st, st.key(wl.name, temp, p.id, 0), p, True))
-            # Prompt-major: each prompt's baseline, then its speculative settings, back to back,
-            # so the paired per-prompt ratios compare runs made close in time (machines drift).
-            for rep in range(cfg.repeats):
-                for p in prompts[wl.name]:
-                    for st in settings:
-                        units.append(Unit(st, st.key(wl.name, temp, p.id, rep), p))
-            plan.append((wl.name, temp, units))
-    return plan
-
-
-def load_prompts(cfg: RunConfig, base_dir: Path | None) -> dict[str, list[Prompt]]:
-    prompts = {wl.name: load_workload(wl, cfg.seed, base_dir) for wl in cfg.workloads}
-    for name, items in prompts.items():
-        if not items:
-            raise SpecbenchError(f"workload '{name}' selects no prompts; check its dataset and n")
-    return prompts
 
 
 def execute(
@@ -500,7 +242,7 @@ def execute(
     KeyboardInterrupt propagates after the records written so far are safely on disk.
     `stop_after(n_written)` lets tests interrupt a run deterministically.
     """
-    ev = events or _SilentEvents()
+    ev = events or SilentEvents()
     outcome = RunOutcome(out_dir)
     todo_total = sum(1 for _, _, units in plan for u in units if not u.warmup)
     ev.planned(
@@ -525,7 +267,7 @@ def execute(
                 if unit.warmup:
                     label = f"warm-up {label}"
                 ev.unit_started(workload, temp, label, k.prompt_id)
-                seed = _unit_seed(cfg.seed, *astuple(k)[1:])
+                seed = unit_seed(cfg.seed, *astuple(k)[1:])
                 head = {
                     "kind": k.kind,
                     "unit_kind": k.kind,
@@ -571,10 +313,6 @@ def execute(
     return outcome
 
 
-def write_env(out_dir: Path, env: dict[str, Any]) -> None:
-    (out_dir / "env.json").write_text(json.dumps(env, indent=2) + "\n")
-
-
 def load_session(cfg: RunConfig) -> Session:
     """Load target and draft, check that they share a vocabulary."""
     from specbench.models import check_pair_compatible, eos_token_ids, load_model
@@ -616,6 +354,8 @@ def run(
             if m is not None
         },
     }
-    write_env(out_dir, environment(cfg, session.device, session.target_loaded.dtype, memory))
+    write_env(
+        out_dir, transformers_environment(cfg, session.device, session.target_loaded.dtype, memory)
+    )
     plan = plan_units(cfg, prompts)
     return execute(session, out_dir, plan, done, events, stop_after)

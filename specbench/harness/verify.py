@@ -44,7 +44,8 @@ from specbench.analysis.lossless_tests import (
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
-from specbench.harness.runner import Session, load_prompts, load_session
+from specbench.harness.plan import load_prompts
+from specbench.harness.runner import Session, load_session
 from specbench.spec.acceptance_rules import AcceptanceRule, LossyRule, first_token_distribution
 from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.spec.generate import (

@@ -16,12 +16,11 @@ import yaml
 from specbench.analysis import acceptance, roi
 from specbench.analysis.conformance import compare, engine_units, setting_mismatches
 from specbench.analysis.serving_results import engine_entry
+from specbench.analysis.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.metrics import (
-    SpecCounters,
     accept_length_gauge,
-    estimates,
     parse_prometheus,
     spec_counters_from_samples,
     spec_counters_from_vllm_metrics,

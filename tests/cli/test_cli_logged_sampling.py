@@ -1,6 +1,7 @@
 """`run` with `dataset.sampling: logged`: each request is generated at its own logged temperature,
 top_p and max tokens (the config's where the row has none), baseline and speculative alike; the
-mix is reported, and `report` / `--resume` work on such a run."""
+mix is reported, and `report` / `--resume` work on such a run (the serving backends:
+tests/harness/test_openai_backend.py)."""
 
 from __future__ import annotations
 
@@ -160,6 +161,7 @@ def test_bad_logged_values_and_misplaced_fields_are_one_line(tmp_path: Path) -> 
     assert res.exit_code == 2
     assert "temperature_field needs dataset.sampling: logged" in res.output
     data["workloads"][0]["dataset"]["sampling"] = "logged"
-    data["backend"] = "openai"
-    with pytest.raises(SpecbenchError, match="transformers backend only"):
+    data["backend"] = "openai"  # each request carries its own settings: none may override them
+    data["server"] = {"extra_body": {"temperature": 0.5}}
+    with pytest.raises(SpecbenchError, match=r"temperature, which server\.extra_body overrides"):
         parse_config(data)

@@ -204,7 +204,7 @@ def test_chat_template_takes_what_yaml_makes_of_on_off(word: str, expected: str)
 
 
 def test_a_moved_run_directory_is_the_same_run() -> None:
-    from specbench.harness.runner import same_run_config
+    from specbench.harness.plan import same_run_config
 
     cfg = parse_config(read_yaml(CONFIGS / "tiny.yaml"))
     moved = cfg.model_copy(update={"output_dir": "/elsewhere/run"})

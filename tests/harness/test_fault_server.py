@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from specbench.cli import app, run_incomplete
 from specbench.config import RunConfig, parse_config
-from specbench.harness.runner import RunOutcome, load_prompts
+from specbench.harness.plan import RunOutcome, load_prompts
 from specbench.harness.serving.driver import run_engine
 from specbench.records import read_records, unresolved_failures
 from tests.fault_server import FaultServer

@@ -296,6 +296,69 @@ def test_mislabelled_server_is_reported(tmp_path: Path, servers: dict[str, FakeS
     assert "labelled γ=0 (baseline) but reports speculative drafts" in res.output
 
 
+def test_logged_requests_are_sent_as_sampled(
+    tmp_path: Path, servers: dict[str, FakeServer]
+) -> None:
+    """`dataset.sampling: logged`: each request carries its own temperature, top_p and max
+    tokens (the config's where the row has none, max tokens capped at max_new_tokens), every
+    setting alike; the records say how each was sampled and results.json reports the mix."""
+    rows = [  # (id, temperature, top_p, max_tokens); None = not in the row
+        ("a", 0.0, 1.0, 4),
+        ("b", 0.7, 0.9, 7),
+        ("c", 1.0, None, 50),
+        ("d", None, 0.5, None),
+    ]
+    expected = {"a": (0.0, 1.0, 4), "b": (0.7, 0.9, 7), "c": (1.0, 0.95, 13), "d": (0.7, 0.5, 13)}
+    lines = []
+    for rid, t, p, m in rows:
+        request: dict[str, Any] = {"messages": [{"role": "user", "content": f"def f_{rid}(x):"}]}
+        for key, value in (("temperature", t), ("top_p", p), ("max_tokens", m)):
+            if value is not None:
+                request[key] = value
+        lines.append(json.dumps({"id": rid, "request": request}))
+    data = tmp_path / "logs.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    dataset = {
+        "path": str(data),
+        "messages_field": "request.messages",
+        "sampling": "logged",
+        "temperature_field": "request.temperature",
+        "top_p_field": "request.top_p",
+        "max_tokens_field": "request.max_tokens",
+    }
+    endpoints = [{"url": servers["base"].url, "gamma": 0}, {"url": servers["spec"].url, "gamma": 2}]
+    cfg = write_config(
+        tmp_path,
+        {"endpoints": endpoints},
+        workloads=[{"name": "logs", "dataset": dataset}],
+        sampling={"temperatures": [0.7, 0.0], "top_p": 0.95},  # one run, not one per value
+        concurrency=[1, 2],
+    )
+    res = runner.invoke(app, ["run", str(cfg)])
+    assert res.exit_code == 0, res.output
+    for server in servers.values():
+        assert len(server.bodies) == 2 * 4  # concurrency levels × prompts, once
+        for body in server.bodies:
+            rid = next(r for r, *_ in rows if f"def f_{r}(x):" in body["prompt"])
+            sent = (body["temperature"], body["top_p"], body["max_tokens"])
+            assert sent == expected[rid]
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    reqs = [r for r in recs if r["kind"] in ("baseline", "spec")]
+    label = round(sum(t for t, _, _ in expected.values()) / len(expected), 4)
+    assert len(reqs) == 2 * 2 * 4 and {r["temperature"] for r in recs} == {label}
+    for r in reqs:
+        t, p, m = expected[r["prompt_id"]]
+        assert r["sampling"] == "logged" and r["top_p"] == p and r["new_tokens"] == m
+        assert (r["request"]["temperature"], r["request"]["top_p"]) == (t, p)
+        assert r["request"]["max_tokens"] == m
+    entry = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
+    mix = entry["request_sampling"]
+    assert mix["prompts"] == 4 and mix["temperature"] == {"0": 1, "0.7": 2, "1": 1}
+    assert mix["from_config"] == {"temperature": 1, "top_p": 1, "max_tokens": 1}
+    assert mix["max_tokens_capped"] == 1
+    assert "logs: 4 requests as logged" in res.output
+
+
 # ---------------------------------------------------------------------------------------------
 # a real vLLM server on the tiny pair
 

@@ -3,34 +3,21 @@
 specbench changes no speculation setting here: start one server per setting and say in the
 config what each runs (`server.url` + `server.gamma` + `server.label`, or several under
 `server.endpoints`); a later run with another server can be added to the same directory with
-`--resume`. Each request is a streaming `/v1/completions` (or `/v1/chat/completions` with
-`server.chat: true`, the server applying its chat template) with
-`stream_options.include_usage`, timed here: TTFT = first chunk carrying text, e2e = end of the
-stream, tokens = the usage block's completion_tokens (else the tokenizer's count of the text,
-else the chunk count), TPOT = (e2e − TTFT) / (tokens − 1) (docs/theory.md §6: chunk-to-chunk gaps
-overstate it under speculation, when one chunk carries several tokens). `concurrency` threads
-keep that many conversations in flight.
+`--resume`. Each request is a streaming completion (`openai_request.py` builds it,
+`openai_stream.py` reads and times it, `openai_http.py` retries it); `concurrency` threads keep
+that many conversations in flight.
 
 Prometheus `/metrics` is scraped before and after each batch (vLLM's current and V0 counter
-names, SGLang's accept-length gauge; `engine_metrics.py`) and around each conversation at
-concurrency 1. A server without `/metrics` is still measured; acceptance is marked unavailable.
-
-Every stream is validated: each server-sent event must parse as a completion chunk (pydantic
-models below), and the stream must end with a chunk carrying `finish_reason` and then `[DONE]`;
-anything else fails the request with the reason (a malformed chunk is not skipped, a stream cut
-short is not measured as a short answer). Transient failures (connection errors, timeouts, a
-stream cut off, HTTP 408/429/5xx) are retried `server.retries` times, after the server's
-`Retry-After` when it sends one; a request that still fails is recorded with kind "failed" and
-its error. HTTP is httpx2 (the maintained httpx, already installed with huggingface_hub) and its
-SSE parser: one connection pool per server, so requests reuse connections as a serving client
-does, and TTFT does not include a TCP handshake per request.
+names, SGLang's accept-length gauge; `metrics.py`) and around each conversation at concurrency 1.
+A server without `/metrics` is still measured; acceptance is marked unavailable. Transient
+failures (connection errors, timeouts, a stream cut off, HTTP 408/429/5xx) are retried
+`server.retries` times; a request that still fails is recorded with kind "failed" and its error.
 
     specbench run configs/tiny-openai.yaml
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import queue
@@ -42,129 +29,33 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from pydantic import BaseModel, ValidationError
 
 from specbench.config import RunConfig
-from specbench.data import build_context_ids, conversation_messages
-from specbench.data.render import plain_text
+from specbench.data import conversation_messages
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.driver import (
+from specbench.harness.serving.base import (
     Conversation,
     ConversationResult,
+    EngineSetting,
     OnResult,
-    Setting,
     Snapshot,
     TurnResult,
-    endpoint_label,
-    endpoints_of,
 )
+from specbench.harness.serving.endpoints import endpoint_label, endpoints_of
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
     parse_prometheus,
     spec_counters_from_samples,
 )
-
-RETRY_HTTP = (408, 429, 500, 502, 503, 504)
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """(API base ending in /v1, server origin) from a URL given with or without /v1."""
-    base = url.strip().rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise SpecbenchError(f"server URL must start with http:// or https://, got '{url}'")
-    if base.endswith("/v1"):
-        return base, base[: -len("/v1")]
-    return base + "/v1", base
-
-
-class RequestFailed(Exception):
-    """A request that failed; `retry` says whether trying again may help, `retry_after_s` how long
-    the server asked to wait first (HTTP Retry-After)."""
-
-    def __init__(self, message: str, retry: bool, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry = retry
-        self.retry_after_s = retry_after_s
-
-
-MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is not waited for past this
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delay-seconds or an HTTP date, RFC 9110 §10.2.3)."""
-    if not value:
-        return None
-    try:
-        secs = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        secs = when.timestamp() - time.time()
-    return min(max(secs, 0.0), MAX_RETRY_AFTER_S) if secs == secs else None  # NaN: ignored
-
-
-def _status_error(resp: httpx2.Response) -> RequestFailed:
-    """A non-2xx response as a RequestFailed (its body's error message, Retry-After kept)."""
-    try:
-        resp.read()
-        body = resp.text
-        detail: Any = json.loads(body).get("error", body) if body.startswith("{") else body
-        if isinstance(detail, dict):
-            detail = detail.get("message", detail)
-    except Exception:
-        detail = ""
-    text = " ".join(str(detail).split())[:200]
-    code = resp.status_code
-    return RequestFailed(
-        f"HTTP {code}: {text}", code in RETRY_HTTP, _retry_after(resp.headers.get("retry-after"))
-    )
-
-
-# --- the completion-chunk schema (OpenAI streaming; extra fields any server adds are ignored)
-
-
-class _Delta(BaseModel):
-    content: str | None = None
-
-
-class _Choice(BaseModel):
-    text: str | None = None  # /v1/completions
-    delta: _Delta | None = None  # /v1/chat/completions
-    token_ids: list[int] | None = None  # vLLM with return_token_ids
-    finish_reason: str | None = None
-
-
-class _Usage(BaseModel):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-class StreamChunk(BaseModel):
-    choices: list[_Choice] = []
-    usage: _Usage | None = None
-    error: Any = None
-
-
-def parse_chunk(data: str, index: int) -> StreamChunk:
-    """One event's data as a completion chunk, or RequestFailed naming what is wrong with it."""
-    try:
-        return StreamChunk.model_validate_json(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err.get("loc", ())) or "chunk"
-        raise RequestFailed(
-            f"malformed stream chunk {index} ({where}: {err.get('msg', '')}): {data[:80]!r}"[:300],
-            False,  # a server that sends malformed JSON sends it again
-        ) from None
-
-
-def _transport_error(exc: httpx2.HTTPError) -> RequestFailed:
-    if isinstance(exc, httpx2.TimeoutException):
-        return RequestFailed(f"timed out ({type(exc).__name__})", True)
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return RequestFailed(f"{type(exc).__name__}: {first}"[:300], True)
+from specbench.harness.serving.openai_http import (
+    RequestFailed,
+    get_text,
+    make_client,
+    split_url,
+    with_retries,
+)
+from specbench.harness.serving.openai_request import request_body
+from specbench.harness.serving.openai_stream import stream_turn
 
 
 def run_threaded(
@@ -220,7 +111,7 @@ class OpenAISession:
     def __init__(
         self,
         backend: OpenAIBackend,
-        setting: Setting,
+        setting: EngineSetting,
         model: str,
         max_context: int | None,
         metrics_ok: bool,
@@ -234,7 +125,6 @@ class OpenAISession:
         self.max_context = max_context
         self.metrics_ok = metrics_ok
 
-    # --- metrics ---
     def snapshot(self) -> Snapshot:
         if not self.metrics_ok:
             return Snapshot(False, None)
@@ -245,150 +135,33 @@ class OpenAISession:
         samples = parse_prometheus(text)
         return Snapshot(True, spec_counters_from_samples(samples), accept_length_gauge(samples))
 
-    # --- requests ---
-    def _body(
-        self, messages: list[dict[str, str]], temperature: float, seed: int
-    ) -> tuple[str, dict[str, Any], int, bool]:
-        """(path, JSON body, prompt tokens if known here, truncated) for one turn."""
-        cfg, s = self.cfg, self.cfg.server
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": cfg.max_new_tokens,
-            "temperature": temperature,
-            "top_p": cfg.sampling.top_p,
-            "seed": seed,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if cfg.sampling.top_k > 0:
-            body["top_k"] = cfg.sampling.top_k  # an extension vLLM and SGLang accept
-        if cfg.stop:
-            body["stop"] = list(cfg.stop)
-        prompt_tokens, truncated = 0, False
-        if s.chat:
-            path = "/chat/completions"
-            body["messages"] = messages
-        else:
-            path = "/completions"
-            tok = self.b.tokenizer()
-            if s.prompt_format == "tokens":
-                ids, truncated = build_context_ids(
-                    tok, messages, cfg.chat_template, self.max_context
-                )
-                body["prompt"], prompt_tokens = ids, len(ids)
-            elif (
-                tok is not None
-                and cfg.chat_template != "off"
-                and getattr(tok, "chat_template", None)
-            ):
-                body["prompt"] = tok.apply_chat_template(
-                    messages, add_generation_prompt=True, tokenize=False
-                )
-            else:
-                if cfg.chat_template == "on":
-                    raise SpecbenchError(
-                        "chat_template: on needs the target's tokenizer here, or server.chat: true"
-                    )
-                body["prompt"] = plain_text(messages)
-        return path, {**body, **s.extra_body}, prompt_tokens, truncated
+    def _count_tokens(self, text: str) -> int | None:
+        tok = self.b.tokenizer()
+        return None if tok is None else len(tok(text, add_special_tokens=False)["input_ids"])
 
-    def _stream_once(self, path: str, body: dict[str, Any]) -> TurnResult:
-        text: list[str] = []
-        ids: list[int] = []
-        usage = _Usage()
-        finish = ""
-        chunks = 0
-        ended = False
-        first: float | None = None
-        t0 = time.perf_counter()
-        try:
-            with self.client.sse(
-                self.api + path, method="POST", json=body, headers=self.b.headers()
-            ) as source:
-                if source.response.status_code >= 300:
-                    raise _status_error(source.response)
-                for index, event in enumerate(source):
-                    data = event.data.strip()
-                    if not data:
-                        continue
-                    if data == "[DONE]":
-                        ended = True
-                        break
-                    msg = parse_chunk(data, index)
-                    if msg.error:
-                        raise RequestFailed(f"server error: {msg.error}"[:300], False)
-                    if msg.usage is not None:
-                        usage = msg.usage
-                    for choice in msg.choices:
-                        piece = choice.text
-                        if piece is None:
-                            piece = (choice.delta.content if choice.delta else None) or ""
-                        if choice.token_ids:
-                            ids.extend(choice.token_ids)
-                        if piece or choice.token_ids:
-                            chunks += 1
-                            if first is None:
-                                first = time.perf_counter()
-                            text.append(piece)
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
-        except httpx2.HTTPError as exc:  # connect/read timeouts, a connection cut mid-stream
-            raise _transport_error(exc) from None
-        end = time.perf_counter()
-        if not ended or not finish:
-            # a stream cut short would be measured as a short answer, skewing TPOT and tokens/s
-            missing = " and ".join(
-                m for m, ok in (("a finish_reason", bool(finish)), ("[DONE]", ended)) if not ok
-            )
-            raise RequestFailed(f"stream ended without {missing} after {chunks} chunks", True)
-        out = "".join(text)
-        if usage.completion_tokens is not None:
-            n = int(usage.completion_tokens)
-        elif ids:
-            n = len(ids)
-        elif (tok := self.b.tokenizer()) is not None:
-            n = len(tok(out, add_special_tokens=False)["input_ids"])
-        else:
-            n = chunks
-        return TurnResult(
-            prompt_tokens=int(usage.prompt_tokens or 0),
-            new_tokens=n,
-            ttft_ms=((first if first is not None else end) - t0) * 1000.0,
-            e2e_ms=(end - t0) * 1000.0,
-            text=out,
-            stop_reason=finish,
-            output_ids=ids or None,
-            chunks=chunks,
+    def _turn(self, conv: Conversation, messages: list[dict[str, str]], seed: int) -> TurnResult:
+        path, body, prompt_tokens, truncated = request_body(
+            self.cfg, self.model, self.b.tokenizer, self.max_context, messages, conv.params, seed
         )
 
-    def _turn(self, messages: list[dict[str, str]], temperature: float, seed: int) -> TurnResult:
-        path, body, prompt_tokens, truncated = self._body(messages, temperature, seed)
-        retries = self.cfg.server.retries
-        for attempt in range(retries + 1):
-            try:
-                res = self._stream_once(path, body)
-                res.prompt_tokens = res.prompt_tokens or prompt_tokens
-                res.truncated = truncated
-                return res
-            except RequestFailed as exc:
-                if not exc.retry or attempt == retries:
-                    raise RequestFailed(
-                        f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})", False
-                    ) from None
-                backoff = min(0.5 * 2**attempt, 5.0)
-                time.sleep(exc.retry_after_s if exc.retry_after_s is not None else backoff)
-        raise AssertionError("unreachable")
+        def once() -> TurnResult:
+            res = stream_turn(
+                self.client, self.api + path, body, self.b.headers(), self._count_tokens
+            )
+            res.prompt_tokens = res.prompt_tokens or prompt_tokens
+            res.truncated = truncated
+            return res
 
-    def _conversation(
-        self, conv: Conversation, temperature: float, per_request: bool
-    ) -> ConversationResult:
+        return with_retries(once, self.cfg.server.retries)
+
+    def _conversation(self, conv: Conversation, per_request: bool) -> ConversationResult:
         res = ConversationResult()
         before = self.snapshot().counters if per_request else None
         answers: list[str] = []
         try:
             for turn in range(len(conv.prompt.turns)):
                 messages = conversation_messages(conv.prompt, answers, turn)
-                t = self._turn(messages, temperature, conv.seed + turn)
+                t = self._turn(conv, messages, conv.seed + turn)
                 res.turns.append(t)
                 answers.append(t.text)
         except RequestFailed as exc:
@@ -403,7 +176,6 @@ class OpenAISession:
     def run_batch(
         self,
         convs: list[Conversation],
-        temperature: float,
         concurrency: int,
         on_result: OnResult | None = None,
     ) -> list[ConversationResult]:
@@ -416,9 +188,9 @@ class OpenAISession:
 
         if concurrency == 1:  # in this thread: per-request counters, Ctrl-C lands in the request
             for i, conv in enumerate(convs):
-                deliver(i, self._conversation(conv, temperature, True))
+                deliver(i, self._conversation(conv, True))
         else:
-            work = lambda c: self._conversation(c, temperature, False)  # noqa: E731
+            work = lambda c: self._conversation(c, False)  # noqa: E731
             for i, res in run_threaded(work, convs, concurrency):
                 deliver(i, res)
         return results
@@ -458,27 +230,11 @@ class OpenAIBackend:
                 "local model directory or a hub id"
             )
 
-    # --- HTTP helpers ---
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def get_text(self, client: httpx2.Client, url: str, timeout: float) -> str:
-        try:
-            resp = client.get(url, headers=self.headers(), timeout=timeout)
-        except httpx2.HTTPError as exc:
-            raise _transport_error(exc) from None
-        if resp.status_code >= 300:
-            raise _status_error(resp)
-        return resp.text
-
-    def client(self) -> httpx2.Client:
-        """A connection pool for one server: room for the largest concurrency (a request never
-        waits for a connection while the clock runs), `timeout_s` on each connect and read."""
-        s = self.cfg.server
-        return httpx2.Client(
-            timeout=httpx2.Timeout(s.timeout_s),
-            limits=httpx2.Limits(max_connections=max(self.cfg.concurrency) + 2),
-        )
+        return get_text(client, url, self.headers(), timeout)
 
     def metrics_url_for(self, api: str) -> str:
         if self.cfg.server.metrics_url and len(self.endpoints) == 1:
@@ -505,12 +261,13 @@ class OpenAIBackend:
                 self._tokenizer = None
         return self._tokenizer
 
-    # --- settings ---
-    def settings(self) -> list[Setting]:
+    def settings(self) -> list[EngineSetting]:
         eps = sorted(self.endpoints, key=lambda ep: ep.gamma)
-        return [Setting(ep.gamma, endpoint_label(ep), ep.url) for ep in eps]
+        return [EngineSetting(ep.gamma, endpoint_label(ep), ep.url) for ep in eps]
 
-    def _preflight(self, client: httpx2.Client, setting: Setting) -> tuple[str, int | None, bool]:
+    def _preflight(
+        self, client: httpx2.Client, setting: EngineSetting
+    ) -> tuple[str, int | None, bool]:
         """Check the server answers; return (model, max context for prompts, /metrics present)."""
         api, origin = split_url(setting.endpoint)
         s = self.cfg.server
@@ -565,8 +322,9 @@ class OpenAIBackend:
         return model, max_context, metrics_ok
 
     @contextmanager
-    def open(self, setting: Setting) -> Iterator[OpenAISession]:
-        with self.client() as client:
+    def open(self, setting: EngineSetting) -> Iterator[OpenAISession]:
+        # room for the largest concurrency: a request never waits for a connection while timed
+        with make_client(self.cfg.server.timeout_s, max(self.cfg.concurrency) + 2) as client:
             model, max_context, metrics_ok = self._preflight(client, setting)
             yield OpenAISession(self, setting, model, max_context, metrics_ok, client)
 

@@ -1,0 +1,98 @@
+"""env.json: what produced a run's numbers (versions, machine, device), written beside its
+records by every backend. The serving backends add what their engines report about themselves
+(`Backend.environment()`); the transformers runner adds torch's device, dtype and the models'
+memory."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specbench.config import RunConfig
+
+if TYPE_CHECKING:
+    import torch
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else what `platform` knows)."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu
+
+
+def git_commit() -> str | None:
+    """specbench's git commit when it runs from a checkout."""
+    import specbench
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(specbench.__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return commit or None
+
+
+def transformers_environment(
+    cfg: RunConfig,
+    target_device: torch.device,
+    dtype: torch.dtype,
+    memory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The transformers backend's env.json: versions, device, CPU/GPU model, specbench's git
+    commit, and (`memory`) each model's weights and KV cache per token."""
+    import torch  # here, not at the top: the serving backends write env.json without torch
+    import transformers
+
+    import specbench
+
+    gpu = torch.cuda.get_device_name(target_device) if target_device.type == "cuda" else None
+    return {
+        "specbench": specbench.__version__,
+        "specbench_git_commit": git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_threads": torch.get_num_threads(),
+        "device": str(target_device),
+        "gpu": gpu,
+        "cuda": torch.version.cuda,
+        "dtype": str(dtype).removeprefix("torch."),
+        "backend": cfg.backend,
+        "memory": memory,
+    }
+
+
+def serving_environment(cfg: RunConfig, engine: dict[str, Any]) -> dict[str, Any]:
+    """A serving backend's env.json: versions and machine (no torch device: the engine owns it),
+    then what the backend reports about its engines (`engine`)."""
+    import specbench
+
+    base = {
+        "specbench": specbench.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "backend": cfg.backend,
+        "concurrency": cfg.concurrency,
+    }
+    return {**base, **engine}
+
+
+def write_env(out_dir: Path, env: dict[str, Any]) -> None:
+    (out_dir / "env.json").write_text(json.dumps(env, indent=2, default=str) + "\n")

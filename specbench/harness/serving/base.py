@@ -1,0 +1,96 @@
+"""What the serving driver and its engine adapters (vLLM in-process, OpenAI-compatible servers)
+share: the engine setting, the conversations a batch runs and their results, one read of the
+engine's metrics, and the two protocols an adapter implements (`Backend`, `EngineSession`).
+
+The driver (`driver.py`) imports the adapters; an adapter imports only this module (and its own
+helpers), never the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from specbench.analysis.spec_counters import SpecCounters
+from specbench.data import Prompt
+from specbench.harness.plan import RequestParams
+
+
+@dataclass(frozen=True)
+class EngineSetting:
+    """One engine configuration: γ (0 = no speculation) and the drafter label records carry."""
+
+    gamma: int
+    label: str
+    endpoint: str = ""  # openai: the server URL measured for this setting
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One prompt of a batch, with its seed and what each of its turns is generated with (the
+    config's settings, or a logged request's own: `plan.request_params`)."""
+
+    prompt: Prompt
+    seed: int
+    params: RequestParams
+
+
+@dataclass
+class TurnResult:
+    prompt_tokens: int
+    new_tokens: int
+    ttft_ms: float
+    e2e_ms: float
+    text: str
+    stop_reason: str
+    output_ids: list[int] | None = None
+    chunks: int = 0
+    truncated: bool = False
+
+
+@dataclass
+class ConversationResult:
+    turns: list[TurnResult] = field(default_factory=list)
+    error: str | None = None
+    counters: SpecCounters | None = None  # this conversation's deltas (concurrency 1 only)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of the engine's metrics."""
+
+    available: bool  # False: no metrics to read (a server without /metrics)
+    counters: SpecCounters | None  # None: no spec-decode counters exported
+    accept_length: float | None = None  # SGLang's gauge, where exported
+
+
+OnResult = Callable[[int, ConversationResult], None]
+
+
+class EngineSession(Protocol):
+    """An open engine setting."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    def run_batch(
+        self,
+        convs: list[Conversation],
+        concurrency: int,
+        on_result: OnResult | None = None,
+    ) -> list[ConversationResult]:
+        """Run the conversations, each turn with its conversation's `params`; call
+        `on_result(index, result)` in the calling thread as each one completes (so its record is
+        on disk before the batch ends); return them all."""
+        ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def settings(self) -> list[EngineSetting]: ...
+
+    def open(self, setting: EngineSetting) -> AbstractContextManager[EngineSession]: ...
+
+    def environment(self) -> dict[str, Any]: ...

@@ -1,0 +1,181 @@
+"""The records a serving run writes (one per prompt, one `engine_metrics` line per batch) and
+reads back to know which units are done (see `driver.py` for when each is written)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.analysis.spec_counters import SpecCounters
+from specbench.config import RunConfig, dump_config
+from specbench.harness.plan import logged_fields, prepare_run_dir
+from specbench.harness.serving.base import (
+    Conversation,
+    ConversationResult,
+    EngineSetting,
+    Snapshot,
+)
+from specbench.harness.serving.endpoints import merged_server_config, without_server
+from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
+
+ENGINE_METRICS_KIND = "engine_metrics"
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    gamma: int
+    drafter: str
+    workload: str
+    temperature: float
+    concurrency: int
+    repeat: int
+
+
+# A unit: one prompt of one batch.
+UnitId = tuple[BatchKey, str]
+
+
+def batch_key_of(rec: dict[str, Any]) -> BatchKey:
+    return BatchKey(
+        int(rec["gamma"]),
+        rec.get("drafter", ""),
+        rec["workload"],
+        float(rec["temperature"]),
+        int(rec["concurrency"]),
+        int(rec.get("repeat", 0)),
+    )
+
+
+def prepare_engine_dir(
+    cfg: RunConfig, out_dir: Path, resume: bool, force: bool
+) -> tuple[RunConfig, set[UnitId]]:
+    """Create or validate DIR; return the config to store and the units already measured
+    successfully (a failed unit is not done: `--resume` retries it).
+
+    openai backend: `--resume` also accepts a config that differs only in `server` (the next
+    server of a one-server-per-setting series); the stored config then lists every endpoint.
+    """
+    stored = out_dir / "config.yaml"
+    records = out_dir / RECORDS_FILE
+    if (
+        cfg.backend == "openai"
+        and resume
+        and not force
+        and records.is_file()
+        and stored.is_file()
+        and stored.read_text() != dump_config(cfg)
+        and without_server(stored.read_text()) == without_server(dump_config(cfg))
+    ):
+        cfg = merged_server_config(cfg, stored.read_text())
+        stored.write_text(dump_config(cfg))
+    prepare_run_dir(cfg, out_dir, resume, force)
+    done: set[UnitId] = set()
+    if records.exists():
+        repair_truncated_tail(records)
+        for rec in iter_records(records):
+            if rec.get("kind") in MEASURED_KINDS:
+                done.add((batch_key_of(rec), str(rec["prompt_id"])))
+    return cfg, done
+
+
+def _rounded(x: float, digits: int = 4) -> float:
+    return round(float(x), digits)
+
+
+def request_record(
+    head: dict[str, Any], conv: Conversation, res: ConversationResult, keep_ids: bool
+) -> dict[str, Any]:
+    """One prompt's record, the transformers backend's fields plus the engine's."""
+    head = {**head, "prompt_id": conv.prompt.id, "seed": conv.seed}
+    if res.error is not None or not res.turns:
+        return {**head, "kind": "failed", "status": "failed", "error": (res.error or "")[:300]}
+    turns = res.turns
+    new_tokens = sum(t.new_tokens for t in turns)
+    e2e = [t.e2e_ms for t in turns]
+    ttft = [t.ttft_ms for t in turns]
+    wall_ms = sum(e2e)
+    decode_ms = wall_ms - sum(ttft)
+    # TPOT (docs/theory.md §6): (e2e − TTFT) / (n_out − 1) per turn, pooled over the turns.
+    after_first = sum(max(t.new_tokens - 1, 0) for t in turns)
+    body: dict[str, Any] = {
+        "status": "ok",
+        "turns": len(turns),
+        "prompt_tokens": [t.prompt_tokens for t in turns],
+        "new_tokens": new_tokens,
+        "new_tokens_per_turn": [t.new_tokens for t in turns],
+        "stop_reason": [t.stop_reason for t in turns],
+        "ttft_ms": [_rounded(x) for x in ttft],
+        "e2e_ms": [_rounded(x) for x in e2e],
+        "wall_ms": _rounded(wall_ms),
+        "decode_ms": _rounded(decode_ms),
+        "tokens_per_s": new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
+        "tpot_ms": decode_ms / after_first if after_first > 0 else None,
+        "chunks": [t.chunks for t in turns],
+        "peak_memory_mb": None,
+        "answers": [t.text for t in turns],
+    }
+    if keep_ids and all(t.output_ids is not None for t in turns):
+        body["output_ids"] = [t.output_ids for t in turns]
+    if res.counters is not None:
+        body["spec_counters"] = res.counters.to_dict()
+    body.update(logged_fields(conv.prompt, conv.params))  # a logged request: how it was sampled
+    return {**head, **body}
+
+
+def metrics_record(
+    head: dict[str, Any],
+    before: Snapshot,
+    after: Snapshot,
+    wall_ms: float,
+    results: list[ConversationResult],
+    n_planned: int,
+) -> dict[str, Any]:
+    """A batch's `engine_metrics` line: the counters' deltas, its wall time and throughput."""
+    counters = (
+        after.counters.minus(before.counters)
+        if after.counters is not None and before.counters is not None
+        else None
+    )
+    tokens = sum(t.new_tokens for r in results for t in r.turns)
+    if head.get("concurrency") == 1:  # sequential: leave out the gaps spent reading counters
+        wall_ms = sum(t.e2e_ms for r in results for t in r.turns) or wall_ms
+    return {
+        **head,
+        "kind": ENGINE_METRICS_KIND,
+        "metrics_available": after.available,
+        "acceptance_available": counters is not None,
+        "spec_counters": counters.to_dict() if counters is not None else None,
+        "accept_length_gauge": after.accept_length,
+        "n_requests": len(results),
+        "n_planned": n_planned,  # the workload's prompts; fewer ran in a resumed (partial) batch
+        "partial": len(results) < n_planned,
+        "n_failed": sum(1 for r in results if r.error is not None),
+        "output_tokens": tokens,
+        "batch_wall_ms": _rounded(wall_ms),
+        "output_tokens_per_s": tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
+    }
+
+
+def label_checks(
+    setting: EngineSetting, counters: SpecCounters | None, available: bool
+) -> list[str]:
+    """Warnings when what the engine reports contradicts the setting it is labelled with."""
+    notes = []
+    where = setting.endpoint or setting.label or "the engine"
+    if not available:
+        notes.append(f"{where}: no /metrics endpoint; latency measured, acceptance unavailable")
+    elif setting.gamma > 0 and counters is None:
+        notes.append(
+            f"{where}: exports no spec-decode counters; acceptance unavailable (is speculation on?)"
+        )
+    elif setting.gamma == 0 and counters is not None and counters.drafts > 0:
+        notes.append(f"{where} is labelled γ=0 (baseline) but reports speculative drafts")
+    elif setting.gamma > 0 and counters is not None and counters.drafts > 0:
+        per_draft = counters.draft_tokens / counters.drafts
+        if len(counters.per_pos) not in (0, setting.gamma) or per_draft > setting.gamma + 1e-9:
+            notes.append(
+                f"{where} is labelled γ={setting.gamma} but drafts up to "
+                f"{max(len(counters.per_pos), round(per_draft))} tokens; fix its gamma"
+            )
+    return notes
