@@ -25,16 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.compare import (
+from specbench.analysis.compare.difference_tests import prompt_se
+from specbench.analysis.compare.metrics import (
     RUN_TO_RUN_CV_SPEEDUP,
     RUN_TO_RUN_CV_TIMING,
-    Side,
     Thresholds,
-    compare,
-    merge_runs,
-    prompt_se,
-    side_from_records,
 )
+from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
+from specbench.analysis.compare.verdict import compare
 
 
 @dataclass(frozen=True)

@@ -13,28 +13,25 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specbench.analysis.compare import (
+from specbench.analysis.compare.difference_tests import (
+    DiffTest,
+    exact_test,
+    model_test,
+    normal_difference,
+)
+from specbench.analysis.compare.environment import identity_differences
+from specbench.analysis.compare.metrics import (
     IMPROVED,
     INFORMATIONAL,
     METRICS,
     NOT_SIGNIFICANT,
     REGRESSED,
     UNCHANGED,
-    DiffTest,
-    Samples,
-    Side,
-    Summary,
     Thresholds,
-    compare,
-    exact_test,
-    identity_differences,
-    judge,
-    merge_runs,
-    model_test,
-    normal_difference,
-    side_from_records,
-    side_from_results,
 )
+from specbench.analysis.compare.samples import Samples, Summary
+from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
+from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.results import build_results
 from specbench.report.compare import to_dict, to_junit, to_markdown
 
@@ -345,7 +342,7 @@ def test_different_hardware_is_listed_and_never_disqualifies_within_run_ratios(
 
 
 def test_engine_runs_compare_the_server_environment_not_the_client() -> None:
-    from specbench.analysis.compare import env_differences
+    from specbench.analysis.compare.environment import env_differences
 
     recs = make_records(seed=1, n_prompts=4, n_rounds=4)
     server = {"backend": "vllm", "vllm": "0.9.0", "gpu": "H100", "cpu": "client A"}
