@@ -29,7 +29,7 @@ from specbench.analysis.compare.metrics import (
     UNCHANGED,
     Thresholds,
 )
-from specbench.analysis.compare.samples import Samples, Summary
+from specbench.analysis.compare.samples import Samples, Summary, speedup_samples, sum_by_key
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.results import build_results
@@ -164,25 +164,42 @@ def row(c: Any, metric: str) -> Any:
 
 
 def test_samples_value_is_ratio_of_sums_and_identical_runs_are_unchanged() -> None:
-    s = Samples(("a", "b"), np.array([3.0, 1.0]), np.array([4.0, 4.0]))
+    s = Samples(("a", "b"), (np.array([3.0, 1.0]), np.array([4.0, 4.0])))
     assert s.value == pytest.approx(0.5)
     t = exact_test(s, s)
     assert t.change == 0.0 and t.method == "exact (T=0, same prompts): identical"
     assert judge(METRICS["alpha"], 0.5, t, Thresholds()) == (UNCHANGED, 0.0)
-    lower = Samples(("b", "a"), np.array([1.0, 2.0]), np.array([4.0, 4.0]))  # keys reordered
+    lower = Samples(("b", "a"), (np.array([1.0, 2.0]), np.array([4.0, 4.0])))  # keys reordered
     t2 = exact_test(s, lower)
     assert t2.method.endswith("differs") and t2.change == pytest.approx(-0.125)
     # deterministic: a difference beyond the minimum effect is a regression without a test
     assert judge(METRICS["alpha"], 0.5, t2, Thresholds())[0] == REGRESSED
 
 
+def test_speedup_is_the_pooled_decode_throughput_ratio_as_in_the_report() -> None:
+    # decode tokens (new_tokens − 1 turn) and decode ms per prompt, baseline then speculation:
+    # p0 10 tokens in 100 ms → 50 ms; p1 20 tokens in 400 ms → 100 ms (docs/theory.md §9)
+    def rec(kind: str, pid: str, tokens: int, ms: float) -> dict[str, Any]:
+        return {"kind": kind, "prompt_id": pid, "new_tokens": tokens + 1, "ttft_ms": [5.0],
+                "decode_ms": ms, "tpot_ms": ms / tokens}  # fmt: skip
+
+    base = [rec("baseline", "p0", 10, 100.0), rec("baseline", "p1", 20, 400.0)]
+    spec = [rec("spec", "p1", 20, 100.0), rec("spec", "p0", 10, 50.0)]
+    s = speedup_samples(base, spec)
+    # (30 / 150) / (30 / 500) = 10/3; the mean of per-prompt tokens/s would give 400/150 = 8/3
+    assert s.value == pytest.approx(10 / 3)
+    assert s.keys == ("p1#0", "p0#0")
+    doubled = sum_by_key([s, s])  # two runs merged: the pooled ratio is unchanged
+    assert doubled.value == pytest.approx(10 / 3) and doubled.keys == ("p0#0", "p1#0")
+
+
 def test_model_test_adds_the_run_to_run_term_to_the_prompt_bootstrap() -> None:
     keys = tuple(f"p{i}" for i in range(30))
     rng = np.random.default_rng(3)
     base_v = rng.lognormal(0.0, 0.2, 30)
-    base = Samples(keys, base_v, np.ones(30))
+    base = Samples(keys, (base_v, np.ones(30)))
     # the same prompts, each 10 % faster: paired, the shift is certain from the prompts alone
-    shifted = Samples(keys[::-1], (base_v * 1.1)[::-1], np.ones(30))
+    shifted = Samples(keys[::-1], ((base_v * 1.1)[::-1], np.ones(30)))
     prompts_only = model_test(base, shifted, True, Thresholds(), 0.0, 1, 1)
     assert prompts_only.method == "paired bootstrap over 30 prompts"
     assert prompts_only.se == pytest.approx(0.0, abs=1e-12) and prompts_only.p_value == 0.0
@@ -193,11 +210,11 @@ def test_model_test_adds_the_run_to_run_term_to_the_prompt_bootstrap() -> None:
     # three runs per side: the run term shrinks as √(1/3 + 1/3)
     three = model_test(base, shifted, True, Thresholds(), 0.07, 3, 3)
     assert three.se == pytest.approx(0.07 * math.sqrt(2 / 3))
-    other = Samples(tuple(f"q{i}" for i in range(25)), rng.lognormal(0.0, 0.2, 25), np.ones(25))
+    other = Samples(tuple(f"q{i}" for i in range(25)), (rng.lognormal(0.0, 0.2, 25), np.ones(25)))
     t2 = model_test(base, other, True, Thresholds(), 0.0, 1, 1)
     assert t2.method.startswith("two-sample bootstrap (30 vs 25")
     assert t2.p_value is not None and t2.p_value > 0.01
-    few = Samples(("a",), np.array([1.0]), np.array([1.0]))
+    few = Samples(("a",), (np.array([1.0]), np.array([1.0])))
     assert model_test(few, few, True, Thresholds(), 0.07, 1, 1).p_value is None
 
 
@@ -428,6 +445,7 @@ def test_a_slower_machine_moves_absolute_timing_only_informationally(
     slow = copy.deepcopy(base_records)
     for r in slow:  # the same code on a machine 20 % slower: every timing scales
         r["tpot_ms"] *= 1.2
+        r["decode_ms"] *= 1.2
     c = compare(side(base_records, "a"), side(slow, "b"), Thresholds())
     assert {r.status for r in c.rows if r.kind == "timing"} == {INFORMATIONAL}
     assert row(c, "baseline_itl_ms").relative_change == pytest.approx(0.2)
@@ -442,6 +460,7 @@ def test_several_runs_per_side_gate_absolute_timing_with_runs_as_the_unit() -> N
     for recs in slow_recs:
         for r in recs:
             r["tpot_ms"] *= 1.5
+            r["decode_ms"] *= 1.5
     slow = [side(r, f"s{i}", with_results=False) for i, r in enumerate(slow_recs)]
     c = compare(merge_runs(base), merge_runs(same), Thresholds())
     assert c.runs == (3, 3)

@@ -6,8 +6,9 @@ docs/compare.md; in short:
 
 - Rows come in three classes. **Acceptance** (α, τ) is a within-run statistic: at T = 0 on the
   same prompts it is deterministic and compared exactly (no test); at T > 0 it is tested with a
-  bootstrap over prompts (paired when both sides ran the same prompts). **Speedup** (spec ÷
-  baseline tokens/s, measured side by side in one run) is tested on the log scale with its
+  bootstrap over prompts (paired when both sides ran the same prompts). **Speedup** (pooled decode
+  throughput with speculation ÷ without, measured side by side in one run: the report's speedup,
+  docs/theory.md §9) is tested on the log scale with its
   standard error inflated by a run-to-run component, se² = se²_prompts + σ_r²·(1/k_base + 1/k_new)
   (σ_r measured on this project's CPU runs, `Thresholds.run_to_run_cv`), or with runs as the unit
   (Welch t on per-run log speedups) when both sides give several runs. **Absolute timing**

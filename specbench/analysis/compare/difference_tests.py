@@ -6,6 +6,7 @@ the normal approximation from stored intervals (docs/compare.md, "The speedup's 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from scipy import stats as sps
 
 from specbench.analysis.compare.metrics import Thresholds
-from specbench.analysis.compare.samples import Samples, Summary
+from specbench.analysis.compare.samples import Samples, Summary, pooled
 from specbench.analysis.multiple_testing import normal_p_value, satterthwaite_df, z_two_sided
 from specbench.analysis.stats import bootstrap
 
@@ -43,9 +44,9 @@ def _bootstrap_se(stat: Any, arrays: list[np.ndarray], n_boot: int, seed: int) -
     return (est.hi - est.lo) / (2 * _z(0.95))
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num.sum(axis=-1) / den.sum(axis=-1)
+def _stat(arrays: Sequence[np.ndarray], coefs: Sequence[float]) -> np.ndarray:
+    """The sample statistic of each resample: arrays (B, n) → (B,)."""
+    return np.asarray(pooled([x.sum(axis=-1) for x in arrays], coefs))
 
 
 def _unbias(se: float | None, n: int) -> float | None:
@@ -57,32 +58,37 @@ def _unbias(se: float | None, n: int) -> float | None:
 def prompt_se(
     base: Samples, new: Samples, log: bool, n_boot: int, seed: int
 ) -> tuple[float | None, str]:
-    """Standard error of Δ = new − base (or log new − log base) of a ratio-of-sums statistic from
-    prompt resampling: paired (prompts resampled jointly) when both sides ran the same prompts,
-    else the two sides resampled apart and the variances added."""
+    """Standard error of Δ = new − base (or log new − log base) of a sample statistic (a product
+    of powers of sums) from prompt resampling: paired (prompts resampled jointly) when both sides
+    ran the same prompts, else the two sides resampled apart and the variances added."""
     if len(base) < 2 or len(new) < 2:
         return None, "too few prompts to test"
+    assert base.coefs == new.coefs, "both sides must measure one statistic"
+    coefs, n_arrays = base.coefs, len(base.arrays)
     f = np.log if log else (lambda x: x)
     paired = set(base.keys) == set(new.keys) and len(set(base.keys)) == len(base.keys)
     if paired:
         order = {k: i for i, k in enumerate(base.keys)}
         j = np.asarray([order[k] for k in new.keys])
-        nn, nd = np.empty_like(new.num), np.empty_like(new.den)
-        nn[j], nd[j] = new.num, new.den
+        aligned = []  # the new side's arrays in the base's prompt order
+        for a in new.arrays:
+            out = np.empty_like(a)
+            out[j] = a
+            aligned.append(out)
 
-        def delta(bn: np.ndarray, bd: np.ndarray, n_: np.ndarray, d_: np.ndarray) -> np.ndarray:
+        def delta(*xs: np.ndarray) -> np.ndarray:
             with np.errstate(invalid="ignore", divide="ignore"):
-                return f(_ratio(n_, d_)) - f(_ratio(bn, bd))
+                return f(_stat(xs[n_arrays:], coefs)) - f(_stat(xs[:n_arrays], coefs))
 
-        se = _bootstrap_se(delta, [base.num, base.den, nn, nd], n_boot, seed)
+        se = _bootstrap_se(delta, [*base.arrays, *aligned], n_boot, seed)
         return _unbias(se, len(base)), f"paired bootstrap over {len(base)} prompts"
 
-    def one(n_: np.ndarray, d_: np.ndarray) -> np.ndarray:
+    def one(*xs: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return f(_ratio(n_, d_))
+            return f(_stat(xs, coefs))
 
-    sb = _unbias(_bootstrap_se(one, [base.num, base.den], n_boot, seed), len(base))
-    sn = _unbias(_bootstrap_se(one, [new.num, new.den], n_boot, seed + 1), len(new))
+    sb = _unbias(_bootstrap_se(one, list(base.arrays), n_boot, seed), len(base))
+    sn = _unbias(_bootstrap_se(one, list(new.arrays), n_boot, seed + 1), len(new))
     se = math.hypot(sb, sn) if sb is not None and sn is not None else None
     return se, f"two-sample bootstrap ({len(base)} vs {len(new)} prompts)"
 
@@ -152,8 +158,9 @@ def exact_test(base: Samples, new: Samples) -> DiffTest:
     """T = 0 on the same prompts: acceptance is deterministic, so any difference is real."""
     order = {k: i for i, k in enumerate(base.keys)}
     j = np.asarray([order[k] for k in new.keys])
-    same = np.allclose(base.num[j], new.num, rtol=1e-9, atol=0) and np.allclose(
-        base.den[j], new.den, rtol=1e-9, atol=0
+    same = all(
+        np.allclose(x[j], y, rtol=1e-9, atol=0)
+        for x, y in zip(base.arrays, new.arrays, strict=True)
     )
     change = new.value - base.value
     what = "identical" if same else "differs"

@@ -1,33 +1,52 @@
 """Per-prompt samples of one run's metrics (the unit of compare's tests) and stored summaries
 (value and interval, when only results.json is given).
 
-A sample's statistic is a ratio of sums over prompts, Σ num / Σ den (docs/theory.md §7); keys
-pair a prompt (and repeat) across runs.
+A sample's statistic is a product of powers of sums over prompts, S = Π_j (Σ_p x_jp)^{c_j}
+(docs/theory.md §7): a ratio Σ num / Σ den for α, τ and timing, and for the speedup the ratio
+of pooled decode throughputs paired by prompt, the report's (`latency.pair`, docs/theory.md §9).
+Keys pair a prompt (and repeat) across runs.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from specbench.analysis.acceptance import per_prompt
+from specbench.analysis.latency import pair
+from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS
+
+RATIO = (1.0, -1.0)  # Σ num / Σ den
+
+
+def pooled(sums: Sequence[Any], coefs: Sequence[float]) -> Any:
+    """Π_j sums_j^{c_j} of scalars or of arrays of bootstrap resamples alike; c = ±1 multiplies
+    or divides, so a ratio is exactly Σ num / Σ den."""
+    out: Any = 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for s, c in zip(sums, coefs, strict=True):
+            out = out * s if c == 1 else out / s if c == -1 else out * np.power(s, c)
+    return out
 
 
 @dataclass(frozen=True)
 class Samples:
-    """Per-prompt (num, den): the statistic is Σ num / Σ den. Keys pair prompts across runs."""
+    """Per-prompt arrays x_j (aligned with `keys`) of the statistic Π_j (Σ x_j)^{c_j}."""
 
     keys: tuple[str, ...]
-    num: np.ndarray
-    den: np.ndarray
+    arrays: tuple[np.ndarray, ...]
+    coefs: tuple[float, ...] = RATIO
 
     @property
     def value(self) -> float:
-        d = float(self.den.sum())
-        return float(self.num.sum()) / d if d else math.nan
+        sums = [float(a.sum()) for a in self.arrays]
+        if any(s == 0 for s, c in zip(sums, self.coefs, strict=True) if c < 0):
+            return math.nan
+        return float(pooled(sums, self.coefs))
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -54,32 +73,32 @@ def _tps(rec: dict[str, Any]) -> float | None:
 def _samples(rows: list[tuple[str, float, float]]) -> Samples:
     return Samples(
         tuple(k for k, _, _ in rows),
-        np.asarray([n for _, n, _ in rows], float),
-        np.asarray([d for _, _, d in rows], float),
+        (np.asarray([n for _, n, _ in rows], float), np.asarray([d for _, _, d in rows], float)),
     )
 
 
 def sum_by_key(parts: list[Samples]) -> Samples:
-    """Add several per-prompt samples key by key (α pooled over several γ)."""
+    """Add several per-prompt samples of one statistic key by key (α pooled over several γ, a
+    side's runs merged)."""
+    coefs = parts[0].coefs
     acc: dict[str, list[float]] = {}
     for s in parts:
-        for k, n, d in zip(s.keys, s.num, s.den, strict=True):
-            cur = acc.setdefault(k, [0.0, 0.0])
-            cur[0] += float(n)
-            cur[1] += float(d)
-    return _samples([(k, v[0], v[1]) for k, v in sorted(acc.items())])
+        assert s.coefs == coefs, "only samples of one statistic add up"
+        for i, k in enumerate(s.keys):
+            cur = acc.setdefault(k, [0.0] * len(coefs))
+            for j, a in enumerate(s.arrays):
+                cur[j] += float(a[i])
+    keys = sorted(acc)
+    arrays = tuple(np.asarray([acc[k][j] for k in keys], float) for j in range(len(coefs)))
+    return Samples(tuple(keys), arrays, coefs)
 
 
 def speedup_samples(baseline: list[dict[str, Any]], recs: list[dict[str, Any]]) -> Samples:
-    """Per prompt: decode tokens/s with speculation (num) and without (den), same prompt."""
-    base_tps = {_key(r): _tps(r) for r in baseline}
-    return _samples(
-        [
-            (_key(r), v, b)
-            for r in recs
-            if (v := _tps(r)) is not None and (b := base_tps.get(_key(r))) is not None
-        ]
-    )
+    """Per prompt measured on both sides (`latency.pair`): decode tokens and ms with speculation
+    and without; the statistic is the speedup of pooled decode throughput, the report's."""
+    p = pair(baseline, recs)
+    keys = tuple(f"{pid}#{rep}" for pid, rep in p.keys)
+    return Samples(keys, tuple(p.arrays()), THROUGHPUT_RATIO_COEFS)
 
 
 def group_samples(
@@ -98,9 +117,9 @@ def group_samples(
     for g, recs in specs.items():
         pp = per_prompt(recs)
         keys = tuple(_key(r) for r in recs)
-        out[f"alpha@{g}"] = sum_by_key([Samples(keys, pp.beta_sum, pp.verified)])
+        out[f"alpha@{g}"] = sum_by_key([Samples(keys, (pp.beta_sum, pp.verified))])
         out[f"accepted_length@{g}"] = sum_by_key(
-            [Samples(keys, pp.rounds + pp.accepted, pp.rounds)]
+            [Samples(keys, (pp.rounds + pp.accepted, pp.rounds))]
         )
         out[f"itl_ms@{g}"] = _samples(
             [(_key(r), r["tpot_ms"], 1.0) for r in recs if r.get("tpot_ms")]
