@@ -29,7 +29,13 @@ from specbench.analysis.compare.metrics import (
     UNCHANGED,
     Thresholds,
 )
-from specbench.analysis.compare.samples import Samples, Summary, speedup_samples, sum_by_key
+from specbench.analysis.compare.samples import (
+    Samples,
+    Summary,
+    speedup_samples,
+    sum_by_key,
+    timing_samples,
+)
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.results import build_results
@@ -191,6 +197,8 @@ def test_speedup_is_the_pooled_decode_throughput_ratio_as_in_the_report() -> Non
     assert s.keys == ("p1#0", "p0#0")
     doubled = sum_by_key([s, s])  # two runs merged: the pooled ratio is unchanged
     assert doubled.value == pytest.approx(10 / 3) and doubled.keys == ("p0#0", "p1#0")
+    itl, tps = timing_samples(base)  # pooled too: Σ ms / Σ tokens, not a mean of TPOTs
+    assert itl.value == pytest.approx(500 / 30) and tps.value == pytest.approx(60.0)
 
 
 def test_model_test_adds_the_run_to_run_term_to_the_prompt_bootstrap() -> None:

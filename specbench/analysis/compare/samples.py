@@ -2,8 +2,9 @@
 (value and interval, when only results.json is given).
 
 A sample's statistic is a product of powers of sums over prompts, S = Π_j (Σ_p x_jp)^{c_j}
-(docs/theory.md §7): a ratio Σ num / Σ den for α, τ and timing, and for the speedup the ratio
-of pooled decode throughputs paired by prompt, the report's (`latency.pair`, docs/theory.md §9).
+(docs/theory.md §7): a ratio Σ num / Σ den for α and τ, timing pooled over prompts (Σ decode ms
+/ Σ decode tokens), and for the speedup the ratio of pooled decode throughputs paired by prompt —
+the report's conventions, through the same functions (`analysis/latency.py`, docs/theory.md §9).
 Keys pair a prompt (and repeat) across runs.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.acceptance import per_prompt
-from specbench.analysis.latency import pair
+from specbench.analysis.latency import decode_tokens_ms, pair
 from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS
 
 RATIO = (1.0, -1.0)  # Σ num / Σ den
@@ -65,16 +66,14 @@ def _key(rec: dict[str, Any]) -> str:
     return f"{rec['prompt_id']}#{rec.get('repeat', 0)}"
 
 
-def _tps(rec: dict[str, Any]) -> float | None:
-    tpot = rec.get("tpot_ms")
-    return 1000.0 / tpot if tpot else None
-
-
-def _samples(rows: list[tuple[str, float, float]]) -> Samples:
-    return Samples(
-        tuple(k for k, _, _ in rows),
-        (np.asarray([n for _, n, _ in rows], float), np.asarray([d for _, _, d in rows], float)),
-    )
+def timing_samples(recs: list[dict[str, Any]]) -> tuple[Samples, Samples]:
+    """(ITL ms, decode tokens/s) pooled over prompts as the report pools them: Σ decode ms /
+    Σ decode tokens and 1000 · Σ decode tokens / Σ decode ms (`latency.decode_tokens_ms`)."""
+    rows = [(_key(r), m) for r in recs if (m := decode_tokens_ms(r)) is not None]
+    keys = tuple(k for k, _ in rows)
+    tokens = np.asarray([m[0] for _, m in rows], float)
+    ms = np.asarray([m[1] for _, m in rows], float)
+    return Samples(keys, (ms, tokens)), Samples(keys, (1000.0 * tokens, ms))
 
 
 def sum_by_key(parts: list[Samples]) -> Samples:
@@ -106,14 +105,8 @@ def group_samples(
 ) -> dict[str, Samples]:
     """Per-prompt samples of every metric of one workload × temperature, keyed "name" or
     "name@γ" (α per γ as "alpha@γ"; compare pools α over the γ both runs measured)."""
-    out = {
-        "baseline_itl_ms": _samples(
-            [(_key(r), r["tpot_ms"], 1.0) for r in baseline if r.get("tpot_ms")]
-        ),
-        "baseline_tokens_per_s": _samples(
-            [(_key(r), v, 1.0) for r in baseline if (v := _tps(r)) is not None]
-        ),
-    }
+    out: dict[str, Samples] = {}
+    out["baseline_itl_ms"], out["baseline_tokens_per_s"] = timing_samples(baseline)
     for g, recs in specs.items():
         pp = per_prompt(recs)
         keys = tuple(_key(r) for r in recs)
@@ -121,12 +114,7 @@ def group_samples(
         out[f"accepted_length@{g}"] = sum_by_key(
             [Samples(keys, (pp.rounds + pp.accepted, pp.rounds))]
         )
-        out[f"itl_ms@{g}"] = _samples(
-            [(_key(r), r["tpot_ms"], 1.0) for r in recs if r.get("tpot_ms")]
-        )
-        out[f"tokens_per_s@{g}"] = _samples(
-            [(_key(r), v, 1.0) for r in recs if (v := _tps(r)) is not None]
-        )
+        out[f"itl_ms@{g}"], out[f"tokens_per_s@{g}"] = timing_samples(recs)
         out[f"speedup@{g}"] = speedup_samples(baseline, recs)
     return out
 
