@@ -29,7 +29,7 @@ from rich.table import Table
 from specbench.analysis import roi
 from specbench.analysis.rollout import AcceptResult, BucketResult, RolloutPlan, TimeModel
 from specbench.analysis.stats import Estimate
-from specbench.report.documents import (
+from specbench.report.blocks import (
     Block,
     Bullets,
     Heading,
