@@ -414,7 +414,8 @@ def test_results_json_only_uses_stored_cis_and_says_so(
 
 def _turned_off(results: dict[str, Any]) -> dict[str, Any]:
     off = copy.deepcopy(results)
-    off["workloads"][0]["recommendation"] = {"verdict": "off", "gamma": 0, "speedup": None}
+    rec = off["workloads"][0]["recommendation"]
+    rec.update(verdict="off", gamma=0, speedup=None, drafter=None, policy=None)
     return off
 
 

@@ -14,6 +14,9 @@ from specbench.analysis.compare.samples import (
     speedup_samples,
     sum_by_key,
 )
+from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_workload import WorkloadResult
 
 
 @dataclass(frozen=True)
@@ -62,103 +65,108 @@ class Side:
         return self.env.get("specbench_git_commit") or None
 
 
-def _summary(est: dict[str, Any] | None) -> Summary:
-    if not est:
+def _summary(est: EstimateJSON | None) -> Summary:
+    if est is None:
         return Summary(None, None, None)
-    lo, hi = (est.get("ci95") or [None, None])[:2]
-    return Summary(est.get("value"), lo, hi)
+    lo, hi = est.ci95
+    return Summary(est.value, lo, hi)
 
 
-def _recommendation(entry: dict[str, Any], primary: str) -> Recommendation:
-    rec = entry.get("recommendation") or {}
+def _recommendation(entry: WorkloadResult, primary: str) -> Recommendation:
+    rec = entry.recommendation
     measured = [
-        r for r in entry.get("gammas", []) if (r.get("measured_speedup") or {}).get("value")
+        (r.measured_speedup.value, r.gamma)
+        for r in entry.gammas
+        if r.measured_speedup is not None and r.measured_speedup.value
     ]
-    best = max(measured, key=lambda r: r["measured_speedup"]["value"], default=None)
+    best = max(measured, key=lambda vg: vg[0], default=None)
     return Recommendation(
-        verdict=str(rec.get("verdict", "off")),
-        gamma=int(rec.get("gamma") or 0),
-        setting=f"{rec.get('drafter') or primary}/{rec.get('policy') or 'fixed'}",
-        best_gamma=best["gamma"] if best else None,
+        verdict=rec.verdict,
+        gamma=rec.gamma,
+        setting=f"{rec.drafter or primary}/{rec.policy or 'fixed'}",
+        best_gamma=best[1] if best else None,
     )
 
 
-def _timing_warnings(entry: dict[str, Any]) -> list[str]:
-    return [w for w in entry.get("warnings", []) if str(w).startswith("unstable timing")]
+def _timing_warnings(entry: WorkloadResult) -> list[str]:
+    return [w for w in entry.warnings if w.startswith("unstable timing")]
 
 
-def _entry_summaries(entry: dict[str, Any], primary: str) -> tuple[list[int], dict[str, Summary]]:
+def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], dict[str, Summary]]:
     out = {
-        "alpha": _summary(entry.get("alpha")),
-        "baseline_itl_ms": _summary(entry.get("baseline_itl_ms")),
-        "baseline_tokens_per_s": _summary(entry.get("baseline_tokens_per_s")),
+        "alpha": _summary(entry.alpha),
+        "baseline_itl_ms": _summary(entry.baseline_itl_ms),
+        "baseline_tokens_per_s": _summary(entry.baseline_tokens_per_s),
     }
-    for m in entry.get("methods", []):
-        out[setting_key(f"{m['drafter']}/{m['policy']}", int(m["gamma"]))] = _summary(
-            m.get("measured_speedup")
-        )
+    for m in entry.methods or []:
+        out[setting_key(f"{m.drafter}/{m.policy}", m.gamma)] = _summary(m.measured_speedup)
     gammas = []
-    for row in entry.get("gammas", []):
-        if not row.get("measured"):
+    for row in entry.gammas:
+        if not row.measured:
             continue
-        g = int(row["gamma"])
+        g = row.gamma
         gammas.append(g)
-        out[f"accepted_length@{g}"] = _summary(row.get("mean_tokens_per_round"))
-        out[f"itl_ms@{g}"] = _summary(row.get("itl_ms"))
-        out[f"tokens_per_s@{g}"] = _summary(row.get("tokens_per_s"))
-        out[f"speedup@{g}"] = _summary(row.get("measured_speedup"))
+        out[f"accepted_length@{g}"] = _summary(row.mean_tokens_per_round)
+        out[f"itl_ms@{g}"] = _summary(row.itl_ms)
+        out[f"tokens_per_s@{g}"] = _summary(row.tokens_per_s)
+        out[f"speedup@{g}"] = _summary(row.measured_speedup)
         out.setdefault(setting_key(primary, g), out[f"speedup@{g}"])
     return gammas, out
 
 
-def _identity(run: dict[str, Any], schema: Any, config: dict[str, Any] | None) -> dict[str, Any]:
-    sampling = run.get("sampling") or {}
-    ident: dict[str, Any] = {
-        "results schema": schema,
-        "target model": run.get("target"),
-        "draft model": run.get("draft"),
-        "top_p": sampling.get("top_p"),
-        "top_k": sampling.get("top_k"),
-        "max_new_tokens": run.get("max_new_tokens"),
-    }
+def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str, Any]:
+    """What must match to compare at all: from results.json's run when given, else the config."""
+    cfg = config or {}
+    if doc is not None:
+        sampling = doc.run.sampling
+        ident: dict[str, Any] = {
+            "results schema": doc.schema_,
+            "target model": doc.run.target,
+            "draft model": doc.run.draft,
+            "top_p": sampling.top_p if sampling else None,
+            "top_k": sampling.top_k if sampling else None,
+            "max_new_tokens": doc.run.max_new_tokens,
+        }
+    else:
+        draft, sampling_cfg = cfg.get("draft") or {}, cfg.get("sampling") or {}
+        ident = {
+            "results schema": None,
+            "target model": (cfg.get("target") or {}).get("model"),
+            "draft model": draft.get("model") or draft.get("method"),
+            "top_p": sampling_cfg.get("top_p"),
+            "top_k": sampling_cfg.get("top_k"),
+            "max_new_tokens": cfg.get("max_new_tokens"),
+        }
     for role in ("target", "draft"):
-        spec = (config or {}).get(role) or {}
+        spec = cfg.get(role) or {}
         ident[f"{role} revision"] = spec.get("revision")
         ident[f"{role} dtype"] = spec.get("dtype")
     return ident
 
 
-def side_from_results(results: dict[str, Any], label: str) -> Side:
-    """A side known only by its results.json (stored CIs, no per-prompt values)."""
-    run = results.get("run") or {}
+def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
+    """A side known only by its results.json (stored CIs, no per-prompt values), validated into
+    the typed document once (a malformed file raises pydantic's ValidationError, a ValueError)."""
+    doc = as_results(results)
     groups = {}
-    for e in results.get("workloads", []):
-        # build_results names the primary drafter in the fixed-γ recommendation (kept apart as
-        # `fixed_gamma_recommendation` when another drafter/policy won)
-        rec = e.get("recommendation") or {}
-        own = (rec.get("fixed_gamma_recommendation") or rec).get("drafter")
-        prim = f"{own or run.get('drafter') or 'model'}/fixed"
+    for e in doc.workloads:
+        # the recommendation names its drafter when ON; the run's primary drafter otherwise
+        prim = f"{e.recommendation.drafter or doc.run.drafter or 'model'}/fixed"
         gammas, summaries = _entry_summaries(e, prim)
-        groups[(e["workload"], float(e["temperature"]))] = Group(
-            e["workload"],
-            float(e["temperature"]),
+        groups[(e.workload, e.temperature)] = Group(
+            e.workload,
+            e.temperature,
             gammas,
             summaries,
             None,
             _recommendation(e, prim.split("/")[0]),
-            int(e.get("n_prompts") or 0),
+            e.n_prompts,
             _timing_warnings(e),
             prim,
         )
-    level = float(run.get("ci_level") or 0.95)
-    return Side(
-        label,
-        _identity(run, results.get("schema"), None),
-        results.get("env") or {},
-        groups,
-        level,
-        False,
-    )
+    # env.json as written (the keys it had), for the environment comparison
+    env = doc.env.model_dump(exclude_unset=True)
+    return Side(label, _identity(doc, None), env, groups, doc.run.ci_level or 0.95, False)
 
 
 def side_from_records(
@@ -166,7 +174,7 @@ def side_from_records(
     config: dict[str, Any],
     env: dict[str, Any],
     label: str,
-    results: dict[str, Any] | None = None,
+    results: RunResults | dict[str, Any] | None = None,
 ) -> Side:
     """A side from a run's records (per-prompt values), with its results (recommendation) when
     given — `build_results(records, config, env)` computes them."""
@@ -193,9 +201,8 @@ def side_from_records(
         elif rec["kind"] == "spec":
             setting = f"{rec.get('drafter') or label_primary}/{rec.get('policy') or 'fixed'}"
             grp["settings"].setdefault(setting, {}).setdefault(int(rec["gamma"]), []).append(rec)
-    entries = {
-        (e["workload"], float(e["temperature"])): e for e in (results or {}).get("workloads", [])
-    }
+    doc = as_results(results) if results is not None else None
+    entries = {(e.workload, e.temperature): e for e in (doc.workloads if doc else [])}
     groups = {}
     for key, grp in by_group.items():
         if not grp["baseline"]:
@@ -217,13 +224,7 @@ def side_from_records(
             _timing_warnings(entry) if entry else [],
             primary,
         )
-    run = (results or {}).get("run") or {
-        "target": (config.get("target") or {}).get("model"),
-        "draft": draft.get("model") or draft.get("method"),
-        "sampling": config.get("sampling"),
-        "max_new_tokens": config.get("max_new_tokens"),
-    }
-    ident = _identity(run, (results or {}).get("schema"), config)
+    ident = _identity(doc, config)
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
     level = float((config.get("decision") or {}).get("ci_level") or 0.95)
     fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]
