@@ -1,5 +1,5 @@
-"""Render a run comparison (`analysis.compare.verdict.Comparison`): console table, Markdown for a PR
-comment, JUnit XML for CI test reports, and a JSON document.
+"""Render a run comparison (`analysis.compare.verdict.Comparison`): console table, Markdown for a
+PR comment, JUnit XML for CI test reports, and a JSON document.
 
 Rows marked "unchanged" collapse into one line in the console and Markdown outputs (JSON and JUnit
 keep every row). Changes are absolute for α and relative (%) for everything else, matching how the

@@ -12,9 +12,10 @@ docs/compare.md; in short:
   standard error inflated by a run-to-run component, se² = se²_prompts + σ_r²·(1/k_base + 1/k_new)
   (σ_r measured on this project's CPU runs, `Thresholds.run_to_run_cv`), or with runs as the unit
   (Welch t on per-run log speedups) when both sides give several runs. **Absolute timing**
-  (ITL and tokens/s, pooled over prompts as in the report) moves with the machine: it is informational unless both sides give several
-  runs (Welch t over runs) or the environment change is the subject (`subject="env"`: the same
-  model as speedup with `Thresholds.timing_run_to_run_cv`).
+  (ITL and tokens/s, pooled over prompts as in the report) moves with the machine: it is
+  informational unless both sides give several runs (Welch t over runs) or the environment
+  change is the subject (`subject="env"`: the same model as speedup with
+  `Thresholds.timing_run_to_run_cv`).
 - Every tested row's p-value is Holm-adjusted over all tested rows of the comparison, so the
   probability of any false "regressed" when nothing changed stays at `significance` (family-wise).
 - A regression is significant (adjusted p < significance) AND worse than the minimum effect.
