@@ -20,7 +20,10 @@ from specbench.analysis.results_model_workload import WorkloadResult
 
 
 @dataclass(frozen=True)
-class Recommendation:
+class RecommendedSetting:
+    """A side's recommendation for one workload × temperature, as compare judges it (a digest of
+    results.json's `recommendation`)."""
+
     verdict: str  # "on" | "off"
     gamma: int  # 0 when off
     setting: str  # "drafter/policy" of the recommendation
@@ -41,7 +44,7 @@ class Group:
     gammas: list[int]  # measured γ of the primary drafter, fixed policy
     summaries: dict[str, Summary]
     samples: dict[str, Samples] | None = None  # None: only results.json was given
-    recommendation: Recommendation | None = None
+    recommendation: RecommendedSetting | None = None
     n_prompts: int = 0
     timing_warnings: list[str] = field(default_factory=list)  # the run's "unstable timing" notes
     primary: str = "model/fixed"  # the primary drafter with the fixed policy
@@ -72,7 +75,7 @@ def _summary(est: EstimateJSON | None) -> Summary:
     return Summary(est.value, lo, hi)
 
 
-def _recommendation(entry: WorkloadResult, primary: str) -> Recommendation:
+def _recommendation(entry: WorkloadResult, primary: str) -> RecommendedSetting:
     rec = entry.recommendation
     measured = [
         (r.measured_speedup.value, r.gamma)
@@ -80,7 +83,7 @@ def _recommendation(entry: WorkloadResult, primary: str) -> Recommendation:
         if r.measured_speedup is not None and r.measured_speedup.value
     ]
     best = max(measured, key=lambda vg: vg[0], default=None)
-    return Recommendation(
+    return RecommendedSetting(
         verdict=rec.verdict,
         gamma=rec.gamma,
         setting=f"{rec.drafter or primary}/{rec.policy or 'fixed'}",
