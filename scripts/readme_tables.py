@@ -26,7 +26,8 @@ def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.results import build_results
-    from specbench.report.documents import Box, TableBlock, decision_blocks, to_markdown
+    from specbench.report.blocks import Box, TableBlock, to_markdown
+    from specbench.report.decision import decision_blocks
     from specbench.report.writer import load_run
 
     records, config, env, _ = load_run(run_dir)

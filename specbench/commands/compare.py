@@ -33,12 +33,13 @@ from specbench.cli import app, user_errors
 from specbench.errors import SpecbenchError, malformed_file
 
 if TYPE_CHECKING:
-    from specbench.analysis.compare import Side, Thresholds
+    from specbench.analysis.compare.metrics import Thresholds
+    from specbench.analysis.compare.sides import Side
 
 
 def load_side(path: Path) -> Side:
     """A run directory (records, recomputed results) or a results.json file."""
-    from specbench.analysis.compare import side_from_records, side_from_results
+    from specbench.analysis.compare.sides import side_from_records, side_from_results
     from specbench.analysis.results import build_results
     from specbench.records import RECORDS_FILE
     from specbench.report.writer import load_run
@@ -91,7 +92,8 @@ def split_sides(paths: list[Path]) -> tuple[list[Path], list[Path]]:
 
 def load_many(paths: list[Path], which: str) -> Side:
     """One side from one run, or several runs of the same config merged (runs as the unit)."""
-    from specbench.analysis.compare import identity_differences, merge_runs
+    from specbench.analysis.compare.environment import identity_differences
+    from specbench.analysis.compare.sides import merge_runs
 
     sides = [load_side(p) for p in paths]
     if len(sides) == 1:
@@ -116,7 +118,7 @@ def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
     import yaml
     from pydantic import ValidationError
 
-    from specbench.analysis.compare import Thresholds
+    from specbench.analysis.compare.metrics import Thresholds
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -229,8 +231,8 @@ def compare(
     Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed or missing
     rows), 2 bad input (or incomparable runs without --force).
     """
-    from specbench.analysis.compare import compare as compare_sides
-    from specbench.analysis.compare import identity_differences
+    from specbench.analysis.compare.environment import identity_differences
+    from specbench.analysis.compare.verdict import compare as compare_sides
     from specbench.report import compare as render
 
     with user_errors():

@@ -27,9 +27,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from specbench.analysis.serialize import json_safe
 from specbench.cli import app, user_errors
 from specbench.errors import SpecbenchError
-from specbench.report.compare import json_safe
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
     from specbench.harness.verify import VerifyReport

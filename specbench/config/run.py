@@ -101,10 +101,11 @@ class RunConfig(StrictModel):
     @model_validator(mode="after")
     def _logged_sampling(self) -> RunConfig:
         logged = [w.name for w in self.workloads if w.dataset.sampling == "logged"]
-        if logged and self.backend != "transformers":
+        fixed = [k for k in ("temperature", "top_p", "max_tokens") if k in self.server.extra_body]
+        if logged and self.backend == "openai" and fixed:  # it would override every request's
             raise ValueError(
-                f"workload '{logged[0]}': dataset.sampling: logged is measured with the "
-                "transformers backend only; sample it with the config's settings on this backend"
+                f"workload '{logged[0]}': dataset.sampling: logged sends each request's own "
+                f"{fixed[0]}, which server.extra_body overrides; remove it from extra_body"
             )
         return self
 

@@ -40,7 +40,7 @@ from specbench.report.accept_tables import (
     summary_rows,
     timing_lines,
 )
-from specbench.report.documents import to_html, to_markdown
+from specbench.report.blocks import to_html, to_markdown
 
 
 def as_document(result: AcceptResult | AcceptResults) -> AcceptResults:

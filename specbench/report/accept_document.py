@@ -19,7 +19,7 @@ from specbench.report.accept_tables import (
     timing_lines,
     unit,
 )
-from specbench.report.documents import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 
 
 def build_blocks(doc: AcceptResults, plot: str | None) -> list[Block]:

@@ -1,5 +1,5 @@
-"""Render a run comparison (`analysis.compare.Comparison`): console table, Markdown for a PR
-comment, JUnit XML for CI test reports, and a JSON document.
+"""Render a run comparison (`analysis.compare.verdict.Comparison`): console table, Markdown for a
+PR comment, JUnit XML for CI test reports, and a JSON document.
 
 Rows marked "unchanged" collapse into one line in the console and Markdown outputs (JSON and JUnit
 keep every row). Changes are absolute for α and relative (%) for everything else, matching how the
@@ -17,18 +17,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.compare import (
+from specbench.analysis.compare.metrics import (
     IMPROVED,
     INFORMATIONAL,
     METRICS,
-    MISSING,
     NOT_COMPARABLE,
     NOT_SIGNIFICANT,
     REGRESSED,
     UNCHANGED,
-    Comparison,
-    Row,
 )
+from specbench.analysis.compare.rows import MISSING, Row
+from specbench.analysis.compare.verdict import Comparison
+from specbench.analysis.serialize import json_safe
 
 # 1 — first version; 2 — rows carry raw_p_value (p_value is Holm-adjusted), mde, needs; kinds
 #     acceptance/speedup/timing; status "informational"; failures, strict, subject, runs, tested
@@ -43,6 +43,8 @@ _FORMATS = {
     "speedup": "{:.3f}×",
     "speedup_recommended": "{:.3f}×",
 }
+_COLUMNS = ("workload", "T", "metric", "base", "new", "change", "p (Holm)", "MDE", "status", "note")
+_NUMERIC = ("T", "base", "new", "change", "p (Holm)", "MDE")
 _STYLE = {
     REGRESSED: "bold red",
     IMPROVED: "green",
@@ -185,39 +187,30 @@ def _note(r: Row) -> str:
     return "; ".join(x for x in (r.note, r.reason, needs) if x)
 
 
+def _cells(r: Row, status: str) -> list[str]:
+    """One row of the console and Markdown tables (columns `_COLUMNS`), status as styled."""
+    return [
+        r.workload,
+        f"{r.temperature:g}",
+        r.label,
+        fmt_value(r, r.base),
+        fmt_value(r, r.new),
+        fmt_change(r),
+        fmt_p(r.p_value),
+        fmt_mde(r),
+        status,
+        _note(r),
+    ]
+
+
 def render_console(console: Console, c: Comparison, show_unchanged: bool = False) -> None:
     shown, unchanged, blocked = _shown(c, show_unchanged)
     table = Table(title=f"specbench compare: {c.base_label} → {c.new_label}", title_justify="left")
-    for col in (
-        "workload",
-        "T",
-        "metric",
-        "base",
-        "new",
-        "change",
-        "p (Holm)",
-        "MDE",
-        "status",
-        "note",
-    ):
-        table.add_column(
-            col,
-            justify="right" if col in ("T", "base", "new", "change", "p (Holm)", "MDE") else "left",
-        )
+    for col in _COLUMNS:
+        table.add_column(col, justify="right" if col in _NUMERIC else "left")
     for r in shown:
         style = _STYLE.get(r.status, "")
-        table.add_row(
-            r.workload,
-            f"{r.temperature:g}",
-            r.label,
-            fmt_value(r, r.base),
-            fmt_value(r, r.new),
-            fmt_change(r),
-            fmt_p(r.p_value),
-            fmt_mde(r),
-            f"[{style}]{r.status}[/{style}]",
-            _note(r),
-        )
+        table.add_row(*_cells(r, f"[{style}]{r.status}[/{style}]"))
     if shown:
         console.print(table)
     else:
@@ -267,19 +260,7 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
         ]
         for r in shown:
             status = f"**{r.status}**" if r.status == REGRESSED else r.status
-            cells = [
-                r.workload,
-                f"{r.temperature:g}",
-                r.label,
-                fmt_value(r, r.base),
-                fmt_value(r, r.new),
-                fmt_change(r),
-                fmt_p(r.p_value),
-                fmt_mde(r),
-                status,
-                _note(r),
-            ]
-            lines.append("| " + " | ".join(_md_cell(x) for x in cells) + " |")
+            lines.append("| " + " | ".join(_md_cell(x) for x in _cells(r, status)) + " |")
         lines.append("")
     if unchanged:
         lines += [_unchanged_line(unchanged), ""]
@@ -355,17 +336,6 @@ def to_junit(c: Comparison) -> str:
     root.set("failures", str(sum(totals[(n, "failures")] for n in suites)))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def json_safe(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:

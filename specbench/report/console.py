@@ -16,6 +16,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report.text import (
     ci_text,
     counts_line,
@@ -57,26 +59,22 @@ def table_box() -> box.Box:
     return box.ASCII if plain_mode() else box.HEAVY_HEAD
 
 
-def _ci(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
-    """ "value [lo, hi]" of an estimate (used by the simulate table too)."""
-    return ci_text(est, fmt)
-
-
 def _bold(text: str) -> str:
     """The documents' **bold** as rich markup."""
     parts = text.split("**")
     return "".join(f"[bold]{p}[/bold]" if i % 2 else p for i, p in enumerate(parts))
 
 
-def render_summary(console: Console, results: dict[str, Any]) -> None:
-    run = results.get("run") or {}
+def render_summary(console: Console, results: RunResults | dict[str, Any]) -> None:
+    results = as_results(results)
+    run = results.run
     engine = engine_header(results)
     if engine:
         console.print(engine, markup=False)
     console.print("[bold]Decision: one speculative configuration per server[/bold]")
-    for g in results.get("global", {}).get("by_temperature", []):
-        tail = "." if g["verdict"] == "not_measured" else f"; {routing_note(g)}."
-        console.print(f"  {_bold(pool_decision(g, run.get('margin')))}{tail}")
+    for g in results.global_.by_temperature:
+        tail = "." if g.verdict == "not_measured" else f"; {routing_note(g)}."
+        console.print(f"  {_bold(pool_decision(g, run.margin))}{tail}")
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
@@ -85,62 +83,66 @@ def render_summary(console: Console, results: dict[str, Any]) -> None:
     )
     for col in ("workload", "T", "own best setting", "speedup [95% CI]", "ITL ms", "verdict"):
         table.add_column(col, justify="left" if col == "workload" else "right")
-    for e in results["workloads"]:
-        rec = e["recommendation"]
-        itl = rec.get("itl_ms") or {}
-        b, s = itl.get("baseline"), itl.get("speculative")
+    for e in results.workloads:
+        rec = e.recommendation
+        b = rec.itl_ms.baseline if rec.itl_ms else None
+        s = rec.itl_ms.speculative if rec.itl_ms else None
         itl_txt = f"{b:.2f} → {s:.2f}" if b is not None and s is not None else "–"
-        verdict = rec["verdict"].upper().replace("_", " ")
-        best = rec.get("best_measured") or {}
-        on = rec["verdict"] == "on"
+        verdict = rec.verdict.upper().replace("_", " ")
+        best = rec.best_measured
+        on = rec.verdict == "on"
         table.add_row(
-            e["workload"],
-            f"{e['temperature']:g}",
+            e.workload,
+            f"{e.temperature:g}",
             setting_label(rec) if on else (f"off (best {setting_label(best)})" if best else "off"),
-            ci_text(rec["speedup"] if on else best.get("speedup")),
+            ci_text(rec.speedup if on else (best.speedup if best else None)),
             itl_txt,
             f"[green]{verdict}[/green]" if verdict == "ON" else f"[red]{verdict}[/red]",
         )
     console.print(table)
-    for e in results["workloads"]:
-        if e.get("request_sampling"):
+    for e in results.workloads:
+        if e.request_sampling:
             console.print(request_mix_line(e), markup=False)
-    econ = results.get("economics") or {}
-    if econ.get("gpu_hour_usd") is not None:
-        parts = [
-            f"{r['workload']} T={r['temperature']:g} c={load['concurrency']}: "
-            f"${load['usd_per_million_off']:.3f} → ${load['usd_per_million_on']:.3f}"
-            for r in econ.get("by_workload") or []
-            for load in r["loads"]
-            if load.get("usd_per_million_off") is not None
-            and load.get("usd_per_million_on") is not None
-        ]
-        console.print(
-            f"Cost per 10⁶ output tokens (${econ['gpu_hour_usd']:g}/GPU-hour × {econ['gpus']}, "
-            f"off → each workload's setting): {'; '.join(parts) or '–'}",
-            markup=False,
-        )
-    if results.get("failures"):
-        console.print(f"[red]{len(results['failures'])} prompt(s) failed:[/red]")
-        for f in results["failures"][:20]:
+    _print_costs(console, results)
+    if results.failures:
+        console.print(f"[red]{len(results.failures)} prompt(s) failed:[/red]")
+        for f in results.failures[:20]:
             console.print(
-                f"  {f['workload']} T={f['temperature']:g} γ={f['gamma']} {f['prompt_id']}: "
-                f"{f['error']}",
+                f"  {f.workload} T={f.temperature:g} γ={f.gamma} {f.prompt_id}: {f.error}",
                 markup=False,
             )
 
 
-def request_mix_line(e: dict[str, Any]) -> str:
-    """One line on how a logged workload's requests were sampled (`dataset.sampling: logged`)."""
-    m = e["request_sampling"]
-    temps = ", ".join(f"{t}×{n}" for t, n in m["temperature"].items())
-    top_p = ", ".join(f"{p}×{n}" for p, n in m["top_p"].items())
-    mt = m["max_tokens"]
-    capped = (
-        f", {m['max_tokens_capped']} capped at max_new_tokens" if m["max_tokens_capped"] else ""
+def _print_costs(console: Console, results: RunResults) -> None:
+    """One line of cost per 10⁶ output tokens, off → on, where a GPU-hour price was given."""
+    econ = results.economics
+    if econ.gpu_hour_usd is None:
+        return
+    parts = [
+        f"{r.workload} T={r.temperature:g} c={load.concurrency}: "
+        f"${load.usd_per_million_off:.3f} → ${load.usd_per_million_on:.3f}"
+        for r in econ.by_workload
+        for load in r.loads
+        if load.usd_per_million_off is not None and load.usd_per_million_on is not None
+    ]
+    console.print(
+        f"Cost per 10⁶ output tokens (${econ.gpu_hour_usd:g}/GPU-hour × {econ.gpus}, "
+        f"off → each workload's setting): {'; '.join(parts) or '–'}",
+        markup=False,
     )
+
+
+def request_mix_line(e: WorkloadResult) -> str:
+    """One line on how a logged workload's requests were sampled (`dataset.sampling: logged`)."""
+    m = e.request_sampling
+    if m is None:
+        return ""
+    temps = ", ".join(f"{t}×{n}" for t, n in m.temperature.items())
+    top_p = ", ".join(f"{p}×{n}" for p, n in m.top_p.items())
+    mt = m.max_tokens
+    capped = f", {m.max_tokens_capped} capped at max_new_tokens" if m.max_tokens_capped else ""
     return (
-        f"{e['workload']}: {m['prompts']} requests as logged (T={e['temperature']:g} is their mean): "
-        f"T {temps}; top_p {top_p}; max tokens {mt['min']}–{mt['max']} (median {mt['median']:g})"
+        f"{e.workload}: {m.prompts} requests as logged (T={e.temperature:g} is their mean): "
+        f"T {temps}; top_p {top_p}; max tokens {mt.min}–{mt.max} (median {mt.median:g})"
         f"{capped}"
     )

@@ -14,6 +14,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from specbench.analysis.acceptance_detail import MIN_POSITION_ROUNDS
+from specbench.analysis.results_model_engine import ConcurrencyLatency
+from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.analysis.roi import Scenario
 from specbench.report.roi import scenario_title
 
@@ -52,42 +54,40 @@ def plot_roi(path: Path, scenarios: list[Scenario]) -> None:
     plt.close(fig)
 
 
-def _slug(workload: str, temperature: float) -> str:
-    return f"{workload}_T{temperature:g}".replace("/", "-")
-
-
-def plot_speedup(path: Path, entry: dict[str, Any]) -> None:
+def plot_speedup(path: Path, entry: WorkloadResult) -> None:
     """Measured speedup per γ with CI bars, both predicted curves, the chosen γ, the 1× line."""
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=100)
-    rows = entry["gammas"]
-    g_all = [r["gamma"] for r in rows]
-    for model, style in (("iid", "--"), ("empirical", ":")):
-        ys = [r["predicted_speedup"][model] for r in rows]
+    rows = entry.gammas
+    g_all = [r.gamma for r in rows]
+    for model, style, ys in (
+        ("iid", "--", [r.predicted_speedup.iid for r in rows]),
+        ("empirical", ":", [r.predicted_speedup.empirical for r in rows]),
+    ):
         pts = [(g, y) for g, y in zip(g_all, ys, strict=True) if y is not None]
         if pts:
             ax.plot(*zip(*pts, strict=True), style, label=f"predicted ({model} ā)")
     meas = [
-        r for r in rows if r.get("measured_speedup") and r["measured_speedup"]["value"] is not None
+        (r.gamma, r.measured_speedup.value, r.measured_speedup.ci95)
+        for r in rows
+        if r.measured_speedup is not None and r.measured_speedup.value is not None
     ]
     if meas:
-        xs = [r["gamma"] for r in meas]
-        ys = [r["measured_speedup"]["value"] for r in meas]
-        lo = [y - (r["measured_speedup"]["ci95"][0] or y) for y, r in zip(ys, meas, strict=True)]
-        hi = [(r["measured_speedup"]["ci95"][1] or y) - y for y, r in zip(ys, meas, strict=True)]
+        xs = [g for g, _, _ in meas]
+        ys_m = [y for _, y, _ in meas]
+        lo = [y - (ci[0] or y) for _, y, ci in meas]
+        hi = [(ci[1] or y) - y for _, y, ci in meas]
         ax.errorbar(
-            xs, ys, yerr=[lo, hi], fmt="o", capsize=4, color="black", label="measured (95% CI)"
+            xs, ys_m, yerr=[lo, hi], fmt="o", capsize=4, color="black", label="measured (95% CI)"
         )
-    rec = entry["recommendation"]
-    if rec["verdict"] == "on":
-        ax.axvline(
-            rec["gamma"], color="green", alpha=0.4, lw=6, label=f"recommended γ = {rec['gamma']}"
-        )
+    rec = entry.recommendation
+    if rec.verdict == "on":
+        ax.axvline(rec.gamma, color="green", alpha=0.4, lw=6, label=f"recommended γ = {rec.gamma}")
     ax.axhline(1.0, color="grey", ls="--", lw=1)
     ax.set_xlabel("γ")
     ax.set_ylabel("speedup (decode tokens/s vs baseline)")
     ax.set_title(
-        f"{entry['workload']}, T = {entry['temperature']:g}: verdict "
-        + rec["verdict"].upper().replace("_", " ")
+        f"{entry.workload}, T = {entry.temperature:g}: verdict "
+        + rec.verdict.upper().replace("_", " ")
     )
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8)
@@ -96,8 +96,8 @@ def plot_speedup(path: Path, entry: dict[str, Any]) -> None:
     plt.close(fig)
 
 
-def _entry_label(e: dict[str, Any]) -> str:
-    return f"{e['workload']}  T={e['temperature']:g}"
+def _entry_label(e: WorkloadResult) -> str:
+    return f"{e.workload}  T={e.temperature:g}"
 
 
 def _grid(n: int, cols: int = 3) -> tuple[int, int]:
@@ -105,38 +105,40 @@ def _grid(n: int, cols: int = 3) -> tuple[int, int]:
     return (n + cols - 1) // cols, cols
 
 
-def plot_per_position(path: Path, entries: list[dict[str, Any]]) -> None:
+# (position, rate, interval low, interval high, enough rounds)
+_Position = tuple[int, float | None, float | None, float | None, bool]
+
+
+def _positions(e: WorkloadResult) -> list[_Position]:
+    """a_i with its interval (transformers runs), else the bare per-position rates (engine runs)."""
+    if e.per_position_detail:
+        return [(d.position, d.rate, d.ci95[0], d.ci95[1], d.enough) for d in e.per_position_detail]
+    return [(i + 1, r, None, None, True) for i, r in enumerate(e.per_position_acceptance or [])]
+
+
+def plot_per_position(path: Path, entries: list[WorkloadResult]) -> None:
     """One small panel per workload × temperature: a_i with its 95% interval; positions reached by
     fewer than MIN_POSITION_ROUNDS rounds are grey hollow markers without a bar (a rate over a
     handful of rounds is 0 or 1 by chance, not a finding)."""
-    shown = [e for e in entries if e.get("per_position_detail") or e.get("per_position_acceptance")]
+    shown = [e for e in entries if e.per_position_detail or e.per_position_acceptance]
     rows, cols = _grid(max(1, len(shown)))
     fig, axes = plt.subplots(
         rows, cols, figsize=(3.4 * cols, 2.5 * rows + 0.6), dpi=100, squeeze=False, sharey=True
     )
     for ax, e in zip(axes.flat, shown, strict=False):
-        detail = e.get("per_position_detail") or [
-            {"position": i + 1, "rate": r, "ci95": [None, None], "rounds": None, "enough": True}
-            for i, r in enumerate(e.get("per_position_acceptance") or [])
-        ]
-        good = [d for d in detail if d["rate"] is not None and d["enough"]]
-        thin = [d for d in detail if d["rate"] is not None and not d["enough"]]
+        detail = _positions(e)
+        good = [(i, r, lo, hi) for i, r, lo, hi, enough in detail if r is not None and enough]
+        thin = [(i, r) for i, r, _, _, enough in detail if r is not None and not enough]
         if good:
-            xs = [d["position"] for d in good]
-            ys = [d["rate"] for d in good]
-            lo = [
-                y - (d["ci95"][0] if d["ci95"][0] is not None else y)
-                for y, d in zip(ys, good, strict=True)
-            ]
-            hi = [
-                (d["ci95"][1] if d["ci95"][1] is not None else y) - y
-                for y, d in zip(ys, good, strict=True)
-            ]
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", ms=4, capsize=3, color="tab:blue")
+            xs = [i for i, _, _, _ in good]
+            ys = [r for _, r, _, _ in good]
+            lo_err = [r - (lo if lo is not None else r) for _, r, lo, _ in good]
+            hi_err = [(hi if hi is not None else r) - r for _, r, _, hi in good]
+            ax.errorbar(xs, ys, yerr=[lo_err, hi_err], fmt="o-", ms=4, capsize=3, color="tab:blue")
         if thin:
             ax.plot(
-                [d["position"] for d in thin],
-                [d["rate"] for d in thin],
+                [i for i, _ in thin],
+                [r for _, r in thin],
                 "o",
                 ms=5,
                 mfc="none",
@@ -164,33 +166,43 @@ def plot_per_position(path: Path, entries: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def plot_alpha(path: Path, entries: list[dict[str, Any]]) -> None:
+def _n_degenerate(e: WorkloadResult) -> int:
+    return (e.content.n_degenerate if e.content else 0) or 0
+
+
+def plot_alpha(path: Path, entries: list[WorkloadResult]) -> None:
     """Horizontal bars (names never collide), α over all prompts with its interval, and a hollow
     diamond for α over the non-degenerate prompts where some answers were degenerate."""
-    shown = [e for e in entries if (e.get("alpha") or {}).get("value") is not None]
+    shown = [
+        (e, e.alpha.value, e.alpha.ci95)
+        for e in entries
+        if e.alpha is not None and e.alpha.value is not None
+    ]
     fig, ax = plt.subplots(figsize=(7, 1.6 + 0.38 * max(1, len(shown))), dpi=100)
     labels: list[str] = []
-    for i, e in enumerate(shown):
-        a = e["alpha"]
-        lo, hi = a["ci95"]
-        content = e.get("content") or {}
-        n_deg = content.get("n_degenerate") or 0
+    for i, (e, value, (lo, hi)) in enumerate(shown):
+        n_deg = _n_degenerate(e)
         labels.append(
             _entry_label(e)
-            + (f"  ({n_deg}/{content.get('n_prompts')} degenerate)" if n_deg else "")
+            + (
+                f"  ({n_deg}/{e.content.n_prompts if e.content else None} degenerate)"
+                if n_deg
+                else ""
+            )
         )
-        ax.barh(i, a["value"], color="tab:red" if n_deg else "tab:blue", alpha=0.75, height=0.6)
+        ax.barh(i, value, color="tab:red" if n_deg else "tab:blue", alpha=0.75, height=0.6)
         ax.errorbar(
-            a["value"],
+            value,
             i,
             xerr=[
-                [a["value"] - (lo if lo is not None else a["value"])],
-                [(hi if hi is not None else a["value"]) - a["value"]],
+                [value - (lo if lo is not None else value)],
+                [(hi if hi is not None else value) - value],
             ],
             color="black",
             capsize=3,
         )
-        clean = ((content.get("non_degenerate") or {}).get("alpha") or {}).get("value")
+        clean_part = e.content.non_degenerate if e.content else None
+        clean = clean_part.alpha.value if clean_part and clean_part.alpha else None
         if n_deg and clean is not None:
             ax.plot(clean, i, "D", mfc="white", mec="black", ms=7)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
@@ -198,7 +210,7 @@ def plot_alpha(path: Path, entries: list[dict[str, Any]]) -> None:
     ax.set_xlim(0, 1)
     ax.set_xlabel("α (exact β pooled over tokens, 95% CI)")
     ax.set_title("Acceptance by workload and temperature", fontsize=10)
-    if any((e.get("content") or {}).get("n_degenerate") for e in shown):
+    if any(_n_degenerate(e) for e, _, _ in shown):
         ax.legend(
             handles=[
                 Patch(color="tab:blue", alpha=0.75, label="answers are text"),
@@ -217,31 +229,31 @@ def plot_alpha(path: Path, entries: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def plot_prompt_alpha(path: Path, entry: dict[str, Any]) -> None:
+def plot_prompt_alpha(path: Path, entry: WorkloadResult) -> None:
     """Strip plot of per-prompt α (one dot per prompt, size ∝ its tokens; degenerate answers as
     red crosses), with the token-pooled α and the request-level mean as vertical lines."""
-    ppa = entry.get("per_prompt_alpha") or {}
-    values = ppa.get("values") or []
+    ppa = entry.per_prompt_alpha
+    values = ppa.values if ppa else []
     fig, ax = plt.subplots(figsize=(7, 1.9), dpi=100)
-    if values:
-        top = max(v["tokens"] for v in values) or 1
+    if ppa and values:
+        top = max(v.tokens for v in values) or 1
         for v_i, v in enumerate(values):
             y = ((v_i * 0.618) % 1.0 - 0.5) * 0.6  # deterministic jitter
-            if v["degenerate"]:
-                ax.plot(v["alpha"], y, "x", color="tab:red", ms=8, mew=2)
+            if v.alpha is None:
+                continue
+            if v.degenerate:
+                ax.plot(v.alpha, y, "x", color="tab:red", ms=8, mew=2)
             else:
-                ax.plot(
-                    v["alpha"], y, "o", color="tab:blue", alpha=0.7, ms=4 + 8 * v["tokens"] / top
-                )
-        pooled = (ppa.get("token_pooled") or {}).get("value")
-        mean = (ppa.get("request_mean") or {}).get("value")
+                ax.plot(v.alpha, y, "o", color="tab:blue", alpha=0.7, ms=4 + 8 * v.tokens / top)
+        pooled = ppa.token_pooled.value if ppa.token_pooled else None
+        mean = ppa.request_mean.value if ppa.request_mean else None
         if pooled is not None:
             ax.axvline(pooled, color="black", lw=1.5, label=f"token-pooled α {pooled:.3f}")
         if mean is not None:
             ax.axvline(
                 mean, color="tab:orange", lw=1.5, ls="--", label=f"mean of per-prompt α {mean:.3f}"
             )
-        if any(v["degenerate"] for v in values):
+        if any(v.degenerate for v in values):
             ax.plot([], [], "x", color="tab:red", mew=2, label="degenerate answer")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.6, 0.6)
@@ -256,28 +268,19 @@ def plot_prompt_alpha(path: Path, entry: dict[str, Any]) -> None:
     plt.close(fig)
 
 
-def plot_verify_fit(path: Path, entries: list[dict[str, Any]]) -> None:
+def plot_verify_fit(path: Path, entries: list[WorkloadResult]) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=100)
     for e in entries:
-        pts = [
-            (r["gamma"], r.get("t_verify_ms_median"))
-            for r in e["gammas"]
-            if r.get("t_verify_ms_median")
-        ]
-        fit = e["timing"]["verify_fit"]
-        if not pts or fit["t0_ms"] is None:
+        pts = [(r.gamma, r.t_verify_ms_median) for r in e.gammas if r.t_verify_ms_median]
+        fit = e.timing.verify_fit
+        t0, t1 = fit.t0_ms, fit.t1_ms_per_token
+        if not pts or t0 is None or t1 is None:
             continue
         (line,) = ax.plot(
-            *zip(*pts, strict=True), "o", label=f"{e['workload']} T={e['temperature']:g} (median)"
+            *zip(*pts, strict=True), "o", label=f"{e.workload} T={e.temperature:g} (median)"
         )
         xs = [0, max(p[0] for p in pts)]
-        ax.plot(
-            xs,
-            [fit["t0_ms"] + fit["t1_ms_per_token"] * x for x in xs],
-            "-",
-            color=line.get_color(),
-            alpha=0.6,
-        )
+        ax.plot(xs, [t0 + t1 * x for x in xs], "-", color=line.get_color(), alpha=0.6)
     ax.set_xlabel("drafted tokens k (verify covers k + 1 positions)")
     ax.set_ylabel("verify time T_t (ms)")
     ax.set_title("Verify cost against γ, with the fit t0 + t1·k")
@@ -293,7 +296,7 @@ def plot_verify_fit(path: Path, entries: list[dict[str, Any]]) -> None:
 
 
 def plot_latency_distribution(
-    path: Path, entry: dict[str, Any], base: list[float], spec: list[float], gamma: int
+    path: Path, entry: WorkloadResult, base: list[float], spec: list[float], gamma: int
 ) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=100)
     bins = 20
@@ -303,51 +306,56 @@ def plot_latency_distribution(
     ax.set_xlabel("per-token latency (ms)")
     ax.set_ylabel("prompts")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts, not 0.5 of a prompt
-    ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: per-token latency")
+    ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: per-token latency")
     _legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-def plot_speedup_vs_concurrency(path: Path, entry: dict[str, Any]) -> None:
+def _tpot(cell: ConcurrencyLatency | None) -> float | None:
+    return cell.tpot_ms.value if cell is not None and cell.tpot_ms is not None else None
+
+
+def plot_speedup_vs_concurrency(path: Path, entry: WorkloadResult) -> None:
     """Engine runs, against concurrency: left, the measured speedup (95% CI) per γ with the 1× line
     and a cross where a γ stops paying; right, the mean TPOT of the baseline and each γ."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
-    eng = entry.get("engine") or {}
-    rows = eng.get("concurrency") or []
-    gammas = sorted({int(g) for r in rows for g in r["gammas"]})
+    eng = entry.engine
+    rows = eng.concurrency if eng else []
+    gammas = sorted({int(g) for r in rows for g in r.gammas})
     color = {str(g): f"C{i}" for i, g in enumerate(gammas)}  # the same γ, the same colour
     for g in gammas:
         pts = [
-            (r["concurrency"], r["gammas"][str(g)]["speedup"])
+            (r.concurrency, speed.value, speed.ci95)
             for r in rows
-            if str(g) in r["gammas"] and (r["gammas"][str(g)].get("speedup") or {}).get("value")
+            if (cell := r.gammas.get(str(g))) is not None
+            and (speed := cell.speedup) is not None
+            and speed.value
         ]
         if pts:
-            xs = [c for c, _ in pts]
-            ys = [s["value"] for _, s in pts]
-            lo = [y - (s["ci95"][0] or y) for y, (_, s) in zip(ys, pts, strict=True)]
-            hi = [(s["ci95"][1] or y) - y for y, (_, s) in zip(ys, pts, strict=True)]
+            xs = [c for c, _, _ in pts]
+            ys = [y for _, y, _ in pts]
+            lo = [y - (ci[0] or y) for _, y, ci in pts]
+            hi = [(ci[1] or y) - y for _, y, ci in pts]
             ax.errorbar(
                 xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=color[str(g)], label=f"γ = {g}"
             )
-            stop = (eng.get("stops_paying") or {}).get(str(g), {}).get("stops_paying_at")
+            sp = eng.stops_paying.get(str(g)) if eng else None
+            stop = sp.stops_paying_at if sp else None
             if stop in xs:
                 ax.plot([stop], [ys[xs.index(stop)]], marker="x", ms=12, color=color[str(g)])
     for label, key in (("baseline", None), *((f"γ = {g}", str(g)) for g in gammas)):
         pts2 = [
-            (r["concurrency"], ((r["baseline"] if key is None else r["gammas"].get(key)) or {}))
-            for r in rows
+            (r.concurrency, _tpot(r.baseline if key is None else r.gammas.get(key))) for r in rows
         ]
-        pts2 = [(c, (d.get("tpot_ms") or {}).get("value")) for c, d in pts2]
-        pts2 = [(c, v) for c, v in pts2 if v is not None]
-        if pts2:
+        shown = [(c, v) for c, v in pts2 if v is not None]
+        if shown:
             style = "--" if key is None else "-"
             c = "black" if key is None else color[key]
-            ax2.plot(*zip(*pts2, strict=True), marker="o", ls=style, color=c, label=label)
+            ax2.plot(*zip(*shown, strict=True), marker="o", ls=style, color=c, label=label)
     ax.axhline(1.0, color="grey", ls="--", lw=1, label="no speculation (1×)")
-    levels = [r["concurrency"] for r in rows]
+    levels = [r.concurrency for r in rows]
     for a in (ax, ax2):
         a.set_xscale("log", base=2)
         if levels:
@@ -357,7 +365,7 @@ def plot_speedup_vs_concurrency(path: Path, entry: dict[str, Any]) -> None:
         _legend(a, fontsize=8)
     ax.set_ylabel("speedup (decode tokens/s vs baseline)")
     ax2.set_ylabel("TPOT (ms)")
-    ax.set_title(f"{entry['workload']}, T = {entry['temperature']:g}: speedup")
+    ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: speedup")
     ax2.set_title("per-token latency")
     fig.tight_layout()
     fig.savefig(path)

@@ -8,61 +8,136 @@ engine's acceptance counters, and the conformance check against a transformers r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from specbench.analysis.results_model import RunResults
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_engine import Conformance, EngineSection
+from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report import plots
+from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.text import entry_slug, num_text
 
 
-def _slug(e: dict[str, Any]) -> str:
-    return f"{e['workload']}_T{e['temperature']:g}".replace("/", "-")
-
-
-def _v(est: dict[str, Any] | None, fmt: str = "{:.3f}") -> str:
-    if not est or est.get("value") is None:
+def _v(est: EstimateJSON | None, fmt: str = "{:.3f}") -> str:
+    """ "value [lo, hi]", or the value alone when either end is missing."""
+    if est is None or est.value is None:
         return "–"
-    lo, hi = (est.get("ci95") or [None, None])[:2]
+    lo, hi = est.ci95
     if lo is None or hi is None:
-        return fmt.format(est["value"])
-    return f"{fmt.format(est['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
+        return fmt.format(est.value)
+    return f"{fmt.format(est.value)} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
 def _n(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "–" if x is None else fmt.format(x)
+    return num_text(x, fmt)
 
 
-def make_engine_plots(plot_dir: Path, results: dict[str, Any]) -> dict[str, str]:
+def make_engine_plots(plot_dir: Path, results: RunResults) -> dict[str, str]:
     made: dict[str, str] = {}
-    for e in results["workloads"]:
-        if e.get("engine"):
-            name = f"concurrency_{_slug(e)}"
+    for e in results.workloads:
+        if e.engine is not None:
+            name = f"concurrency_{entry_slug(e)}"
             plots.plot_speedup_vs_concurrency(plot_dir / f"{name}.png", e)
             made[name] = f"plots/{name}.png"
     return made
 
 
-def stops_paying_text(eng: dict[str, Any], gamma: int | None) -> str:
+def stops_paying_text(eng: EngineSection, gamma: int | None) -> str:
     """One sentence: the concurrency at which speculation at γ stops paying."""
     if not gamma:
         return "no γ to follow across concurrency"
-    s = (eng.get("stops_paying") or {}).get(str(gamma)) or {}
-    levels = [r["concurrency"] for r in eng.get("concurrency") or []]
-    if not s or not levels:
+    s = eng.stops_paying.get(str(gamma))
+    levels = [r.concurrency for r in eng.concurrency]
+    if s is None or not levels:
         return f"γ={gamma}: no speedup measured across concurrency"
-    if s.get("never_pays"):
+    if s.never_pays:
         return f"γ={gamma} pays at no measured concurrency ({', '.join(map(str, levels))})"
-    if s.get("stops_paying_at") is None:
+    if s.stops_paying_at is None:
         return f"γ={gamma} pays at every measured concurrency (up to {max(levels)})"
     return (
-        f"γ={gamma} stops paying at concurrency {s['stops_paying_at']} "
-        f"(pays at {', '.join(map(str, s['pays_at']))})"
+        f"γ={gamma} stops paying at concurrency {s.stops_paying_at} "
+        f"(pays at {', '.join(map(str, s.pays_at))})"
     )
 
 
-def engine_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Any]:
-    from specbench.report.documents import Bullets, Heading, Image, Para, TableBlock
+def _concurrency_table(eng: EngineSection) -> TableBlock:
+    """Per concurrency: the baseline's TPOT and throughput, each γ's TPOT, speedup, throughput."""
+    rows = eng.concurrency
+    gammas = sorted({int(g) for r in rows for g in r.gammas})
+    header = ["concurrency", "baseline TPOT ms", "baseline tok/s"]
+    for g in gammas:
+        header += [f"γ={g} TPOT ms", f"γ={g} speedup [95% CI]", f"γ={g} throughput ×"]
+    table = []
+    for r in rows:
+        b = r.baseline
+        line = [
+            str(r.concurrency),
+            _v(b.tpot_ms, "{:.2f}"),
+            _n(b.output_tokens_per_s, "{:.1f}"),
+        ]
+        for g in gammas:
+            cell = r.gammas.get(str(g))
+            line += [
+                _v(cell.tpot_ms if cell else None, "{:.2f}"),
+                _v(cell.speedup if cell else None, "{:.2f}×"),
+                _n(cell.throughput_ratio if cell else None, "{:.2f}×"),
+            ]
+        table.append(line)
+    return TableBlock(header, table)
 
-    blocks: list[Any] = []
-    entries = [e for e in results["workloads"] if e.get("engine")]
+
+def _engine_notes(e: WorkloadResult, eng: EngineSection) -> list[str]:
+    notes = [stops_paying_text(eng, eng.chosen_gamma)]
+    notes.append(
+        f"acceptance from {eng.acceptance_source} (engine spec-decode counters); speedup and "
+        f"verdict at concurrency {eng.reference_concurrency}"
+    )
+    if eng.accept_length_gauge is not None:
+        notes.append(f"the server's own accept-length gauge: {eng.accept_length_gauge:.3f}")
+    fit = e.timing.engine_round_fit
+    if fit is not None and fit.points == 1:
+        notes.append(
+            f"round time (TPOT × τ) {fit.r0_ms:.3f} ms at the one measured γ; the "
+            "predictions for other γ assume it does not grow with γ"
+        )
+    elif fit is not None and fit.r0_ms is not None:
+        notes.append(
+            f"round time (TPOT × τ) ≈ {fit.r0_ms:.3f} + {_n(fit.r1_ms_per_token, '{:.3f}')}·γ ms "
+            f"from {fit.points} measured γ (used for the predictions)"
+        )
+    return notes
+
+
+def _counters_table(eng: EngineSection) -> TableBlock:
+    """Per γ: specbench's estimators from the engine's counters."""
+    return TableBlock(
+        [
+            "γ",
+            "rounds",
+            "τ [95% CI]",
+            "accepted/proposed",
+            "accepted/tested",
+            "α from τ",
+            "a_i per position",
+        ],
+        [
+            [
+                g,
+                _n(p.rounds, "{:.0f}"),
+                _v(p.mean_accepted_length),
+                _v(p.accepted_proposed),
+                _v(p.accepted_tested),
+                _v(p.from_accepted_length),
+                ", ".join(_n(a.value if a else None) for a in p.per_position),
+            ]
+            for g, p in sorted(eng.per_gamma.items(), key=lambda kv: int(kv[0]))
+        ],
+    )
+
+
+def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
+    blocks: list[Block] = []
+    entries = [(e, e.engine) for e in results.workloads if e.engine is not None]
     if entries:
         blocks.append(Heading("Engine: speedup against concurrency"))
         blocks.append(
@@ -73,139 +148,61 @@ def engine_blocks(results: dict[str, Any], images: dict[str, str]) -> list[Any]:
                 "Speculation stops paying where the speedup's CI low end falls to 1 + margin."
             )
         )
-    for e in entries:
-        eng = e["engine"]
-        slug = _slug(e)
-        rows = eng.get("concurrency") or []
-        gammas = sorted({int(g) for r in rows for g in r["gammas"]})
-        blocks.append(
-            Heading(f"{e['workload']} (T = {e['temperature']:g}), {eng.get('backend')}", 3)
-        )
-        header = ["concurrency", "baseline TPOT ms", "baseline tok/s"]
-        for g in gammas:
-            header += [f"γ={g} TPOT ms", f"γ={g} speedup [95% CI]", f"γ={g} throughput ×"]
-        table = []
-        for r in rows:
-            b = r["baseline"]
-            line = [
-                str(r["concurrency"]),
-                _v(b.get("tpot_ms"), "{:.2f}"),
-                _n(b.get("output_tokens_per_s"), "{:.1f}"),
-            ]
-            for g in gammas:
-                cell = r["gammas"].get(str(g)) or {}
-                line += [
-                    _v(cell.get("tpot_ms"), "{:.2f}"),
-                    _v(cell.get("speedup"), "{:.2f}×"),
-                    _n(cell.get("throughput_ratio"), "{:.2f}×"),
-                ]
-            table.append(line)
-        blocks.append(TableBlock(header, table))
-        notes = [stops_paying_text(eng, eng.get("chosen_gamma"))]
-        src = eng.get("acceptance_source")
-        notes.append(
-            f"acceptance from {src} (engine spec-decode counters); speedup and verdict at "
-            f"concurrency {eng.get('reference_concurrency')}"
-        )
-        if eng.get("accept_length_gauge") is not None:
-            notes.append(f"the server's own accept-length gauge: {eng['accept_length_gauge']:.3f}")
-        fit = (e.get("timing") or {}).get("engine_round_fit") or {}
-        if fit.get("points") == 1:
-            notes.append(
-                f"round time (TPOT × τ) {fit['r0_ms']:.3f} ms at the one measured γ; the "
-                "predictions for other γ assume it does not grow with γ"
-            )
-        elif fit.get("r0_ms") is not None:
-            notes.append(
-                f"round time (TPOT × τ) ≈ {fit['r0_ms']:.3f} + {_n(fit.get('r1_ms_per_token'), '{:.3f}')}·γ ms "
-                f"from {fit.get('points')} measured γ (used for the predictions)"
-            )
-        blocks.append(Bullets(notes))
-        per = eng.get("per_gamma") or {}
-        if per:
-            blocks.append(
-                TableBlock(
-                    [
-                        "γ",
-                        "rounds",
-                        "τ [95% CI]",
-                        "accepted/proposed",
-                        "accepted/tested",
-                        "α from τ",
-                        "a_i per position",
-                    ],
-                    [
-                        [
-                            g,
-                            _n(p.get("rounds"), "{:.0f}"),
-                            _v(p.get("mean_accepted_length")),
-                            _v(p.get("accepted_proposed")),
-                            _v(p.get("accepted_tested")),
-                            _v(p.get("from_accepted_length")),
-                            ", ".join(
-                                _n((a or {}).get("value")) for a in p.get("per_position") or []
-                            ),
-                        ]
-                        for g, p in sorted(per.items(), key=lambda kv: int(kv[0]))
-                    ],
-                )
-            )
+    for e, eng in entries:
+        slug = entry_slug(e)
+        blocks.append(Heading(f"{e.workload} (T = {e.temperature:g}), {eng.backend}", 3))
+        blocks.append(_concurrency_table(eng))
+        blocks.append(Bullets(_engine_notes(e, eng)))
+        if eng.per_gamma:
+            blocks.append(_counters_table(eng))
         if images.get(f"concurrency_{slug}"):
             blocks.append(
                 Image(images[f"concurrency_{slug}"], f"speedup against concurrency, {slug}")
             )
-    blocks += conformance_blocks(results.get("conformance"))
+    blocks += conformance_blocks(results.conformance)
     return blocks
 
 
-def conformance_blocks(conf: dict[str, Any] | None) -> list[Any]:
-    from specbench.report.documents import Bullets, Heading, Para, TableBlock
-
-    if not conf:
+def conformance_blocks(conf: Conformance | None) -> list[Block]:
+    if conf is None:
         return []
-    blocks: list[Any] = [Heading("Engine conformance")]
-    status = conf.get("status")
-    if status == "unavailable":
-        blocks.append(
-            Para(f"Not checked against `{conf.get('reference_run')}`: {conf.get('reason')}.")
-        )
+    blocks: list[Block] = [Heading("Engine conformance")]
+    if conf.status == "unavailable":
+        blocks.append(Para(f"Not checked against `{conf.reference_run}`: {conf.reason}."))
         return blocks
     verdict = (
         "**SHORTFALL**: the engine accepts significantly less than the reference"
-        if status == "shortfall"
+        if conf.status == "shortfall"
         else "**OK**: no significant shortfall against the reference"
     )
+    alpha = conf.family_wise_alpha if conf.family_wise_alpha is not None else 0.05
     blocks.append(
         Para(
-            f"{verdict} (`{conf.get('reference_run')}`, transformers backend, same prompts paired; "
+            f"{verdict} (`{conf.reference_run}`, transformers backend, same prompts paired; "
             "flagged when a one-sided paired permutation test, max-T over τ and every a_i of the "
-            f"run, gives a family-wise adjusted p ≤ {conf.get('family_wise_alpha', 0.05):g} and the "
+            f"run, gives a family-wise adjusted p ≤ {alpha:g} and the "
             "shortfall exceeds the minimum effect; the 95 % CI is the paired bootstrap's)."
         )
     )
     rows = []
-    for c in conf.get("comparisons") or []:
-        tau = c.get("mean_accepted_length") or {}
-        worst = min(
-            (p for p in c.get("per_position") or [] if p),
-            key=lambda p: p["diff"],
-            default=None,
-        )
-        greedy = c.get("greedy_outputs")
+    for c in conf.comparisons:
+        tau = c.mean_accepted_length
+        worst = min((p for p in c.per_position or [] if p), key=lambda p: p.diff, default=None)
+        greedy = c.greedy_outputs
         rows.append(
             [
-                c["workload"],
-                f"{c['temperature']:g}",
-                str(c["gamma"]),
-                str(c.get("n_prompts")),
-                _n(tau.get("engine"), "{:.3f}"),
-                _n(tau.get("reference"), "{:.3f}"),
-                _v({"value": tau.get("diff"), "ci95": tau.get("ci95")}, "{:+.3f}") if tau else "–",
-                f"i={worst['position']}: {worst['engine']:.3f} vs {worst['reference']:.3f}"
+                c.workload,
+                f"{c.temperature:g}",
+                str(c.gamma),
+                str(c.n_prompts),
+                _n(tau.engine if tau else None, "{:.3f}"),
+                _n(tau.reference if tau else None, "{:.3f}"),
+                _v(EstimateJSON(value=tau.diff, ci95=tau.ci95), "{:+.3f}") if tau else "–",
+                f"i={worst.position}: {worst.engine:.3f} vs {worst.reference:.3f}"
                 if worst
                 else "–",
-                f"{greedy['identical']}/{greedy['n']}" if greedy else "–",
-                str(c["verdict"]).upper(),
+                f"{greedy.identical}/{greedy.n}" if greedy else "–",
+                str(c.verdict).upper(),
             ]
         )
     blocks.append(
@@ -225,9 +222,9 @@ def conformance_blocks(conf: dict[str, Any] | None) -> list[Any]:
             rows,
         )
     )
-    if conf.get("setting_differences"):
-        blocks.append(Bullets([f"setting differs: {d}" for d in conf["setting_differences"]]))
-    if conf.get("causes"):
+    if conf.setting_differences:
+        blocks.append(Bullets([f"setting differs: {d}" for d in conf.setting_differences]))
+    if conf.causes:
         blocks.append(Para("Usual causes to check, those the settings point at first:"))
-        blocks.append(Bullets(list(conf["causes"])))
+        blocks.append(Bullets(list(conf.causes)))
     return blocks

@@ -7,7 +7,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.report.console import _ci
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.report.text import ci_text
+
+
+def _ci(est: dict[str, Any] | None, fmt: str) -> str:
+    """An `analysis.simulate` estimate ({value, ci95}, as in results.json) as "value [lo, hi]"."""
+    return ci_text(EstimateJSON.model_validate(est) if est is not None else None, fmt)
 
 
 def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:

@@ -1,43 +1,48 @@
-"""Sentences shared by the console summary and the documents (one wording per statement)."""
+"""Sentences shared by the console summary and the documents (one wording per statement), read
+from a validated results.json (`analysis.results_model`)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
+
+from specbench.analysis.results_model import PoolDecision, RunInfo, RunResults
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_workload import WorkloadResult
+
+
+class Setting(Protocol):
+    """Anything naming a drafter × policy × γ: a recommendation, a pool decision, a setting."""
+
+    @property
+    def drafter(self) -> str | None: ...
+
+    @property
+    def policy(self) -> str | None: ...
+
+    @property
+    def gamma(self) -> int | None: ...
 
 
 def _x(v: float | None) -> str:
     return f"{v:.2f}×" if isinstance(v, int | float) else "–"
 
 
-def pool_sentence(g: dict[str, Any]) -> str:
-    """The pool-wide recommendation of one temperature (results.json `global.by_temperature`)."""
-    head = f"T={g['temperature']:g}, one setting for all traffic: "
-    if g["verdict"] == "on":
-        sp = g.get("speedup") or {}
-        lo, hi = (sp.get("ci95") or [None, None])[:2]
-        head += (
-            f"γ={g['gamma']} ({g.get('drafter')}, {g.get('policy')}), {_x(sp.get('value'))} "
-            f"[{_x(lo)}, {_x(hi)}] of total decode time"
-        )
-    elif g["verdict"] == "not_measured":
-        head += f"not measured ({g['reason']})"
-    else:
-        head += f"off ({g['reason']})"
-    return (
-        f"{head}; routing each workload to its own setting would give "
-        f"{_x(g.get('per_workload_routing_speedup'))}. ON: {', '.join(g['on_for']) or 'none'}; "
-        f"OFF: {', '.join(g['off_for']) or 'none'}"
-        + (f"; not measured: {', '.join(g['not_measured'])}" if g.get("not_measured") else "")
-        + "."
-    )
+def num_text(x: float | None, fmt: str = "{:.3f}") -> str:
+    """A number in `fmt`, or "–" where the analysis could not compute it."""
+    return "–" if x is None else fmt.format(x)
 
 
-def decision_rule(run: dict[str, Any]) -> str:
-    level = run.get("ci_level", 0.95)
+def entry_slug(e: WorkloadResult) -> str:
+    """A workload × temperature as a file-name part: plots/speedup_SLUG.png."""
+    return f"{e.workload}_T{e.temperature:g}".replace("/", "-")
+
+
+def decision_rule(run: RunInfo) -> str:
+    level = run.ci_level
     return (
         f"Speculation is ON for a workload only if the simultaneous {1 - (1 - level) / 2:.1%} "
-        f"lower confidence bound of its best setting's speedup exceeds 1 + {run.get('margin')} — "
+        f"lower confidence bound of its best setting's speedup exceeds 1 + {run.margin} — "
         "simultaneous over "
         "every measured drafter × policy × γ, so picking the best does not inflate the error: the "
         f"false-ON rate is at most {(1 - level) / 2:.1%} when no setting truly clears the margin. "
@@ -49,58 +54,57 @@ def decision_rule(run: dict[str, Any]) -> str:
 # --- the first screen: the deployable decision, counts, engine, warnings by setting ---
 
 
-def ci_text(est: dict[str, Any] | None, fmt: str = "{:.2f}×") -> str:
+def ci_text(est: EstimateJSON | None, fmt: str = "{:.2f}×") -> str:
     """ "1.43× [1.21×, 1.68×]" of a results.json estimate; a missing end prints as "–"."""
-    if not est or est.get("value") is None:
+    if est is None or est.value is None:
         return "–"
-    lo, hi = (est.get("ci95") or [None, None])[:2]
+    lo, hi = est.ci95
     if lo is None and hi is None:
-        return fmt.format(est["value"])
-    end = lambda v: "–" if v is None else fmt.format(v)  # noqa: E731
-    return f"{fmt.format(est['value'])} [{end(lo)}, {end(hi)}]"
+        return fmt.format(est.value)
+    return f"{fmt.format(est.value)} [{num_text(lo, fmt)}, {num_text(hi, fmt)}]"
 
 
-def setting_label(d: dict[str, Any]) -> str:
+def setting_label(d: Setting) -> str:
     """'γ=4', or 'γ=8 (ngram, adaptive)' for another drafter or policy."""
-    extra = [x for x in (d.get("drafter"), d.get("policy")) if x and x not in ("model", "fixed")]
-    return f"γ={d.get('gamma')}" + (f" ({', '.join(extra)})" if extra else "")
+    extra = [x for x in (d.drafter, d.policy) if x and x not in ("model", "fixed")]
+    return f"γ={d.gamma}" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def pool_decision(g: dict[str, Any], margin: float | None) -> str:
+def pool_decision(g: PoolDecision, margin: float | None) -> str:
     """The deployable decision of one temperature regime: one setting for the whole pool."""
-    head = f"T = {g['temperature']:g}: "
-    if g["verdict"] == "on":
-        bound = g.get("decision_lower_bound")
+    head = f"T = {g.temperature:g}: "
+    if g.verdict == "on":
+        bound = g.decision_lower_bound
         clear = f"{1 + margin:.2f}" if margin is not None else "1 + margin"
         return (
             head + f"**ON at {setting_label(g)}** for all traffic — "
-            f"{ci_text(g.get('speedup'))} of total decode time; simultaneous lower bound "
+            f"{ci_text(g.speedup)} of total decode time; simultaneous lower bound "
             f"{'–' if bound is None else f'{bound:.2f}'} > {clear}"
         )
-    if g["verdict"] == "not_measured":
-        return head + f"**not measured** ({g.get('reason')})"
-    return head + f"**OFF** for all traffic ({g.get('reason')})"
+    if g.verdict == "not_measured":
+        return head + f"**not measured** ({g.reason})"
+    return head + f"**OFF** for all traffic ({g.reason})"
 
 
-def routing_note(g: dict[str, Any]) -> str:
+def routing_note(g: PoolDecision) -> str:
     """What a separate pool per workload would give instead (the per-workload optima)."""
-    on = ", ".join(g.get("on_for") or []) or "none"
+    on = ", ".join(g.on_for) or "none"
     return (
-        f"routing each workload to its own pool instead: {_x(g.get('per_workload_routing_speedup'))}"
+        f"routing each workload to its own pool instead: {_x(g.per_workload_routing_speedup)}"
         f" (ON for {on})"
     )
 
 
-def counts_line(results: dict[str, Any]) -> str:
+def counts_line(results: RunResults) -> str:
     """Cells decided, not measured, and failed units — on the first screen, never hidden below."""
-    entries = results.get("workloads") or []
-    verdicts = [e["recommendation"]["verdict"] for e in entries]
-    failed = sum(int(e.get("failed_units") or 0) for e in entries)
+    entries = results.workloads
+    verdicts = [e.recommendation.verdict for e in entries]
+    failed = sum(e.failed_units for e in entries)
     return (
         f"{len(entries)} workload × temperature cells: {verdicts.count('on')} ON, "
         f"{verdicts.count('off')} OFF, {verdicts.count('not_measured')} not measured; "
         f"{failed} failed unit(s) (prompt × setting)"
-        + (f", {len(results.get('failures') or [])} unresolved" if failed else "")
+        + (f", {len(results.failures)} unresolved" if failed else "")
     )
 
 
@@ -108,27 +112,28 @@ def _flags(d: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (d or {}).items() if v is not None and v != {})
 
 
-def engine_header(results: dict[str, Any]) -> str | None:
+def engine_header(results: RunResults) -> str | None:
     """The engine, its version and flags (env.json of a vllm / openai run); None otherwise."""
-    env = results.get("env") or {}
-    backend = (results.get("run") or {}).get("backend") or env.get("backend")
+    env = results.env
+    backend = results.run.backend or env.backend
     if backend == "vllm":
         return (
-            f"Engine: vLLM {env.get('vllm') or '?'} (in-process), device {env.get('device')}"
-            f"{' (' + str(env['gpu']) + ')' if env.get('gpu') else ''}; engine args: "
-            f"{_flags(env.get('engine_args')) or '–'}; speculative_config: "
-            f"{_flags(env.get('speculative_config')) or '–'}."
+            f"Engine: vLLM {env.vllm or '?'} (in-process), device {env.device}"
+            f"{' (' + str(env.gpu) + ')' if env.gpu else ''}; engine args: "
+            f"{_flags(env.engine_args) or '–'}; speculative_config: "
+            f"{_flags(env.speculative_config) or '–'}."
         )
     if backend == "openai":
-        info = env.get("server_info") or {}
+        info = env.server_info or {}
         servers = []
-        for s in env.get("servers") or []:
-            meta: dict[str, Any] = info.get(s.get("url")) or next(
-                (v for k, v in info.items() if str(k).startswith(str(s.get("url")))), {}
+        for s in env.servers or []:
+            own = info.get(s.url) if s.url is not None else None
+            meta: dict[str, Any] = own or next(
+                (v for k, v in info.items() if str(k).startswith(str(s.url))), {}
             )
-            version = meta.get("server_version")
+            version = meta.get("server_version")  # the server's own metadata, free-form
             servers.append(
-                f"{s.get('url')} γ={s.get('gamma')} ({s.get('label')}"
+                f"{s.url} γ={s.gamma} ({s.label}"
                 + (f", version {version}" if version else "")
                 + (f", model {meta.get('model')}" if meta.get("model") else "")
                 + ")"
@@ -136,7 +141,7 @@ def engine_header(results: dict[str, Any]) -> str | None:
         return (
             "Engine: OpenAI-compatible server(s) "
             + ("; ".join(servers) or "–")
-            + f"; chat {env.get('chat')}, prompt_format {env.get('prompt_format')}."
+            + f"; chat {env.chat}, prompt_format {env.prompt_format}."
         )
     return None
 
@@ -145,15 +150,15 @@ _GAMMA = re.compile(r"\s*(?:at )?γ=(\d+)\s*:?\s*")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
 
 
-def grouped_warnings(results: dict[str, Any]) -> list[tuple[int | None, str, list[str]]]:
+def grouped_warnings(results: RunResults) -> list[tuple[int | None, str, list[str]]]:
     """Each warning once: (the γ it concerns or None, its wording, the cells it applies to).
     Warnings that differ only in their figures are one line: the figures that vary become "…" in
     the wording and are listed with each cell — "accepted/proposed is 0.33 at γ=8" in eight
     workloads becomes one line under γ=8 naming the eight with their rates."""
     groups: dict[tuple[int | None, str], list[tuple[str, str, list[str]]]] = {}
-    for e in results.get("workloads") or []:
-        cell = f"{e['workload']} T={e['temperature']:g}"
-        for w in dict.fromkeys(e.get("warnings") or []):
+    for e in results.workloads:
+        cell = f"{e.workload} T={e.temperature:g}"
+        for w in dict.fromkeys(e.warnings):
             m = _GAMMA.search(w)
             gamma = int(m.group(1)) if m else None
             text = (w[: m.start()] + " " + w[m.end() :]).strip() if m else w
@@ -175,21 +180,21 @@ def grouped_warnings(results: dict[str, Any]) -> list[tuple[int | None, str, lis
     return out
 
 
-def short_rule(run: dict[str, Any]) -> str:
+def short_rule(run: RunInfo) -> str:
     """The decision rule in one sentence, with its nominal error rate (full text: decision_rule)."""
-    level = run.get("ci_level", 0.95)
+    level = run.ci_level
     return (
         f"ON only where the simultaneous {1 - (1 - level) / 2:.1%} lower bound of the speedup exceeds "
-        f"1 + {run.get('margin')}: a false ON at most {(1 - level) / 2:.1%} of the time "
+        f"1 + {run.margin}: a false ON at most {(1 - level) / 2:.1%} of the time "
         "(docs/theory.md §8)."
     )
 
 
-def decision_warnings(results: dict[str, Any]) -> list[str]:
+def decision_warnings(results: RunResults) -> list[str]:
     """Warnings that bear on the decision — about every setting, or about a recommended γ (the
     pool's or a workload's own) — once each; the rest are counted and left to the appendix."""
-    deployed = {g.get("gamma") for g in results.get("global", {}).get("by_temperature", [])}
-    deployed |= {e["recommendation"].get("gamma") for e in results["workloads"]}
+    deployed: set[int | None] = {g.gamma for g in results.global_.by_temperature}
+    deployed |= {e.recommendation.gamma for e in results.workloads}
     shown, rest = [], 0
     for gamma, text, cells in grouped_warnings(results):
         if gamma is None or gamma in deployed:

@@ -221,7 +221,7 @@ def write_reports(
         config = {**config, "economics": {**(config.get("economics") or {}), **given}}
     results = build_results(records, config, env)
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
-        from specbench.analysis.conformance import check_against_reference
+        from specbench.analysis.conformance.reference_check import check_against_reference
 
         results["conformance"] = check_against_reference(records, config, load_run)
     if not results["workloads"]:

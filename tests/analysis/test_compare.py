@@ -13,28 +13,31 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specbench.analysis.compare import (
+from specbench.analysis.compare.difference_tests import (
+    DiffTest,
+    exact_test,
+    model_test,
+    normal_difference,
+)
+from specbench.analysis.compare.environment import identity_differences
+from specbench.analysis.compare.metrics import (
     IMPROVED,
     INFORMATIONAL,
     METRICS,
     NOT_SIGNIFICANT,
     REGRESSED,
     UNCHANGED,
-    DiffTest,
-    Samples,
-    Side,
-    Summary,
     Thresholds,
-    compare,
-    exact_test,
-    identity_differences,
-    judge,
-    merge_runs,
-    model_test,
-    normal_difference,
-    side_from_records,
-    side_from_results,
 )
+from specbench.analysis.compare.samples import (
+    Samples,
+    Summary,
+    speedup_samples,
+    sum_by_key,
+    timing_samples,
+)
+from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
+from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.results import build_results
 from specbench.report.compare import to_dict, to_junit, to_markdown
 
@@ -167,25 +170,44 @@ def row(c: Any, metric: str) -> Any:
 
 
 def test_samples_value_is_ratio_of_sums_and_identical_runs_are_unchanged() -> None:
-    s = Samples(("a", "b"), np.array([3.0, 1.0]), np.array([4.0, 4.0]))
+    s = Samples(("a", "b"), (np.array([3.0, 1.0]), np.array([4.0, 4.0])))
     assert s.value == pytest.approx(0.5)
     t = exact_test(s, s)
     assert t.change == 0.0 and t.method == "exact (T=0, same prompts): identical"
     assert judge(METRICS["alpha"], 0.5, t, Thresholds()) == (UNCHANGED, 0.0)
-    lower = Samples(("b", "a"), np.array([1.0, 2.0]), np.array([4.0, 4.0]))  # keys reordered
+    lower = Samples(("b", "a"), (np.array([1.0, 2.0]), np.array([4.0, 4.0])))  # keys reordered
     t2 = exact_test(s, lower)
     assert t2.method.endswith("differs") and t2.change == pytest.approx(-0.125)
     # deterministic: a difference beyond the minimum effect is a regression without a test
     assert judge(METRICS["alpha"], 0.5, t2, Thresholds())[0] == REGRESSED
 
 
+def test_speedup_is_the_pooled_decode_throughput_ratio_as_in_the_report() -> None:
+    # decode tokens (new_tokens − 1 turn) and decode ms per prompt, baseline then speculation:
+    # p0 10 tokens in 100 ms → 50 ms; p1 20 tokens in 400 ms → 100 ms (docs/theory.md §9)
+    def rec(kind: str, pid: str, tokens: int, ms: float) -> dict[str, Any]:
+        return {"kind": kind, "prompt_id": pid, "new_tokens": tokens + 1, "ttft_ms": [5.0],
+                "decode_ms": ms, "tpot_ms": ms / tokens}  # fmt: skip
+
+    base = [rec("baseline", "p0", 10, 100.0), rec("baseline", "p1", 20, 400.0)]
+    spec = [rec("spec", "p1", 20, 100.0), rec("spec", "p0", 10, 50.0)]
+    s = speedup_samples(base, spec)
+    # (30 / 150) / (30 / 500) = 10/3; the mean of per-prompt tokens/s would give 400/150 = 8/3
+    assert s.value == pytest.approx(10 / 3)
+    assert s.keys == ("p1#0", "p0#0")
+    doubled = sum_by_key([s, s])  # two runs merged: the pooled ratio is unchanged
+    assert doubled.value == pytest.approx(10 / 3) and doubled.keys == ("p0#0", "p1#0")
+    itl, tps = timing_samples(base)  # pooled too: Σ ms / Σ tokens, not a mean of TPOTs
+    assert itl.value == pytest.approx(500 / 30) and tps.value == pytest.approx(60.0)
+
+
 def test_model_test_adds_the_run_to_run_term_to_the_prompt_bootstrap() -> None:
     keys = tuple(f"p{i}" for i in range(30))
     rng = np.random.default_rng(3)
     base_v = rng.lognormal(0.0, 0.2, 30)
-    base = Samples(keys, base_v, np.ones(30))
+    base = Samples(keys, (base_v, np.ones(30)))
     # the same prompts, each 10 % faster: paired, the shift is certain from the prompts alone
-    shifted = Samples(keys[::-1], (base_v * 1.1)[::-1], np.ones(30))
+    shifted = Samples(keys[::-1], ((base_v * 1.1)[::-1], np.ones(30)))
     prompts_only = model_test(base, shifted, True, Thresholds(), 0.0, 1, 1)
     assert prompts_only.method == "paired bootstrap over 30 prompts"
     assert prompts_only.se == pytest.approx(0.0, abs=1e-12) and prompts_only.p_value == 0.0
@@ -196,11 +218,11 @@ def test_model_test_adds_the_run_to_run_term_to_the_prompt_bootstrap() -> None:
     # three runs per side: the run term shrinks as √(1/3 + 1/3)
     three = model_test(base, shifted, True, Thresholds(), 0.07, 3, 3)
     assert three.se == pytest.approx(0.07 * math.sqrt(2 / 3))
-    other = Samples(tuple(f"q{i}" for i in range(25)), rng.lognormal(0.0, 0.2, 25), np.ones(25))
+    other = Samples(tuple(f"q{i}" for i in range(25)), (rng.lognormal(0.0, 0.2, 25), np.ones(25)))
     t2 = model_test(base, other, True, Thresholds(), 0.0, 1, 1)
     assert t2.method.startswith("two-sample bootstrap (30 vs 25")
     assert t2.p_value is not None and t2.p_value > 0.01
-    few = Samples(("a",), np.array([1.0]), np.array([1.0]))
+    few = Samples(("a",), (np.array([1.0]), np.array([1.0])))
     assert model_test(few, few, True, Thresholds(), 0.07, 1, 1).p_value is None
 
 
@@ -345,7 +367,7 @@ def test_different_hardware_is_listed_and_never_disqualifies_within_run_ratios(
 
 
 def test_engine_runs_compare_the_server_environment_not_the_client() -> None:
-    from specbench.analysis.compare import env_differences
+    from specbench.analysis.compare.environment import env_differences
 
     recs = make_records(seed=1, n_prompts=4, n_rounds=4)
     server = {"backend": "vllm", "vllm": "0.9.0", "gpu": "H100", "cpu": "client A"}
@@ -392,7 +414,8 @@ def test_results_json_only_uses_stored_cis_and_says_so(
 
 def _turned_off(results: dict[str, Any]) -> dict[str, Any]:
     off = copy.deepcopy(results)
-    off["workloads"][0]["recommendation"] = {"verdict": "off", "gamma": 0, "speedup": None}
+    rec = off["workloads"][0]["recommendation"]
+    rec.update(verdict="off", gamma=0, speedup=None, drafter=None, policy=None)
     return off
 
 
@@ -431,6 +454,7 @@ def test_a_slower_machine_moves_absolute_timing_only_informationally(
     slow = copy.deepcopy(base_records)
     for r in slow:  # the same code on a machine 20 % slower: every timing scales
         r["tpot_ms"] *= 1.2
+        r["decode_ms"] *= 1.2
     c = compare(side(base_records, "a"), side(slow, "b"), Thresholds())
     assert {r.status for r in c.rows if r.kind == "timing"} == {INFORMATIONAL}
     assert row(c, "baseline_itl_ms").relative_change == pytest.approx(0.2)
@@ -445,6 +469,7 @@ def test_several_runs_per_side_gate_absolute_timing_with_runs_as_the_unit() -> N
     for recs in slow_recs:
         for r in recs:
             r["tpot_ms"] *= 1.5
+            r["decode_ms"] *= 1.5
     slow = [side(r, f"s{i}", with_results=False) for i, r in enumerate(slow_recs)]
     c = compare(merge_runs(base), merge_runs(same), Thresholds())
     assert c.runs == (3, 3)

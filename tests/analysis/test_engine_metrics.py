@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from specbench.analysis import acceptance, roi
-from specbench.analysis.conformance import compare, engine_units, setting_mismatches
+from specbench.analysis.conformance.decision import compare
+from specbench.analysis.conformance.reference_check import setting_mismatches
+from specbench.analysis.conformance.units import engine_units
 from specbench.analysis.serving_results import engine_entry
 from specbench.analysis.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config

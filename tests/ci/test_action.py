@@ -159,7 +159,7 @@ def test_action_refuses_an_unreachable_endpoint_before_measuring(tmp_path: Path)
 def test_readme_thresholds_are_the_shipped_file() -> None:
     """The README's thresholds block shows the shipped ci/specbench-thresholds.yaml (its keys a
     subset), and the shipped file is what `compare --thresholds` accepts."""
-    from specbench.analysis.compare import Thresholds
+    from specbench.analysis.compare.metrics import Thresholds
 
     shipped = yaml.safe_load((ROOT / "ci" / "specbench-thresholds.yaml").read_text())
     Thresholds.model_validate(shipped)  # every key known, every value in range

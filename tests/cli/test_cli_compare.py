@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.results import build_results
 from specbench.cli import app
 
 from ..analysis.test_compare import ENV, config, make_records
@@ -168,3 +169,17 @@ def test_thresholds_file_and_flags(runs: dict[str, Path], tmp_path: Path) -> Non
 def test_exit_2_on_bad_input(runs: dict[str, Path], args: tuple[str, ...], message: str) -> None:
     res = invoke(*[a.format(base=runs["base"]) for a in args])
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+
+
+def test_exit_2_on_a_results_json_that_does_not_validate(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    # compare reads results.json through the typed model: a renamed key is bad input, not a
+    # silently missing row
+    doc = build_results(make_records(seed=300), config(), ENV)
+    doc["workloads"][0]["alpha_rate"] = doc["workloads"][0].pop("alpha")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    res = invoke(runs["base"], path)
+    assert res.exit_code == 2 and "not a valid specbench results.json" in res.output
+    assert "alpha" in res.output and "Traceback" not in res.output

@@ -6,10 +6,20 @@ from typing import Any
 
 import pytest
 
+from specbench.analysis.results_model import (
+    Failure,
+    GlobalRecommendation,
+    PoolDecision,
+    RunEnv,
+    RunInfo,
+    RunResults,
+)
+from specbench.analysis.results_model_workload import Recommendation, WorkloadResult
 from specbench.analysis.serving_cost import economics_section, latency_tails
 from specbench.report.text import (
     counts_line,
     decision_warnings,
+    engine_header,
     grouped_warnings,
     pool_decision,
 )
@@ -31,12 +41,32 @@ def _entry(name: str, verdict: str, gamma: int, warnings: list[str], **kw: Any) 
     }
 
 
-def _results(entries: list[dict[str, Any]], pool_gamma: int) -> dict[str, Any]:
-    return {
-        "workloads": entries,
-        "global": {"by_temperature": [{"temperature": 0.0, "gamma": pool_gamma}]},
-        "failures": [],
-    }
+def _results(entries: list[dict[str, Any]], pool_gamma: int, failures: int = 0) -> RunResults:
+    """Only the parts the first screen's sentences read (model_construct: no other field)."""
+    workloads = [
+        WorkloadResult.model_construct(
+            workload=e["workload"],
+            temperature=e["temperature"],
+            warnings=e["warnings"],
+            failed_units=e["failed_units"],
+            recommendation=Recommendation.model_construct(
+                verdict=e["recommendation"]["verdict"], gamma=e["recommendation"]["gamma"]
+            ),
+        )
+        for e in entries
+    ]
+    pools = [PoolDecision.model_construct(temperature=0.0, gamma=pool_gamma)]
+    return RunResults.model_construct(
+        workloads=workloads,
+        global_=GlobalRecommendation.model_construct(by_temperature=pools),
+        failures=[Failure.model_construct()] * failures,
+    )
+
+
+def _pool(**kw: Any) -> PoolDecision:
+    return PoolDecision.model_validate(
+        {"workloads": [], "speedup": None, "on_for": [], "off_for": [], "not_measured": [], **kw}
+    )
 
 
 def test_same_warning_in_many_workloads_is_one_line_under_its_gamma() -> None:
@@ -75,25 +105,27 @@ def test_counts_line_counts_unmeasured_and_failed_cells() -> None:
         _entry("b", "off", 0, []),
         _entry("c", "not_measured", 0, [], failed=5),
     ]
-    line = counts_line(_results(entries, 4) | {"failures": [{}] * 3})
+    line = counts_line(_results(entries, 4, failures=3))
     assert line.startswith("3 workload × temperature cells: 1 ON, 1 OFF, 1 not measured")
     assert "7 failed unit(s)" in line and "3 unresolved" in line
 
 
 def test_pool_decision_states_interval_and_bound() -> None:
-    g = {
-        "temperature": 0.7,
-        "verdict": "on",
-        "gamma": 4,
-        "drafter": "ngram",
-        "policy": "fixed",
-        "speedup": {"value": 1.4321, "ci95": [1.2, 1.7]},
-        "decision_lower_bound": 1.1234,
-    }
+    g = _pool(
+        temperature=0.7,
+        verdict="on",
+        gamma=4,
+        drafter="ngram",
+        policy="fixed",
+        speedup={"value": 1.4321, "ci95": [1.2, 1.7]},
+        decision_lower_bound=1.1234,
+    )
     text = pool_decision(g, 0.05)
     assert "T = 0.7: **ON at γ=4 (ngram)**" in text
     assert "1.43× [1.20×, 1.70×]" in text and "lower bound 1.12 > 1.05" in text
-    off = pool_decision({"temperature": 0.0, "verdict": "off", "reason": "no setting clears"}, 0.05)
+    off = pool_decision(
+        _pool(temperature=0.0, verdict="off", gamma=0, reason="no setting clears"), 0.05
+    )
     assert off == "T = 0: **OFF** for all traffic (no setting clears)"
 
 
@@ -165,9 +197,13 @@ def test_draft_memory_is_not_claimed_on_cpu() -> None:
     assert row["draft_memory_mb"] is None
 
 
-def test_engine_header_names_the_engine_version_and_flags() -> None:
-    from specbench.report.text import engine_header
+def _run(backend: str, env: dict[str, Any]) -> RunResults:
+    return RunResults.model_construct(
+        run=RunInfo.model_construct(backend=backend), env=RunEnv.model_validate(env)
+    )
 
+
+def test_engine_header_names_the_engine_version_and_flags() -> None:
     vllm = {
         "run": {"backend": "vllm"},
         "env": {
@@ -182,7 +218,7 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
             "speculative_config": {"method": "eagle3", "num_speculative_tokens": [2, 4]},
         },
     }
-    text = engine_header(vllm)
+    text = engine_header(_run(vllm["run"]["backend"], vllm["env"]))
     assert text is not None and text.startswith(
         "Engine: vLLM 0.32.0 (in-process), device cuda (NVIDIA H200)"
     )
@@ -197,12 +233,12 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
             "prompt_format": "tokens",
         },
     }
-    text = engine_header(openai)
+    text = engine_header(_run(openai["run"]["backend"], openai["env"]))
     assert text == (
         "Engine: OpenAI-compatible server(s) http://a:8000 γ=4 (eagle γ=4, version 0.9.1, model m)"
         "; chat False, prompt_format tokens."
     )
-    assert engine_header({"run": {"backend": "transformers"}, "env": {}}) is None
+    assert engine_header(_run("transformers", {})) is None
 
 
 def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from specbench.analysis.results_model import RunResults
 from specbench.cli import app
 from specbench.report.text import setting_label
 
@@ -80,11 +81,11 @@ def test_html_opens_on_the_decision_box(example: tuple[Path, dict[str, Any]]) ->
     assert outline.order[first_section][1].get("id") == "decision"
     assert first_section < tags.index("table") and first_section < tags.index("img")
     text = " ".join(" ".join(outline.decision_text).split())
-    for g in results["global"]["by_temperature"]:
-        head = f"T = {g['temperature']:g}: "
-        if g["verdict"] == "on":
+    for g in RunResults.model_validate(results).global_.by_temperature:
+        head = f"T = {g.temperature:g}: "
+        if g.verdict == "on":
             assert f"{head}ON at {setting_label(g)} for all traffic" in text
-        elif g["verdict"] == "off":
+        elif g.verdict == "off":
             assert f"{head}OFF for all traffic" in text
         else:
             assert f"{head}not measured" in text

@@ -8,11 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from specbench.analysis.conformance import (
-    ShortfallTest,
-    compare,
-    family_adjusted_p,
-)
+from specbench.analysis.conformance.decision import compare
+from specbench.analysis.conformance.permutation import ShortfallTest, family_adjusted_p
 from specbench.analysis.conformance_calibration import (
     ALPHA,
     null_false_shortfall_rate,

@@ -1,0 +1,62 @@
+"""Comparability of two sides: what they measured (identity: schema, models, sampling — differences
+refuse the comparison without --force) and where (the environment — listed, never disqualifying;
+for engine runs the server's, as env.json records it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.analysis.compare.sides import Side
+
+# the machine and software a transformers run measured on (the client is the machine)
+ENV_KEYS = ("device", "gpu", "cpu", "cpu_threads", "torch", "transformers")
+# engine runs: the server is the machine (engine version, GPU, engine flags), not the client
+ENGINE_ENV_KEYS = (
+    "vllm",
+    "device",
+    "gpu",
+    "cuda",
+    "torch",
+    "engine_args",
+    "speculative_config",
+    "server_info",
+    "servers",
+)
+ENGINE_BACKENDS = ("vllm", "openai")
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str
+    base: Any
+    new: Any
+
+
+def identity_differences(base: Side, new: Side) -> list[Difference]:
+    """Schema, models or sampling settings that differ: the runs measure different things."""
+    out = []
+    for k in sorted(set(base.identity) & set(new.identity)):
+        b, n = base.identity[k], new.identity[k]
+        if b is None or n is None:
+            continue  # unknown on one side (e.g. only results.json there)
+        if b != n:
+            out.append(Difference(k, b, n))
+    return out
+
+
+def env_keys(env: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of env.json that describe the machine that did the measured work: the server's
+    for engine backends (the client only sends requests), the local machine's otherwise."""
+    return ENGINE_ENV_KEYS if env.get("backend") in ENGINE_BACKENDS else ENV_KEYS
+
+
+def env_differences(base: Side, new: Side) -> list[Difference]:
+    """Hardware or software that differs. Listed, never disqualifying: within-run ratios stay
+    comparable; absolute timing gates across it only when it is the subject."""
+    keys = dict.fromkeys([*env_keys(base.env), *env_keys(new.env)])
+    return [
+        Difference(k, base.env.get(k), new.env.get(k))
+        for k in keys
+        if (base.env.get(k) or None) != (new.env.get(k) or None)
+    ]

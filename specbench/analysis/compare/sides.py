@@ -1,0 +1,270 @@
+"""The two sides of a comparison: one run (from its records, or from results.json alone) or
+several runs of one config merged, grouped by workload × temperature."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench.analysis.compare.samples import (
+    Samples,
+    Summary,
+    group_samples,
+    setting_key,
+    speedup_samples,
+    sum_by_key,
+)
+from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_workload import WorkloadResult
+
+
+@dataclass(frozen=True)
+class RecommendedSetting:
+    """A side's recommendation for one workload × temperature, as compare judges it (a digest of
+    results.json's `recommendation`)."""
+
+    verdict: str  # "on" | "off"
+    gamma: int  # 0 when off
+    setting: str  # "drafter/policy" of the recommendation
+    best_gamma: int | None  # γ of the best measured speedup (ON or not)
+
+    def text(self) -> str:
+        if self.verdict == "on":
+            return f"ON γ={self.gamma}"
+        return f"OFF (best measured γ={self.best_gamma})" if self.best_gamma else "OFF"
+
+
+@dataclass
+class Group:
+    """One workload × temperature of one run."""
+
+    workload: str
+    temperature: float
+    gammas: list[int]  # measured γ of the primary drafter, fixed policy
+    summaries: dict[str, Summary]
+    samples: dict[str, Samples] | None = None  # None: only results.json was given
+    recommendation: RecommendedSetting | None = None
+    n_prompts: int = 0
+    timing_warnings: list[str] = field(default_factory=list)  # the run's "unstable timing" notes
+    primary: str = "model/fixed"  # the primary drafter with the fixed policy
+    per_run: list[Group] = field(default_factory=list)  # the runs behind a multi-run side
+
+
+@dataclass
+class Side:
+    label: str
+    identity: dict[str, Any]  # what must match to compare at all
+    env: dict[str, Any]
+    groups: dict[tuple[str, float], Group]
+    ci_level: float = 0.95
+    has_records: bool = False
+    failed: list[str] = field(default_factory=list)  # "workload T=… setting: k failed records"
+    n_runs: int = 1
+
+    @property
+    def code(self) -> str | None:
+        """The specbench git commit that produced the run (env.json), if known."""
+        return self.env.get("specbench_git_commit") or None
+
+
+def _summary(est: EstimateJSON | None) -> Summary:
+    if est is None:
+        return Summary(None, None, None)
+    lo, hi = est.ci95
+    return Summary(est.value, lo, hi)
+
+
+def _recommendation(entry: WorkloadResult, primary: str) -> RecommendedSetting:
+    rec = entry.recommendation
+    measured = [
+        (r.measured_speedup.value, r.gamma)
+        for r in entry.gammas
+        if r.measured_speedup is not None and r.measured_speedup.value
+    ]
+    best = max(measured, key=lambda vg: vg[0], default=None)
+    return RecommendedSetting(
+        verdict=rec.verdict,
+        gamma=rec.gamma,
+        setting=f"{rec.drafter or primary}/{rec.policy or 'fixed'}",
+        best_gamma=best[1] if best else None,
+    )
+
+
+def _timing_warnings(entry: WorkloadResult) -> list[str]:
+    return [w for w in entry.warnings if w.startswith("unstable timing")]
+
+
+def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], dict[str, Summary]]:
+    out = {
+        "alpha": _summary(entry.alpha),
+        "baseline_itl_ms": _summary(entry.baseline_itl_ms),
+        "baseline_tokens_per_s": _summary(entry.baseline_tokens_per_s),
+    }
+    for m in entry.methods or []:
+        out[setting_key(f"{m.drafter}/{m.policy}", m.gamma)] = _summary(m.measured_speedup)
+    gammas = []
+    for row in entry.gammas:
+        if not row.measured:
+            continue
+        g = row.gamma
+        gammas.append(g)
+        out[f"accepted_length@{g}"] = _summary(row.mean_tokens_per_round)
+        out[f"itl_ms@{g}"] = _summary(row.itl_ms)
+        out[f"tokens_per_s@{g}"] = _summary(row.tokens_per_s)
+        out[f"speedup@{g}"] = _summary(row.measured_speedup)
+        out.setdefault(setting_key(primary, g), out[f"speedup@{g}"])
+    return gammas, out
+
+
+def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str, Any]:
+    """What must match to compare at all: from results.json's run when given, else the config."""
+    cfg = config or {}
+    if doc is not None:
+        sampling = doc.run.sampling
+        ident: dict[str, Any] = {
+            "results schema": doc.schema_,
+            "target model": doc.run.target,
+            "draft model": doc.run.draft,
+            "top_p": sampling.top_p if sampling else None,
+            "top_k": sampling.top_k if sampling else None,
+            "max_new_tokens": doc.run.max_new_tokens,
+        }
+    else:
+        draft, sampling_cfg = cfg.get("draft") or {}, cfg.get("sampling") or {}
+        ident = {
+            "results schema": None,
+            "target model": (cfg.get("target") or {}).get("model"),
+            "draft model": draft.get("model") or draft.get("method"),
+            "top_p": sampling_cfg.get("top_p"),
+            "top_k": sampling_cfg.get("top_k"),
+            "max_new_tokens": cfg.get("max_new_tokens"),
+        }
+    for role in ("target", "draft"):
+        spec = cfg.get(role) or {}
+        ident[f"{role} revision"] = spec.get("revision")
+        ident[f"{role} dtype"] = spec.get("dtype")
+    return ident
+
+
+def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
+    """A side known only by its results.json (stored CIs, no per-prompt values), validated into
+    the typed document once (a malformed file raises pydantic's ValidationError, a ValueError)."""
+    doc = as_results(results)
+    groups = {}
+    for e in doc.workloads:
+        # the recommendation names its drafter when ON; the run's primary drafter otherwise
+        prim = f"{e.recommendation.drafter or doc.run.drafter or 'model'}/fixed"
+        gammas, summaries = _entry_summaries(e, prim)
+        groups[(e.workload, e.temperature)] = Group(
+            e.workload,
+            e.temperature,
+            gammas,
+            summaries,
+            None,
+            _recommendation(e, prim.split("/")[0]),
+            e.n_prompts,
+            _timing_warnings(e),
+            prim,
+        )
+    # env.json as written (the keys it had), for the environment comparison
+    env = doc.env.model_dump(exclude_unset=True)
+    return Side(label, _identity(doc, None), env, groups, doc.run.ci_level or 0.95, False)
+
+
+def side_from_records(
+    records: list[dict[str, Any]],
+    config: dict[str, Any],
+    env: dict[str, Any],
+    label: str,
+    results: RunResults | dict[str, Any] | None = None,
+) -> Side:
+    """A side from a run's records (per-prompt values), with its results (recommendation) when
+    given — `build_results(records, config, env)` computes them."""
+    draft = config.get("draft") or {}
+    label_primary = draft.get("name") or draft.get("method", "model")
+    primary = f"{label_primary}/fixed"
+    by_group: dict[tuple[str, float], dict[str, Any]] = {}
+    failed: dict[str, int] = {}
+    for rec in records:
+        if rec.get("kind") == "failed" or rec.get("status", "ok") != "ok":
+            what = (
+                "baseline"
+                if rec.get("unit_kind", rec.get("kind")) == "baseline" or not rec.get("gamma")
+                else f"{rec.get('drafter') or label_primary}/{rec.get('policy') or 'fixed'} "
+                f"γ={rec.get('gamma')}"
+            )
+            name = f"{rec.get('workload')} T={float(rec.get('temperature', 0)):g} {what}"
+            failed[name] = failed.get(name, 0) + 1
+            continue
+        key = (rec["workload"], float(rec["temperature"]))
+        grp = by_group.setdefault(key, {"baseline": [], "settings": {}})
+        if rec["kind"] == "baseline":
+            grp["baseline"].append(rec)
+        elif rec["kind"] == "spec":
+            setting = f"{rec.get('drafter') or label_primary}/{rec.get('policy') or 'fixed'}"
+            grp["settings"].setdefault(setting, {}).setdefault(int(rec["gamma"]), []).append(rec)
+    doc = as_results(results) if results is not None else None
+    entries = {(e.workload, e.temperature): e for e in (doc.workloads if doc else [])}
+    groups = {}
+    for key, grp in by_group.items():
+        if not grp["baseline"]:
+            continue
+        fixed = grp["settings"].get(primary, {})
+        samples = group_samples(grp["baseline"], fixed)
+        for setting, by_gamma in grp["settings"].items():
+            for g, recs in by_gamma.items():
+                samples[setting_key(setting, g)] = speedup_samples(grp["baseline"], recs)
+        entry = entries.get(key)
+        groups[key] = Group(
+            key[0],
+            key[1],
+            sorted(fixed),
+            _entry_summaries(entry, primary)[1] if entry else {},
+            samples,
+            _recommendation(entry, label_primary) if entry else None,
+            len({r["prompt_id"] for r in grp["baseline"]}),
+            _timing_warnings(entry) if entry else [],
+            primary,
+        )
+    ident = _identity(doc, config)
+    ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
+    level = float((config.get("decision") or {}).get("ci_level") or 0.95)
+    fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]
+    return Side(label, ident, env, groups, level, True, fails)
+
+
+def merge_runs(runs: list[Side]) -> Side:
+    """Several runs of one side as one: per-prompt values summed over the runs (the prompt stays
+    the unit, repeats clustered inside it) and each run kept for the run-as-unit tests. The
+    caller checks that the runs measured the same thing (`identity_differences`)."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    groups = {}
+    for key, g0 in first.groups.items():
+        parts = [r.groups.get(key) for r in runs]
+        if any(p is None or p.samples is None for p in parts):
+            continue
+        gs = [p for p in parts if p is not None]
+        names = set.intersection(*[set(p.samples or {}) for p in gs])
+        samples = {k: sum_by_key([(p.samples or {})[k] for p in gs]) for k in sorted(names)}
+        recs = {p.recommendation for p in gs}
+        groups[key] = Group(
+            g0.workload,
+            g0.temperature,
+            sorted(set.intersection(*[set(p.gammas) for p in gs])),
+            {},
+            samples,
+            recs.pop() if len(recs) == 1 else None,  # runs disagree: no single verdict
+            g0.n_prompts,
+            [w for p in gs for w in p.timing_warnings],
+            g0.primary,
+            gs,
+        )
+    label = " + ".join(r.label for r in runs)
+    failed = [f"{r.label}: {f}" for r in runs for f in r.failed]
+    dropped = [k for k in first.groups if k not in groups]
+    failed += [f"{k[0]} T={k[1]:g}: not measured in every run of {label}" for k in dropped]
+    level = min(r.ci_level for r in runs)
+    return Side(label, first.identity, first.env, groups, level, True, failed, len(runs))

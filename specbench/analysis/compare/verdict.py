@@ -1,0 +1,252 @@
+"""The comparison's verdict: every tested row's p-value Holm-adjusted over the comparison
+(family-wise), each row judged on significance AND the minimum effect, its power, and the exit
+code. `compare` is the entry point (`specbench compare`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from specbench.analysis.compare.difference_tests import DiffTest
+from specbench.analysis.compare.environment import Difference, env_differences
+from specbench.analysis.compare.metrics import (
+    CODE,
+    ENV,
+    IMPROVED,
+    NOT_SIGNIFICANT,
+    REGRESSED,
+    STATUSES,
+    UNCHANGED,
+    Metric,
+    Thresholds,
+)
+from specbench.analysis.compare.rows import PendingRow, Row, RowContext, group_rows, verdict_row
+from specbench.analysis.compare.sides import Group, Side
+from specbench.analysis.multiple_testing import holm, min_detectable_effect
+
+FEW_PROMPTS = 10
+
+
+def judge(
+    metric: Metric, base_value: float, test: DiffTest, th: Thresholds, p: float | None = None
+) -> tuple[str, float | None]:
+    """(status, relative change) from the change, its (adjusted) p-value and the thresholds.
+    An exact comparison (no p, method "exact …") is certain: it needs only the minimum effect."""
+    p = test.p_value if p is None else p
+    if test.method.startswith("exact"):
+        p = 0.0
+    rel = test.change / base_value if base_value else None
+    effect = abs(rel) if metric.relative and rel is not None else abs(test.change)
+    if metric.relative and rel is None:
+        effect = math.inf if test.change else 0.0
+    minimum = float(getattr(th, metric.threshold))
+    if not effect > minimum:
+        return UNCHANGED, rel
+    if p is None or p >= th.significance:
+        return NOT_SIGNIFICANT, rel
+    worse = test.change < 0 if metric.higher_is_better else test.change > 0
+    return (REGRESSED if worse else IMPROVED), rel
+
+
+def _effect_scale(metric: Metric, th: Thresholds) -> float:
+    """The minimum effect on the test scale (log for relative metrics)."""
+    m = float(getattr(th, metric.threshold))
+    if not metric.relative:
+        return m
+    return -math.log1p(-min(m, 0.99)) if metric.higher_is_better else math.log1p(m)
+
+
+def power_advice(
+    metric: Metric, test: DiffTest, th: Thresholds, level: float, n_prompts: int, k_runs: int
+) -> tuple[float | None, str]:
+    """(minimum detectable effect at `th.power`, in the row's units — relative for relative
+    metrics — and what the row's minimum effect needs: prompts or runs per side).
+
+    Model: se² = se²_p·n/n′ + se²_r·k/k′ (prompt part shrinks with prompts, run part with runs).
+    """
+    if test.se is None:
+        return None, ""
+    z = min_detectable_effect(1.0, level, th.power, test.df)
+    mde = z * test.se
+    mde_out = math.expm1(mde) if metric.relative else mde
+    c = (_effect_scale(metric, th) / z) ** 2  # the largest se that still detects the minimum
+    se_p2, se_r2 = (test.se_prompts or 0.0) ** 2, (test.se_runs or 0.0) ** 2
+    if c <= 0:  # no minimum effect set: nothing to size for
+        return mde_out, ""
+    if test.se**2 <= c:
+        return mde_out, "enough for the minimum effect"
+    if se_p2 == 0:  # runs only (Welch over runs)
+        return mde_out, f"≈{math.ceil(k_runs * test.se**2 / c)} runs per side"
+    if se_r2 < c / 2:
+        return mde_out, f"≈{math.ceil(n_prompts * se_p2 / (c - se_r2))} prompts"
+    if se_p2 < c / 2:
+        return mde_out, f"≈{math.ceil(k_runs * se_r2 / (c - se_p2))} runs per side"
+    n2 = math.ceil(n_prompts * se_p2 / (c / 2))
+    k2 = math.ceil(k_runs * se_r2 / (c / 2))
+    return mde_out, f"≈{n2} prompts + ≈{k2} runs/side"
+
+
+@dataclass
+class Comparison:
+    base_label: str
+    new_label: str
+    mode: str  # "per-prompt records" | "stored CIs (normal approximation)"
+    thresholds: Thresholds
+    rows: list[Row]
+    env_differences: list[Difference] = field(default_factory=list)
+    forced_differences: list[Difference] = field(default_factory=list)
+    only_in_base: list[tuple[str, float]] = field(default_factory=list)
+    only_in_new: list[tuple[str, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # failed records, settings missing in new
+    strict: bool = False
+    subject: str = CODE
+    runs: tuple[int, int] = (1, 1)
+    tested: int = 0  # the size of the Holm family
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.status == REGRESSED]
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r.status == s for r in self.rows) for s in STATUSES}
+
+    @property
+    def exit_code(self) -> int:
+        """0 no regression, 1 a regression (or, under strict, a failed or missing row); 2, bad
+        input, is raised before."""
+        return 1 if self.regressions or (self.strict and self.failures) else 0
+
+
+def _settings(g: Group) -> set[str]:
+    """The speculative settings (drafter/policy @γ) a group measured."""
+    keys = set(g.samples or {}) | set(g.summaries)
+    return {k.removeprefix("speedup") for k in keys if k.startswith("speedup[")}
+
+
+def _missing(base: Side, new: Side) -> list[str]:
+    """Failed records on either side, and what the base measured that the new run did not."""
+    out = [f"failed in base: {f}" for f in base.failed]
+    out += [f"failed in new: {f}" for f in new.failed]
+    for key, b in base.groups.items():
+        n = new.groups.get(key)
+        if n is None:
+            out.append(f"missing in new: {key[0]} T={key[1]:g} (measured in base)")
+            continue
+        lost = sorted(_settings(b) - _settings(n))
+        if lost:
+            out.append(f"missing in new: {key[0]} T={key[1]:g} settings {', '.join(lost)}")
+    return out
+
+
+def compare(
+    base: Side,
+    new: Side,
+    th: Thresholds,
+    forced: list[Difference] | None = None,
+    gate_unstable_timing: bool = False,
+    strict: bool = False,
+    subject: str = CODE,
+) -> Comparison:
+    """Compare every workload × temperature both sides measured; Holm over the tested rows.
+
+    `gate_unstable_timing` is kept for old callers: a run's "unstable timing" flag no longer
+    blocks rows (the run-to-run term is in the test), it is listed in the notes."""
+    del gate_unstable_timing
+    env_diff = env_differences(base, new)
+    both_records = base.has_records and new.has_records
+    mode = "per-prompt records" if both_records else "stored CIs (normal approximation)"
+    notes: list[str] = []
+    if not both_records:
+        notes.append(
+            "only results.json on at least one side: p-values use the stored confidence intervals "
+            "under a normal approximation (no per-prompt values); pass run directories for the "
+            "bootstrap test"
+        )
+    if env_diff:
+        what = ", ".join(f"{d.field}: {d.base} vs {d.new}" for d in env_diff)
+        notes.append(
+            f"environment differs ({what}): acceptance and speedup (within-run ratios) are still "
+            + (
+                "gated, and so is absolute timing (--subject env)"
+                if subject == ENV
+                else "gated; absolute timing is informational unless --subject env"
+            )
+        )
+    ctx = RowContext(
+        th,
+        min(base.ci_level, new.ci_level),
+        both_records,
+        subject,
+        env_diff,
+        base.n_runs,
+        new.n_runs,
+    )
+    pending: list[PendingRow] = []
+    groups: list[tuple[Group, Group, int, int]] = []
+    few, unstable = [], []
+    for key in [k for k in base.groups if k in new.groups]:
+        b, n = base.groups[key], new.groups[key]
+        start = len(pending)
+        pending += group_rows(b, n, ctx)
+        rec_i = len(pending) - 1 if pending[-1].row.metric == "speedup_recommended" else -1
+        groups.append((b, n, start, rec_i))
+        if b.timing_warnings or n.timing_warnings:
+            unstable.append(f"{key[0]} T={key[1]:g}")
+        if min(b.n_prompts, n.n_prompts) < FEW_PROMPTS:
+            few.append(f"{key[0]} T={key[1]:g}")
+    rows = _adjust(pending, th)
+    out: list[Row] = []
+    for i, (b, n, start, rec_i) in enumerate(groups):
+        end = groups[i + 1][2] if i + 1 < len(groups) else len(rows)
+        out += rows[start:end]
+        if rec_i >= 0:
+            out.append(verdict_row(b, n, rows[rec_i]))
+    if unstable:
+        notes.append(
+            f"a run flagged unstable timing in {', '.join(unstable)}: speedup is still gated with "
+            "the run-to-run term; rerun on a quiet machine or raise repeats for a sharper test"
+        )
+    if few and both_records:
+        notes.append(
+            f"few prompts (< {FEW_PROMPTS}) in {', '.join(few)}: the power is low at this size; "
+            "see each row's minimum detectable effect"
+        )
+    return Comparison(
+        base.label,
+        new.label,
+        mode,
+        th,
+        out,
+        env_diff,
+        list(forced or []),
+        [k for k in base.groups if k not in new.groups],
+        [k for k in new.groups if k not in base.groups],
+        notes,
+        _missing(base, new),
+        strict,
+        subject,
+        (base.n_runs, new.n_runs),
+        sum(p.test is not None and p.test.p_value is not None for p in pending),
+    )
+
+
+def _adjust(pending: list[PendingRow], th: Thresholds) -> list[Row]:
+    """Holm over every tested row, then each row judged on its adjusted p, with its power."""
+    tested = [i for i, p in enumerate(pending) if p.test is not None and p.test.p_value is not None]
+    raw = [float(pending[i].test.p_value) for i in tested]  # type: ignore[union-attr,arg-type]
+    adjusted = dict(zip(tested, holm(raw), strict=True))
+    level = th.significance / max(1, len(tested))  # Holm's first (strictest) step
+    out = []
+    for i, p in enumerate(pending):
+        if p.test is None or p.metric is None:
+            out.append(p.row)
+            continue
+        adj = adjusted.get(i)
+        base_v = float(p.row.base) if isinstance(p.row.base, float | int) else 0.0
+        status, rel = judge(p.metric, base_v, p.test, th, adj)
+        mde, needs = power_advice(p.metric, p.test, th, level, p.n_prompts, p.k_runs)
+        out.append(
+            replace(p.row, status=status, relative_change=rel, p_value=adj, mde=mde, needs=needs)
+        )
+    return out

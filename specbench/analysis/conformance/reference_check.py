@@ -1,0 +1,180 @@
+"""The results.json `conformance` section: an engine run checked against its transformers
+reference run (`conformance.reference_run`), with greedy outputs compared at T = 0 and the
+setting differences that point at a cause when acceptance falls short."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specbench.analysis.conformance.decision import Measured, judge, measure
+from specbench.analysis.conformance.units import engine_units, reference_units
+from specbench.errors import SpecbenchError
+
+CAUSES = {
+    "chat_template": "chat template: the engine renders prompts differently from the reference "
+    "(a server's own template with server.chat, a BOS token added twice with prompt_format text, "
+    "chat_template settings that differ) — compare prompt token counts",
+    "sampling": "sampling mismatch: temperature, top_p, top_k, penalties or seeds differ; vLLM "
+    "drafts greedily by default (speculative draft_sample_method 'greedy' treats q as one-hot), "
+    "which at T > 0 accepts less than exact speculative sampling — set "
+    "speculative.options.draft_sample_method: probabilistic",
+    "dtype": "dtype: the engine runs the pair in a lower precision (bf16/fp16) than the "
+    "reference, or quantized; near-ties flip and acceptance drops",
+    "draft_config": "draft config: another draft checkpoint or revision, its own max_model_len, "
+    "tensor-parallel size or quantization, or a tokenizer/vocabulary that differs from the target's",
+}
+
+
+def greedy_outputs(
+    records: list[dict[str, Any]], ref_records: list[dict[str, Any]], workload: str, gamma: int
+) -> dict[str, int] | None:
+    """At T = 0: engine γ outputs identical to the reference's target-only greedy outputs."""
+    ref = {
+        r["prompt_id"]: r["output_ids"][0]
+        for r in ref_records
+        if r.get("kind") == "baseline"
+        and r["workload"] == workload
+        and float(r["temperature"]) == 0.0
+        and r.get("output_ids")
+        and int(r.get("repeat", 0)) == 0
+    }
+    eng = [
+        r
+        for r in records
+        if r.get("kind") == "spec"
+        and r["workload"] == workload
+        and float(r["temperature"]) == 0.0
+        and int(r["gamma"]) == gamma
+        and r.get("output_ids")
+        and int(r.get("repeat", 0)) == 0
+        and r["prompt_id"] in ref
+    ]
+    if not eng:
+        return None
+    c_ref = min(int(r.get("concurrency", 1)) for r in eng)
+    pairs = [
+        (r["output_ids"][0], ref[r["prompt_id"]])
+        for r in eng
+        if int(r.get("concurrency", 1)) == c_ref
+    ]
+    return {"n": len(pairs), "identical": sum(1 for a, b in pairs if list(a) == list(b))}
+
+
+def setting_mismatches(config: dict[str, Any], ref_config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(cause key, what differs) between the engine run's config and the reference's."""
+    out: list[tuple[str, str]] = []
+    s, rs = config.get("sampling") or {}, ref_config.get("sampling") or {}
+    for key in ("top_p", "top_k"):
+        if s.get(key) != rs.get(key):
+            out.append(("sampling", f"sampling.{key} {s.get(key)} vs reference {rs.get(key)}"))
+    for key in ("max_new_tokens", "stop"):
+        if config.get(key) != ref_config.get(key):
+            out.append(("sampling", f"{key} {config.get(key)} vs reference {ref_config.get(key)}"))
+    if config.get("chat_template") != ref_config.get("chat_template"):
+        out.append(
+            (
+                "chat_template",
+                f"chat_template {config.get('chat_template')} vs reference {ref_config.get('chat_template')}",
+            )
+        )
+    server = config.get("server") or {}
+    if config.get("backend") == "openai":
+        if server.get("chat"):
+            out.append(("chat_template", "server.chat: true (the server applies its own template)"))
+        elif server.get("prompt_format", "text") == "text":
+            out.append(
+                ("chat_template", "server.prompt_format text (the server re-tokenizes the prompt)")
+            )
+    engine = config.get("engine") or {}
+    dtype = engine.get("dtype") or (config.get("target") or {}).get("dtype")
+    ref_dtype = (ref_config.get("target") or {}).get("dtype")
+    if config.get("backend") == "vllm" and dtype != ref_dtype:
+        out.append(("dtype", f"dtype {dtype} vs reference {ref_dtype}"))
+    spec = config.get("speculative") or {}
+    opts = spec.get("options") or {}
+    if config.get("backend") == "vllm" and opts.get("draft_sample_method", "greedy") == "greedy":
+        temps = [t for t in (config.get("sampling") or {}).get("temperatures", []) if t > 0]
+        if temps:
+            out.append(("sampling", "vLLM drafts greedily (draft_sample_method greedy) at T > 0"))
+    draft = spec.get("model") or (config.get("draft") or {}).get("model")
+    ref_draft = (ref_config.get("draft") or {}).get("model")
+    if config.get("backend") == "vllm" and draft and ref_draft and draft != ref_draft:
+        out.append(("draft_config", f"draft {draft} vs reference {ref_draft}"))
+    return out
+
+
+def check_against_reference(
+    records: list[dict[str, Any]],
+    config: dict[str, Any],
+    loader: Callable[
+        [Path], tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]
+    ],
+) -> dict[str, Any] | None:
+    """The results.json `conformance` section, or None when no reference run is configured."""
+    conf = config.get("conformance") or {}
+    ref_dir = conf.get("reference_run")
+    if not ref_dir:
+        return None
+    out: dict[str, Any] = {"reference_run": str(ref_dir), "comparisons": []}
+    try:
+        ref_records, ref_config, _, _ = loader(Path(ref_dir))
+    except SpecbenchError as exc:
+        return {**out, "status": "unavailable", "reason": str(exc)}
+    if (ref_config.get("backend") or "transformers") != "transformers":
+        return {
+            **out,
+            "status": "unavailable",
+            "reason": "the reference run must use the transformers backend",
+        }
+    decision = config.get("decision") or {}
+    n_boot = int(decision.get("bootstrap", 2000))
+    level = float(decision.get("ci_level", 0.95))
+    min_effect = float(conf.get("min_effect", 0.05))
+    ref_draft = ref_config.get("draft") or {}
+    drafters = {
+        str(ref_draft.get("name") or ""),
+        str(ref_draft.get("method", "model")),
+        "model",
+    } - {""}
+    groups: dict[tuple[str, float], set[int]] = defaultdict(set)
+    for r in records:
+        if r.get("kind") == "spec" and r.get("spec_counters"):
+            groups[(r["workload"], float(r["temperature"]))].add(int(r["gamma"]))
+    measured: list[Measured] = []
+    for (workload, temp), gammas in sorted(groups.items()):
+        for g in sorted(gammas):
+            ref = reference_units(ref_records, workload, temp, g, drafters)
+            if not ref:
+                continue
+            eng = engine_units(records, workload, temp, g)
+            # the unit is the prompt of a workload, shared by its temperatures and γ
+            body, tests = measure(eng, ref, g, n_boot, level, unit_prefix=workload)
+            row = {"workload": workload, "temperature": temp, "gamma": g, **body}
+            if temp == 0.0:
+                row["greedy_outputs"] = greedy_outputs(records, ref_records, workload, g)
+            measured.append((row, tests))
+            out["comparisons"].append(row)
+    # one family over every comparison of the run: the run's status has the stated error rate
+    judge(measured, 1 - level, min_effect)
+    out["family_wise_alpha"] = round(1 - level, 6)
+    mismatches = setting_mismatches(config, ref_config)
+    out["setting_differences"] = [m for _, m in mismatches]
+    if not out["comparisons"]:
+        return {
+            **out,
+            "status": "unavailable",
+            "reason": "no workload × temperature × γ measured in both runs with per-request counters "
+            "(concurrency 1)",
+        }
+    short = [c for c in out["comparisons"] if c["verdict"] == "shortfall"]
+    out["status"] = "shortfall" if short else "ok"
+    if short:
+        flagged = {k for k, _ in mismatches}
+        # The causes the settings point at first, then the rest.
+        out["causes"] = [CAUSES[k] for k in CAUSES if k in flagged] + [
+            CAUSES[k] for k in CAUSES if k not in flagged
+        ]
+    return out

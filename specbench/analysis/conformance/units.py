@@ -1,0 +1,74 @@
+"""Per-prompt acceptance counts for the conformance check: accepted tokens, rounds and #(A ≥ i),
+repeats pooled, from the transformers reference run (full-γ rounds only) and from an engine run
+(its per-request counters at the lowest concurrency)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Units = dict[str, tuple[float, float, np.ndarray]]
+
+
+def _pool(
+    rows: list[tuple[str, float, float, list[float]]],
+) -> dict[str, tuple[float, float, np.ndarray]]:
+    """prompt → (accepted, rounds, per_pos counts), summed over repeats."""
+    out: dict[str, list[Any]] = {}
+    for pid, acc, rounds, per in rows:
+        cur = out.setdefault(pid, [0.0, 0.0, np.zeros(len(per))])
+        cur[0] += acc
+        cur[1] += rounds
+        cur[2] = cur[2] + np.asarray(per, float)
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+
+
+def reference_units(
+    records: list[dict[str, Any]], workload: str, temp: float, gamma: int, drafters: set[str]
+) -> dict[str, tuple[float, float, np.ndarray]]:
+    """Per prompt from a transformers run: accepted, rounds and #(A ≥ i) over full-γ rounds."""
+    rows = []
+    for r in records:
+        if (
+            r.get("kind") != "spec"
+            or r["workload"] != workload
+            or float(r["temperature"]) != temp
+            or int(r["gamma"]) != gamma
+            or (r.get("policy") or "fixed") != "fixed"
+            or r.get("drafter", "model") not in drafters
+            or "rounds" not in r
+        ):
+            continue
+        acc = np.asarray(r["rounds"]["accepted"], int)
+        full = acc[np.asarray(r["rounds"]["drafted"], int) == gamma]
+        per = [float((full >= i).sum()) for i in range(1, gamma + 1)]
+        rows.append((r["prompt_id"], float(full.sum()), float(len(full)), per))
+    return _pool(rows)
+
+
+def engine_units(
+    records: list[dict[str, Any]], workload: str, temp: float, gamma: int
+) -> dict[str, tuple[float, float, np.ndarray]]:
+    """Per prompt from an engine run: the per-request counters at the lowest concurrency."""
+    mine = [
+        r
+        for r in records
+        if r.get("kind") == "spec"
+        and r["workload"] == workload
+        and float(r["temperature"]) == temp
+        and int(r["gamma"]) == gamma
+        and r.get("spec_counters")
+    ]
+    if not mine:
+        return {}
+    c_ref = min(int(r.get("concurrency", 1)) for r in mine)
+    rows = []
+    for r in mine:
+        if int(r.get("concurrency", 1)) != c_ref:
+            continue
+        c = r["spec_counters"]
+        per = list(c.get("num_accepted_tokens_per_pos") or [])[:gamma]
+        per += [0.0] * (gamma - len(per))
+        rows.append((r["prompt_id"], float(c["num_accepted_tokens"]), float(c["num_drafts"]), per))
+    return _pool(rows)

@@ -1,0 +1,246 @@
+"""results.json (schema 2) as pydantic models: what `analysis.results.build_results` writes, for
+the transformers backend and the serving engines (`backend: vllm` / `openai`) alike.
+
+This module holds the document (`RunResults`: run, env, the pool-wide decision, economics,
+failures) and the JSON Schema; one workload's entry is `results_model_workload`, the engine runs'
+sections `results_model_engine`, the shared parts (estimates, settings, tails)
+`results_model_base`.
+
+The report (`specbench.report`) renders a validated `RunResults` and reads attributes, so a key
+renamed in the analysis fails validation at the report's entry instead of printing "–" in a
+table. The JSON Schema of these models ships as docs/schema/results.schema.json; regenerate it
+with `python -m specbench.analysis.results_model` (tests/analysis/test_results_model.py fails
+while the shipped file differs from the models).
+
+Conventions: a field without a default is written for every workload of every backend; a field
+defaulting to None is written only by one backend or in one case (named in its comment). Numbers
+the analysis could not compute are null (`analysis.serialize.json_num`). Dict keys that are γ
+values are strings, as JSON writes them (the verify fit's residuals by drafted count: int). The
+fields' meanings are in the README's results.json section and docs/theory.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specbench.analysis.results_model_base import (
+    EstimateJSON,
+    Num,
+    ResultsModel,
+    SettingSpeedup,
+    Verdict,
+)
+from specbench.analysis.results_model_engine import Conformance
+from specbench.analysis.results_model_workload import WorkloadResult
+
+# env.json is passed through as written (`report.writer.read_env`): text or number fields
+EnvValue = str | int | float | None
+
+# --- run, env ---------------------------------------------------------------------------------
+
+
+class RunSampling(ResultsModel):
+    temperatures: list[float] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+class RunInfo(ResultsModel):
+    name: str | None
+    target: str | None
+    draft: str | None
+    drafter: str
+    sampling: RunSampling | None
+    gammas: list[int] | None
+    max_new_tokens: int | None
+    backend: str
+    concurrency: list[int] | None
+    margin: float
+    ci_level: float
+
+
+class ServerEndpoint(BaseModel):
+    """An openai-backend server as env.json lists it."""
+
+    model_config = ConfigDict(extra="allow")  # passed through from env.json (any version)
+
+    url: str | None = None
+    gamma: int | None = None
+    label: str | None = None
+
+
+class RunEnv(BaseModel):
+    """env.json of the run, passed through. The fields the report reads are typed; the rest are
+    kept as written, because env.json is whatever the specbench version and backend that made
+    the run recorded (`report.writer.read_env` accepts any text / number field)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    specbench: EnvValue = None
+    device: EnvValue = None
+    gpu: EnvValue = None
+    cpu: EnvValue = None
+    dtype: EnvValue = None
+    torch: EnvValue = None
+    transformers: EnvValue = None
+    backend: EnvValue = None
+    vllm: EnvValue = None
+    engine_args: dict[str, Any] | None = None
+    speculative_config: dict[str, Any] | None = None
+    servers: list[ServerEndpoint] | None = None
+    server_info: dict[str, dict[str, Any]] | None = None
+    chat: bool | EnvValue = None
+    prompt_format: EnvValue = None
+    memory: dict[str, Any] | None = None  # model profiles (analysis.serving_cost.draft_memory)
+
+
+# --- the pool-wide decision -------------------------------------------------------------------
+
+
+class PoolDecision(ResultsModel):
+    """One temperature's pool-wide setting (`analysis.recommend.pool_recommendation`)."""
+
+    temperature: float
+    workloads: list[str]
+    rule: str | None = None  # absent when no workload has a measured verdict
+    candidates: int | None = None
+    false_on_rate: Num = None
+    per_workload_routing_speedup: Num = None
+    critical_value: Num = None
+    settings: list[SettingSpeedup] | None = None
+    drafter: str | None = None  # ON only
+    policy: str | None = None
+    gamma: int
+    verdict: Verdict
+    speedup: EstimateJSON | None
+    decision_lower_bound: Num = None  # ON only
+    best_measured: SettingSpeedup | None = None  # OFF with candidates
+    reason: str | None = None
+    on_for: list[str]
+    off_for: list[str]
+    not_measured: list[str]
+
+
+class GlobalRecommendation(ResultsModel):
+    by_temperature: list[PoolDecision]
+
+
+# --- economics --------------------------------------------------------------------------------
+
+
+class CostAtLoad(ResultsModel):
+    concurrency: int
+    usd_per_million_off: Num
+    usd_per_million_on: Num
+    basis: str
+
+
+class WorkloadEconomics(ResultsModel):
+    workload: str
+    temperature: float
+    gamma: int | None
+    verdict: Verdict
+    loads: list[CostAtLoad]
+    ttft_change_ms: Num
+    draft_memory_mb: Num
+
+
+class DraftMemory(ResultsModel):
+    """What a draft costs in memory (docs/theory.md §12)."""
+
+    weights_mib: Num
+    weights_share_of_target: Num
+    kv_kib_per_token: Num
+    target_kv_tokens_displaced: int | None
+    kv_share_per_sequence: Num
+
+
+class Economics(ResultsModel):
+    gpu_hour_usd: Num
+    gpus: int
+    by_workload: list[WorkloadEconomics]
+    draft_memory: dict[str, DraftMemory] | None
+
+
+# --- the document -----------------------------------------------------------------------------
+
+
+class Failure(ResultsModel):
+    """A unit (prompt × setting) that failed and was not completed by a later --resume."""
+
+    workload: str
+    temperature: float
+    gamma: int
+    prompt_id: str
+    error: str | None
+
+
+class RunResults(ResultsModel):
+    """results.json: the whole document (`analysis.results.build_results`)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        title="specbench results.json",
+        json_schema_extra={"$comment": "generated by python -m specbench.analysis.results_model"},
+    )
+
+    schema_: Literal[2] = Field(alias="schema")
+    run: RunInfo
+    env: RunEnv
+    workloads: list[WorkloadResult]
+    global_: GlobalRecommendation = Field(alias="global")
+    economics: Economics
+    failures: list[Failure]
+    conformance: Conformance | None = None  # engine runs with conformance.reference_run
+
+
+def as_results(results: RunResults | dict[str, Any]) -> RunResults:
+    """The typed document of a results.json dict (as built or as read back); a model passes."""
+    if isinstance(results, RunResults):
+        return results
+    return RunResults.model_validate(results)
+
+
+# --- JSON Schema ------------------------------------------------------------------------------
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic generates
+
+# name → model of each shipped schema; records and accept.json join here when they are models
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {"results": RunResults}
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """{name: JSON Schema (draft 2020-12)} of every file format specbench writes that has a
+    model."""
+    return {
+        name: {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema(by_alias=True)}
+        for name, model in SCHEMA_MODELS.items()
+    }
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The shipped file's text of one schema (stable: sorted keys, one trailing newline)."""
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_schemas(out_dir: Path = SCHEMA_DIR) -> list[Path]:
+    """Write docs/schema/NAME.schema.json for every model; return the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, schema in json_schemas().items():
+        path = out_dir / f"{name}.schema.json"
+        path.write_text(schema_text(schema), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write_schemas(Path(sys.argv[1]) if len(sys.argv) > 1 else SCHEMA_DIR):
+        print(written)
