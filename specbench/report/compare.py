@@ -29,6 +29,7 @@ from specbench.analysis.compare import (
     Comparison,
     Row,
 )
+from specbench.analysis.serialize import json_safe
 
 # 1 — first version; 2 — rows carry raw_p_value (p_value is Holm-adjusted), mde, needs; kinds
 #     acceptance/speedup/timing; status "informational"; failures, strict, subject, runs, tested
@@ -355,17 +356,6 @@ def to_junit(c: Comparison) -> str:
     root.set("failures", str(sum(totals[(n, "failures")] for n in suites)))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def json_safe(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.report.text import setting_label
 
 ROOT = Path(__file__).resolve().parents[2]
