@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from specbench.analysis import rollout
 from specbench.errors import SpecbenchError, malformed_file
 
@@ -32,10 +34,20 @@ class Sampling(Protocol):
     def greedy(self) -> bool: ...
 
 
-class BucketScores(rollout.Scored, Protocol):
-    """One request's scores (`spec.teacher_forced.RequestScores` fits), with its index."""
+class BucketScores(Protocol):
+    """One request's scores (`spec.teacher_forced.RequestScores` fits): its index and what
+    `rollout.Scored` reads."""
 
-    request: int
+    @property
+    def request(self) -> int: ...
+    @property
+    def positions(self) -> np.ndarray: ...
+    @property
+    def beta(self) -> np.ndarray: ...
+    @property
+    def agree(self) -> np.ndarray: ...
+    @property
+    def target_nll(self) -> np.ndarray: ...
 
 
 def setting_label(p: Sampling) -> str:
@@ -125,9 +137,9 @@ def plan_buckets(
     for s in scores:
         by_bucket.setdefault(bucket_of[s.request], []).append(s)
 
-    def summarize(
-        name: str, scored: Sequence[BucketScores], tm: rollout.TimeModel
-    ) -> rollout.BucketResult:
+    # Sequence[Any]: rollout.Scored declares settable attributes, which a frozen RequestScores
+    # does not have; the fields it reads are the ones BucketScores states.
+    def summarize(name: str, scored: Sequence[Any], tm: rollout.TimeModel) -> rollout.BucketResult:
         acc = rollout.summarize_bucket(name, scored, labels, edges, n_boot, level, target_halfwidth)
         return rollout.bucket_result(acc, tm, gamma_max, margin, target_halfwidth)
 
