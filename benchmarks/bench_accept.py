@@ -31,15 +31,10 @@ import numpy as np
 import torch
 
 from specbench.analysis import rollout
-from specbench.commands.accept import (
-    AcceptOptions,
-    FieldNames,
-    measure_requests,
-    parse_requests,
-    read_logged_rows,
-    tokenize_requests,
-)
 from specbench.config import ModelSpec
+from specbench.data.logged import open_logged, select_requests
+from specbench.data.logged_rows import FieldNames
+from specbench.harness.accept import AcceptOptions, measure_requests, tokenize_requests
 from specbench.models import check_pair_compatible, load_model
 from specbench.spec.drafters import ModelDrafter
 from specbench.spec.generate import fixed_gamma, speculative_generate
@@ -131,14 +126,15 @@ def main() -> None:
     draft = load_model(ModelSpec(model=args.draft, device=args.device, dtype=args.dtype))
     vocab = check_pair_compatible(target, draft)
     v, eos = vocab.real_vocab_size, frozenset(vocab.eos_token_ids)
-    raw = read_logged_rows(args.data)
-    requests, _ = parse_requests(raw, FieldNames(bucket=args.bucket_by), 0, skip_bad=False)
-    tokenized = tokenize_requests(requests, target.tokenizer, "auto", [], False, raw.source)
+    fields = FieldNames(bucket=args.bucket_by)
+    source, rows = open_logged(args.data, columns=fields.columns())
+    requests = select_requests(source, rows, fields, 0, False, None, None, args.seed).requests
+    tokenized = tokenize_requests(requests, target.tokenizer, "auto", [], False, source)
     params = [r.params or SamplingParams(1.0) for r, _, _ in tokenized]
     sync = Clock(target.device).now  # device-synchronised milliseconds
 
     # warm-up, not timed: one accept pass (every batch shape) and one short generation
-    accept_pass(target, draft, requests, params, raw.source, v)
+    accept_pass(target, draft, requests, params, source, v)
     generation_pass(target, draft, tokenized[:1], params, args.gamma, 8, args.seed, v, eos)
 
     gen_times, acc_times, e2e_times = [], [], []
@@ -149,7 +145,7 @@ def main() -> None:
         )
         gen_times.append((sync() - t0) / 1000)
         t0 = sync()
-        scored = accept_pass(target, draft, requests, params, raw.source, v)
+        scored = accept_pass(target, draft, requests, params, source, v)
         acc_times.append((sync() - t0) / 1000)
         t0 = sync()
         measure_requests(
@@ -159,7 +155,7 @@ def main() -> None:
             requests,
             AcceptOptions(settings=[], logged_params=True),
             lambda _b: rollout.time_model_relative(0.1, 0.0, "default"),
-            raw.source,
+            source,
         )
         e2e_times.append((sync() - t0) / 1000)
     gen_s, acc_s, e2e_s = (statistics.median(t) for t in (gen_times, acc_times, e2e_times))
@@ -189,7 +185,7 @@ def main() -> None:
         f"pair: {args.target} ← {args.draft} on {target.device} ({target.dtype}), {args.threads} thread(s); median of {args.repeats} interleaved passes"
     )
     print(
-        f"data: {raw.source}: {len(tokenized)} requests (logged temperatures {temps}); generation γ={args.gamma}, ≤ {args.max_new} new tokens"
+        f"data: {source}: {len(tokenized)} requests (logged temperatures {temps}); generation γ={args.gamma}, ≤ {args.max_new} new tokens"
     )
     print(
         f"generation-based: {int(gen_verified)} verified positions in {gen_s:.2f} s = {gen_rate:,.0f} positions/s"

@@ -190,7 +190,7 @@ def _install(ctx: Context, timeout_s: float, log: Any) -> StepResult:
         "pip install --no-deps -e . " + ("done" if rc == 0 else "failed: running from the tree")
     )
     wall = time.monotonic() - t0
-    if not _imports(ctx, "specbench.config, specbench.cli"):
+    if not _imports(ctx, "specbench.config, specbench.cli.app"):
         return StepResult(
             "install", "fail", wall, None, "; ".join([*notes, "specbench does not import"])
         )

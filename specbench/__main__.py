@@ -1,5 +1,5 @@
 """`python -m specbench` runs the CLI."""
 
-from specbench.cli import main
+from specbench.cli.app import main
 
 main()

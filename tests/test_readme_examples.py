@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.cli import run_cli
+from specbench.cli.app import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

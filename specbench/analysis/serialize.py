@@ -1,5 +1,5 @@
-"""JSON-ready numbers: finite floats rounded to 6 digits, None for NaN/inf (results.json holds
-no non-standard `NaN`)."""
+"""JSON-ready numbers: finite floats rounded to 6 digits, None for NaN/inf (results.json and the
+commands' `--json` documents hold no non-standard `NaN`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def est_json(e: Estimate | None) -> dict[str, Any] | None:
 
 
 def json_safe(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become null."""
+    """JSON-safe copy: non-finite floats become null (dicts, lists and tuples walked)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):

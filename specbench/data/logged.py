@@ -1,15 +1,8 @@
 """Logged traffic for `specbench accept`: read request logs where they live, as they were
-logged, and keep a seeded sample per bucket while streaming.
+logged, and keep a seeded sample per bucket while streaming (each row parsed by
+data/logged_rows.py).
 
-A row holds the conversation before the answer and the answer, located by field paths
-(`data.paths`): `--prompt-field` (text, or a list of messages), `--messages-field` (a list of
-OpenAI-style messages: system prompts, content-part arrays, assistant tool calls, tool results;
-a final assistant message is the response when the row has no response value),
-`--response-field` (text or content parts), optionally `tools` (passed to the chat template), a
-bucket, an id and the request's `temperature` / `top_p`. Defaults: `prompt`, `messages`,
-`response`, `tools`, `id`, `temperature`, `top_p`.
-
-Rows stream from any source `data.sources.iter_source` reads (local or fsspec URL; Parquet
+Fields of a row: data/logged_rows.py. Rows stream from any source `data.sources.iter_source` reads (local or fsspec URL; Parquet
 reading only the columns the paths start in) or a Hugging Face dataset, and each bucket keeps
 at most `max_requests` of them by reservoir sampling (`data.sample`), so memory holds the sample
 and time is one pass. Rows are parsed as they are drawn into the sample (all of them without a
@@ -21,72 +14,26 @@ the sample stays uniform over the usable rows drawn.
 
 from __future__ import annotations
 
-import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import specbench.data.sources as sources
-from specbench.data.conversation import (
-    BadConversation,
-    content_text,
-    normalize_messages,
-    normalize_tools,
+from specbench.data.logged_rows import (
+    BadRow,
+    FieldNames,
+    LoggedRequest,
+    bucket_of,
+    check_fields,
+    parse_row,
 )
-from specbench.data.paths import MISSING, get_path, parse_path
 from specbench.data.sample import Reservoirs
 from specbench.data.sources import Row
 from specbench.errors import SpecbenchError
-from specbench.spec.sampling import SamplingParams
 
-DEFAULT_BUCKET = "all"
 MAX_SKIPPED_LISTED = 1000
 _HF_DISK_MARKERS = ("dataset_info.json", "dataset_dict.json", "state.json")
-
-
-@dataclass(frozen=True)
-class FieldNames:
-    """Field paths of each part of a row; `*_explicit` marks a path the user gave (it must then
-    exist)."""
-
-    prompt: str = "prompt"
-    messages: str = "messages"
-    response: str = "response"
-    bucket: str | None = None
-    id: str = "id"
-    temperature: str = "temperature"
-    top_p: str = "top_p"
-    tools: str = "tools"
-    prompt_explicit: bool = False
-    messages_explicit: bool = False
-
-    def paths(self) -> list[str]:
-        names = [self.prompt, self.messages, self.response, self.id, self.temperature]
-        names += [self.top_p, self.tools] + ([self.bucket] if self.bucket else [])
-        return names
-
-    def columns(self) -> list[str]:
-        """The top-level columns the paths start in (all a Parquet reader needs to decode)."""
-        return list(dict.fromkeys(parse_path(p).column for p in self.paths()))
-
-
-@dataclass(frozen=True)
-class LoggedRequest:
-    location: str  # "line 3" / "row 3", for messages
-    id: str
-    bucket: str
-    messages: list[dict[str, Any]]  # the conversation before the response
-    response: str
-    params: SamplingParams | None  # the request's logged sampling parameters, if any
-    tools: list[dict[str, Any]] | None = None
-    dropped_parts: dict[str, int] = field(default_factory=dict)  # non-text parts by type
-
-
-class BadRow(Exception):
-    """A row that cannot be used; the message says why (without the row number)."""
 
 
 def open_logged(
@@ -117,147 +64,6 @@ def open_logged(
     )
 
 
-def check_fields(source: str, first: Row, f: FieldNames) -> None:
-    """A named field that the first row lacks is an error about the source, not about a row."""
-    v = first.values
-    cols = ", ".join(str(k) for k in v)
-
-    def missing(name: str, option: str) -> SpecbenchError:
-        return SpecbenchError(f"{source} has no column '{name}' ({option}); columns: {cols}")
-
-    def has(path: str) -> bool:
-        return get_path(v, path) is not MISSING
-
-    if f.messages_explicit and not has(f.messages):
-        raise missing(f.messages, "--messages-field")
-    if f.prompt_explicit and not has(f.prompt):
-        raise missing(f.prompt, "--prompt-field")
-    if not (has(f.prompt) or has(f.messages)):
-        raise SpecbenchError(
-            f"{source} has neither a '{f.prompt}' nor a '{f.messages}' column; set "
-            f"--prompt-field or --messages-field to one of: {cols}"
-        )
-    conversation = f.messages_explicit or (has(f.messages) and not f.prompt_explicit)
-    if f.prompt_explicit and not isinstance(get_path(v, f.prompt), str | type(None)):
-        conversation = True  # --prompt-field names a message list
-    if not has(f.response) and not conversation:
-        raise missing(f.response, "--response-field")
-    if f.bucket is not None and not has(f.bucket):
-        raise missing(f.bucket, "--bucket-by")
-
-
-def _text(value: Any, what: str) -> str:
-    if value is None or value is MISSING or (isinstance(value, float) and math.isnan(value)):
-        raise BadRow(f"the {what} is missing")
-    if not isinstance(value, str):
-        raise BadRow(f"the {what} must be text, got {type(value).__name__}")
-    if not value.strip():
-        raise BadRow(f"the {what} is empty")
-    return value
-
-
-def _number(value: Any, name: str) -> float | None:
-    if value is None or value is MISSING or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise BadRow(f"'{name}' must be a number, got {value!r}") from None
-    return None if math.isnan(x) else x
-
-
-def _as_conversation(value: Any) -> Any:
-    """A prompt value that is a message list (or its JSON text), else None."""
-    if isinstance(value, str):
-        if not value.lstrip().startswith("["):
-            return None
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    if isinstance(value, list | tuple) and value and isinstance(value[0], dict):
-        return value
-    return None
-
-
-def parse_row(row: Row, f: FieldNames, top_k: int) -> LoggedRequest:
-    v = row.values
-    if f.messages_explicit or (
-        not f.prompt_explicit and get_path(v, f.messages) not in (MISSING, None)
-    ):
-        name, value = f.messages, get_path(v, f.messages)
-    else:
-        name, value = f.prompt, get_path(v, f.prompt)
-    if value is MISSING:
-        raise BadRow(f"no '{name}' value")
-    response: Any = get_path(v, f.response)
-    dropped: dict[str, int] = {}
-    conversation = value if name == f.messages else _as_conversation(value)
-    try:
-        if conversation is not None or name == f.messages:
-            conv = normalize_messages(value if conversation is None else conversation, name)
-            messages, dropped = conv.messages, conv.dropped_parts
-            if response in (MISSING, None) and messages[-1]["role"] == "assistant":
-                last, messages = messages[-1], messages[:-1]
-                if not messages:
-                    raise BadRow(f"'{name}' holds only the assistant's answer, no prompt")
-                if not last["content"].strip() and last.get("tool_calls"):
-                    raise BadRow(
-                        "the logged answer is a tool call without text; accept scores text "
-                        "answers (the rows before and after a call score its text turns)"
-                    )
-                response = last["content"]
-        else:
-            messages = [{"role": "user", "content": _text(value, f"prompt ('{f.prompt}')")}]
-        if response is MISSING:
-            raise BadRow(f"no '{f.response}' value")
-        if isinstance(response, list | tuple):
-            parts: Counter[str] = Counter(dropped)
-            response = content_text(response, f"the response ('{f.response}')", parts)
-            dropped = dict(parts)
-        logged_tools = get_path(v, f.tools)
-        tools = None if logged_tools is MISSING else normalize_tools(logged_tools, f.tools)
-    except BadConversation as exc:
-        raise BadRow(str(exc)) from None
-    response = _text(response, f"response ('{f.response}')")
-    bucket = _bucket_of(row, f)
-    if bucket is None:
-        raise BadRow(f"the bucket ('{f.bucket}') is empty")
-    temp = _number(get_path(v, f.temperature), f.temperature)
-    top_p = _number(get_path(v, f.top_p), f.top_p)
-    if temp is not None and temp < 0:
-        raise BadRow(f"'{f.temperature}' must be >= 0, got {temp:g}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise BadRow(f"'{f.top_p}' must be in (0, 1], got {top_p:g}")
-    params = None
-    if temp is not None or top_p is not None:
-        params = SamplingParams(
-            1.0 if temp is None else temp, top_k, 1.0 if top_p is None else top_p
-        )
-    rid = get_path(v, f.id)
-    return LoggedRequest(
-        row.location,
-        str(rid) if rid not in (MISSING, None, "") else row.location,
-        bucket,
-        messages,
-        response,
-        params,
-        tools,
-        dropped,
-    )
-
-
-def _bucket_of(row: Row, f: FieldNames) -> str | None:
-    """The row's bucket (as `parse_row` reads it), or None when it has none."""
-    if f.bucket is None:
-        return DEFAULT_BUCKET
-    raw = get_path(row.values, f.bucket)
-    if raw in (MISSING, None):
-        return None
-    text = str(raw).strip()
-    return text or None
-
-
 @dataclass
 class Selection:
     """The sampled requests (in source order) and what was left out."""
@@ -267,6 +73,23 @@ class Selection:
     skipped_total: int
     rows_read: int
     bucket_rows: dict[str, int]  # rows per bucket before sampling (less those found malformed)
+
+    def notes(self, wanted: list[str] | None) -> list[str]:
+        """What the reader should know about the rows left out: buckets every row of which was
+        malformed, and skipped rows beyond those listed one by one."""
+        kept = {r.bucket for r in self.requests}
+        emptied = sorted({s["bucket"] for s in self.skipped} - kept - {""})
+        notes = [
+            f"bucket '{b}': every row was malformed and skipped"
+            for b in emptied
+            if wanted is None or b in wanted
+        ]
+        if self.skipped_total > len(self.skipped):
+            notes.append(
+                f"{self.skipped_total} malformed rows skipped; the first {len(self.skipped)} "
+                "are listed"
+            )
+        return notes
 
 
 def select_requests(
@@ -290,7 +113,7 @@ def select_requests(
         if n_rows == 0:
             check_fields(source, row, f)
         n_rows += 1
-        bucket = _bucket_of(row, f)
+        bucket = bucket_of(row, f)
         if bucket is not None:
             counts[bucket] += 1
         if bucket is not None and wanted is not None and bucket not in wanted:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "logged" / "tiny_traffic.jsonl"
@@ -157,7 +157,8 @@ def test_console_prints_alpha_and_the_rollout_plan(
 
 
 def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -> None:
-    from specbench.data.logged import FieldNames, open_logged, select_requests
+    from specbench.data.logged import open_logged, select_requests
+    from specbench.data.logged_rows import FieldNames
 
     df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
     df.to_csv(tmp_path / "t.csv", index=False)

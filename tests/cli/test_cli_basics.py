@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 import specbench
-from specbench.cli import app
+from specbench.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "80", "NO_COLOR": "1"})

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.analysis.results import build_results
-from specbench.cli import app
+from specbench.cli.app import app
 
 from ..analysis.test_compare import ENV, config, make_records
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import load_workload
 from specbench.errors import SpecbenchError

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 
 runner = CliRunner(env={"COLUMNS": "140", "NO_COLOR": "1"})
 
@@ -101,11 +101,15 @@ def test_roi_plot_and_csv_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--alpha", "1.5"], "--alpha must be in [0, 1]"),
-        (["--alpha", "-0.1"], "--alpha must be in [0, 1]"),
+        (["--alpha", "1.5"], "'--alpha': Input should be less than or equal to 1"),
+        (["--alpha", "-0.1"], "'--alpha': Input should be greater than or equal to 0"),
         (["--alpha", "0.5", "--t-target", "0", "--t-draft", "1"], "--t-target must be a time > 0"),
         (["--alpha", "0.5", "--t-target", "10", "--t-draft", "-1"], "--t-draft must be a time > 0"),
-        (["--alpha", "0.5", "--gamma-max", "0"], "--gamma-max must be in [1, 1024]"),
+        (["--alpha", "0.5", "--gamma-max", "0"], "'--gamma-max': Input should be greater than"),
+        (
+            ["--alpha", "0.5", "--gamma-max", "1025"],
+            "'--gamma-max': Input should be less than or equal to 1024",
+        ),
         (["--accepted", "7", "--gamma", "5"], "--accepted must be in [1, 6]"),
         (["--accepted", "0.5", "--gamma", "5"], "--accepted must be in [1, 6]"),
         (["--accepted", "2"], "--accepted needs --gamma"),

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench.cli import run_cli
+from specbench.cli.app import run_cli
 from specbench.config import dump_config, parse_config, read_yaml
 from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.records import iter_records

@@ -12,7 +12,8 @@ import pytest
 
 from specbench.data import build_context_ids
 from specbench.data.conversation import BadConversation, normalize_messages
-from specbench.data.logged import FieldNames, open_logged, parse_row, select_requests
+from specbench.data.logged import open_logged, select_requests
+from specbench.data.logged_rows import FieldNames, parse_row
 from specbench.data.sources import Row
 from specbench.errors import SpecbenchError
 from specbench.tinypair import TINY_PAIR_DIR

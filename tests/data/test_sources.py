@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
-from specbench.data.logged import FieldNames, open_logged, select_requests
+from specbench.data.logged import open_logged, select_requests
+from specbench.data.logged_rows import FieldNames
 from specbench.data.paths import MISSING, get_path, parse_path
 from specbench.data.sample import Reservoirs
 from specbench.data.sources import iter_source, resolve_files

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app, run_incomplete
+from specbench.cli.app import app
+from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config
 from specbench.harness.plan import RunOutcome, load_prompts
 from specbench.harness.serving.driver import run_engine

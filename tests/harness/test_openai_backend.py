@@ -21,7 +21,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.records import read_records
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.cli import run_incomplete
+from specbench.cli.run import run_incomplete
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness import runner

@@ -275,8 +275,9 @@ def test_accept_alpha_agrees_with_run_on_target_generated_responses(
     by accept at T=1, against α measured by `run` (speculative decoding, exact β over verified
     positions) on the same prompts at T=1: the two intervals must overlap."""
     from specbench.analysis.acceptance import estimate_alpha
-    from specbench.commands.accept import AcceptOptions, LoggedRequest, measure_requests
+    from specbench.data.logged_rows import LoggedRequest
     from specbench.harness import runner
+    from specbench.harness.accept import AcceptOptions, measure_requests
     from specbench.records import read_records
     from specbench.spec.generate import baseline_generate
     from specbench.spec.lm import CachedLM

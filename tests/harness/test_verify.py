@@ -19,7 +19,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 import specbench.harness.verify as verify_mod
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
 from specbench.harness.verify import (

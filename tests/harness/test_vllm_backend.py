@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.records import read_records
 
 from .test_openai_backend import tiny_pair_dirs

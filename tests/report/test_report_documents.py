@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.analysis.results_model import RunResults
-from specbench.cli import app
+from specbench.cli.app import app
 from specbench.report.text import setting_label
 
 ROOT = Path(__file__).resolve().parents[2]

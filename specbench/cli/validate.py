@@ -27,7 +27,8 @@ from typing import Annotated, Any
 
 import typer
 
-from specbench.cli import EXIT_BAD_INPUT, app
+from specbench.cli.exit_codes import EXIT_BAD_INPUT, one_line
+from specbench.cli.options import JsonOption
 from specbench.errors import SpecbenchError
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -41,10 +42,6 @@ class Checked:
     facts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def check_datasets(cfg: Any, base_dir: Path, out: Checked) -> None:
@@ -177,11 +174,10 @@ def validate_config(path: Path, offline: bool, timeout_s: float) -> Checked:
             if importlib.util.find_spec("vllm") is None:
                 out.warnings.append("vLLM is not installed here: make install-vllm")
     except SpecbenchError as exc:
-        out.error = _one_line(str(exc))
+        out.error = one_line(str(exc))
     return out
 
 
-@app.command()
 def validate(
     configs: Annotated[
         list[Path], typer.Argument(help="Run configurations (YAML) to check.", show_default=False)
@@ -197,14 +193,11 @@ def validate(
         float,
         typer.Option("--timeout", help="Seconds to wait for each endpoint.", min=0.1, max=60.0),
     ] = DEFAULT_TIMEOUT_S,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check configs without running a model: keys and bounds, datasets, tokenizers, endpoints.
 
     Exit codes: 0 every config is valid; 2 at least one is not (one `error:` line each)."""
-    from specbench.cli import quiet_third_party
-
-    quiet_third_party()
     results = [validate_config(p, offline, timeout) for p in configs]
     if strict:
         for r in results:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from specbench.cli import app, user_errors
+from specbench.cli.options import JsonOption
 from specbench.config import POLICY_NAMES, PolicySpec
 from specbench.errors import SpecbenchError
 
@@ -61,7 +61,6 @@ def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
         raise SpecbenchError(f"--policy {text}: {where}{msg}") from None
 
 
-@app.command()
 def simulate(
     run_dir: Annotated[Path, typer.Argument(help="A run directory with per-round records.")],
     policy: Annotated[
@@ -71,28 +70,25 @@ def simulate(
             help="Policy to replay, e.g. adaptive or confidence:threshold=0.5 (repeatable; default: all five).",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
     from specbench.analysis.simulate import simulate_run
     from specbench.report.simulate import render_simulation
     from specbench.report.writer import load_run
 
-    with user_errors():
-        specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
-        records, config, _env, _notes = load_run(run_dir)
-        drafters = [config.get("draft") or {}, *(config.get("extra_drafters") or [])]
-        ngram = frozenset(
-            d.get("name") or d.get("method", "model")
-            for d in drafters
-            if d.get("method") == "ngram"
-        )
-        results = simulate_run(records, specs, ngram_drafters=ngram or frozenset({"ngram"}))
-        if not results:
-            raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
-        (run_dir / "simulation.json").write_text(json.dumps(results, indent=2) + "\n")
-        if as_json:
-            typer.echo(json.dumps(results, indent=2))
-            return
-        render_simulation(Console(), results)
-        Console().print(f"written: {run_dir}/simulation.json")
+    specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
+    records, config, _env, _notes = load_run(run_dir)
+    drafters = [config.get("draft") or {}, *(config.get("extra_drafters") or [])]
+    ngram = frozenset(
+        d.get("name") or d.get("method", "model") for d in drafters if d.get("method") == "ngram"
+    )
+    results = simulate_run(records, specs, ngram_drafters=ngram or frozenset({"ngram"}))
+    if not results:
+        raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
+    (run_dir / "simulation.json").write_text(json.dumps(results, indent=2) + "\n")
+    if as_json:
+        typer.echo(json.dumps(results, indent=2))
+        return
+    render_simulation(Console(), results)
+    Console().print(f"written: {run_dir}/simulation.json")

@@ -1,35 +1,18 @@
-"""`specbench verify CONFIG`: the losslessness check for a pair and its sampling settings.
-
-    specbench verify configs/tiny.yaml                       # greedy identity + sampled tests
-    specbench verify configs/tiny.yaml --temperature 1 --top-p 0.9 --contexts 8 --samples 2000
-    specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # LOSSY rule's cost
-    specbench verify configs/tiny.yaml --json
-
-Every drafter of the config is checked (plus n-gram prompt lookup unless --no-ngram). Greedy (T = 0):
-speculative tokens vs target-only tokens for every prompt × γ, listing each prompt that differs
-and where. Sampling (T > 0): at real contexts, one round sampled many times through the
-speculative path; every emitted position (1..γ+1, the bonus token included) tested against the
-target's distribution at its own prefix, Bonferroni over all tests. See docs/verify.md.
-
-Exit codes: 0 lossless (every check passes, and at least one ran), 1 a check failed or nothing
-was checked, 2 bad input.
+"""`specbench verify`'s report: the console tables (greedy identity, the per-context sampled
+tests, the verdict) and the `--json` document, from a `harness.verify.VerifyReport`.
+See docs/verify.md for what each test is.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.serialize import json_safe
-from specbench.cli import app, user_errors
-from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
     from specbench.harness.verify import VerifyReport
@@ -176,124 +159,3 @@ def render(console: Console, rep: VerifyReport) -> None:
         )
     else:
         console.print("[red]verdict: FAILED[/red] — the speculative output departs from the target")
-
-
-@app.command()
-def verify(
-    config: Annotated[
-        Path, typer.Argument(help="Run configuration (YAML), e.g. configs/tiny.yaml.")
-    ],
-    contexts: Annotated[
-        int, typer.Option("--contexts", help="Contexts for the sampled test (per temperature).")
-    ] = 8,
-    samples: Annotated[
-        int, typer.Option("--samples", help="Speculative rounds sampled per context.")
-    ] = 800,
-    gamma: Annotated[
-        int | None,
-        typer.Option(
-            "--gamma",
-            help="γ to check (default: greedy at every γ of the config, sampling at min(γ_max, 4)).",
-        ),
-    ] = None,
-    temperature: Annotated[
-        list[float] | None,
-        typer.Option(
-            "--temperature", help="Temperature (repeatable; 0 = greedy; default: config)."
-        ),
-    ] = None,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass in (0, 1].")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Top-k (0 = off).")] = None,
-    max_prompts: Annotated[
-        int | None, typer.Option("--max-prompts", help="At most N prompts per workload.")
-    ] = None,
-    lossy_epsilon: Annotated[
-        float | None,
-        typer.Option(
-            "--lossy-epsilon",
-            help="Use the LOSSY rule 'accept when p(y) ≥ q(y) − ε' and measure its drift.",
-        ),
-    ] = None,
-    significance: Annotated[
-        float,
-        typer.Option("--significance", help="Family-wise significance (Bonferroni)."),
-    ] = 0.001,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto.")] = None,
-    no_ngram: Annotated[
-        bool,
-        typer.Option(
-            "--no-ngram",
-            help="Do not add an n-gram prompt-lookup drafter when the config has none.",
-        ),
-    ] = False,
-    no_memo: Annotated[
-        bool, typer.Option("--no-memo", help="Run every forward (no memoized logits).")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
-    ] = False,
-) -> None:
-    """Check that speculative decoding is lossless for the pair and its sampling settings.
-
-    Exit codes: 0 lossless (every check passes), 1 a check failed or nothing was checked,
-    2 bad input.
-    """
-    from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.harness.verify import VerifyOptions, run_verify
-
-    with user_errors():
-        checks: list[tuple[bool, str]] = [
-            (1 <= contexts <= 1000, f"--contexts must be in [1, 1000], got {contexts}"),
-            (50 <= samples <= 10**6, f"--samples must be in [50, 1000000], got {samples}"),
-            (gamma is None or 1 <= gamma <= 64, f"--gamma must be in [1, 64], got {gamma}"),
-            (top_p is None or 0 < top_p <= 1, f"--top-p must be in (0, 1], got {top_p}"),
-            (top_k is None or top_k >= 0, f"--top-k must be >= 0, got {top_k}"),
-            (
-                max_prompts is None or 1 <= max_prompts <= 100_000,
-                f"--max-prompts must be in [1, 100000], got {max_prompts}",
-            ),
-            (
-                lossy_epsilon is None or 0 < lossy_epsilon < 1,
-                f"--lossy-epsilon must be in (0, 1), got {lossy_epsilon}",
-            ),
-            (0 < significance < 1, f"--significance must be in (0, 1), got {significance}"),
-        ]
-        for t in temperature or []:
-            checks.append(
-                (
-                    math.isfinite(t) and 0 <= t <= 100,
-                    f"--temperature must be a finite number in [0, 100] (0 = greedy), got {t:g}",
-                )
-            )
-        for ok, message in checks:
-            if not ok:
-                raise SpecbenchError(message)
-        data = read_yaml(config)
-        over: dict[str, Any] = {}
-        if device is not None:
-            over = {"target": {"device": device}, "draft": {"device": device}}
-        cfg = parse_config(deep_merge(data, over), str(config))
-        options = VerifyOptions(
-            contexts=contexts,
-            samples=samples,
-            gamma=gamma,
-            temperatures=list(temperature) if temperature else None,
-            top_p=top_p,
-            top_k=top_k,
-            max_prompts=max_prompts,
-            lossy_epsilon=lossy_epsilon,
-            significance=significance,
-            seed=seed,
-            memoize=not no_memo,
-            ngram=not no_ngram,
-        )
-        err = Console(stderr=True)
-        if as_json:
-            rep = run_verify(cfg, options, config.parent)
-            typer.echo(json.dumps(report_to_dict(rep), indent=2))
-        else:
-            with err.status("verifying…") as status:
-                rep = run_verify(cfg, options, config.parent, progress=status.update)
-            render(Console(), rep)
-    raise typer.Exit(0 if rep.passed else 1)

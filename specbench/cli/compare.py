@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
-from specbench.cli import app, user_errors
+from specbench.cli.options import JsonOption
 from specbench.errors import SpecbenchError, malformed_file
 
 if TYPE_CHECKING:
@@ -148,7 +148,6 @@ def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
         raise SpecbenchError(f"{where}: {key}: {msg} (got {first.get('input')!r})") from None
 
 
-@app.command()
 def compare(
     runs: Annotated[
         list[Path],
@@ -204,7 +203,7 @@ def compare(
         ),
     ] = False,
     subject: Annotated[
-        str,
+        Literal["code", "env"],
         typer.Option(
             "--subject",
             help="What the comparison is about: 'code' (default; absolute timing informational "
@@ -221,9 +220,7 @@ def compare(
     show_unchanged: Annotated[
         bool, typer.Option("--show-unchanged", help="List unchanged rows instead of collapsing.")
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
-    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Compare two runs (or two sets of runs); exit 1 on a significant regression beyond the
     minimum effect (Holm-adjusted over every tested row; see docs/compare.md).
@@ -235,52 +232,49 @@ def compare(
     from specbench.analysis.compare.verdict import compare as compare_sides
     from specbench.report import compare as render
 
-    with user_errors():
-        th = load_thresholds(
-            thresholds,
-            {
-                "significance": significance,
-                "alpha_drop": alpha_drop,
-                "accepted_length_drop": accepted_length_drop,
-                "speedup_drop": speedup_drop,
-                "latency_rise": latency_rise,
-                "throughput_drop": throughput_drop,
-            },
+    th = load_thresholds(
+        thresholds,
+        {
+            "significance": significance,
+            "alpha_drop": alpha_drop,
+            "accepted_length_drop": accepted_length_drop,
+            "speedup_drop": speedup_drop,
+            "latency_rise": latency_rise,
+            "throughput_drop": throughput_drop,
+        },
+    )
+    base_paths, new_paths = split_sides(runs)
+    b_side, n_side = load_many(base_paths, "base"), load_many(new_paths, "new")
+    diffs = identity_differences(b_side, n_side)
+    if diffs and not force:
+        what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
+        raise SpecbenchError(
+            f"the runs are not comparable ({what}); pass --force to compare anyway"
         )
-        if subject not in ("code", "env"):
-            raise SpecbenchError(f"--subject must be 'code' or 'env' (got {subject!r})")
-        base_paths, new_paths = split_sides(runs)
-        b_side, n_side = load_many(base_paths, "base"), load_many(new_paths, "new")
-        diffs = identity_differences(b_side, n_side)
-        if diffs and not force:
-            what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
-            raise SpecbenchError(
-                f"the runs are not comparable ({what}); pass --force to compare anyway"
-            )
-        result = compare_sides(
-            b_side,
-            n_side,
-            th,
-            forced=diffs,
-            gate_unstable_timing=gate_unstable_timing,
-            strict=strict,
-            subject=subject,
+    result = compare_sides(
+        b_side,
+        n_side,
+        th,
+        forced=diffs,
+        gate_unstable_timing=gate_unstable_timing,
+        strict=strict,
+        subject=subject,
+    )
+    if not result.rows:
+        raise SpecbenchError(
+            "the runs share no workload × temperature; nothing to compare "
+            f"(base has {sorted(b_side.groups)}, new has {sorted(n_side.groups)})"
         )
-        if not result.rows:
-            raise SpecbenchError(
-                "the runs share no workload × temperature; nothing to compare "
-                f"(base has {sorted(b_side.groups)}, new has {sorted(n_side.groups)})"
-            )
-        if markdown is not None:
-            markdown.write_text(render.to_markdown(result, show_unchanged))
-        if junit is not None:
-            junit.write_text(render.to_junit(result))
-        if as_json:
-            typer.echo(json.dumps(render.to_dict(result), indent=2))
-        else:
-            console = Console()
-            render.render_console(console, result, show_unchanged)
-            for path, what in ((markdown, "Markdown"), (junit, "JUnit XML")):
-                if path is not None:
-                    console.print(f"{what} written to {path}")
+    if markdown is not None:
+        markdown.write_text(render.to_markdown(result, show_unchanged))
+    if junit is not None:
+        junit.write_text(render.to_junit(result))
+    if as_json:
+        typer.echo(json.dumps(render.to_dict(result), indent=2))
+    else:
+        console = Console()
+        render.render_console(console, result, show_unchanged)
+        for path, what in ((markdown, "Markdown"), (junit, "JUnit XML")):
+            if path is not None:
+                console.print(f"{what} written to {path}")
     raise typer.Exit(result.exit_code)

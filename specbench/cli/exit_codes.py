@@ -1,0 +1,29 @@
+"""What each exit code of `specbench` means: one meaning per code, for every command.
+
+    0    success: the run finished, no regression, lossless
+    1    a verdict only: `compare` found a regression, `verify` found a failed check
+    2    bad input: one line `error: ...` on stderr, never a traceback
+    3    an unexpected internal error: one line naming the log file that holds the traceback
+    4    `run` finished with failures beyond --max-failure-rate
+    130  interrupted (Ctrl-C); the records written so far are kept
+
+`cli/app.py` enforces them (a SpecbenchError → 2, anything unexpected → 3); the commands import
+them from here, never from the app.
+"""
+
+from __future__ import annotations
+
+EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
+    "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
+    "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
+    "130 interrupted."
+)
+
+
+def one_line(text: str) -> str:
+    """A message on one line: every run of whitespace (newlines included) becomes one space."""
+    return " ".join(str(text).split())
