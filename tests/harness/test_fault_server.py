@@ -19,11 +19,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.groups import unresolved_failures
 from specbench.cli import app, run_incomplete
 from specbench.config import RunConfig, parse_config
 from specbench.harness.runner import RunOutcome, load_prompts
 from specbench.harness.serving.driver import run_engine
-from specbench.records import read_records, unresolved_failures
+from specbench.records import read_records
 from tests.fault_server import FaultServer
 
 REPO = Path(__file__).resolve().parents[2]
