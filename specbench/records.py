@@ -1,9 +1,16 @@
 """Run records: one self-describing JSON line per generated prompt, appended as soon as it exists.
 
 Every line carries the schema version, its kind ("baseline", "spec", "warmup_baseline",
-"warmup_spec", "failed") and its unit key (workload, temperature, γ, drafter, policy, prompt id,
-repeat). A record is never rewritten: `--resume` reads the file, skips the complete units and
-appends the rest; derived files (results.json, reports) are regenerated from the records.
+"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch) and its
+unit key (workload, temperature, γ, drafter, policy, prompt id, repeat). A record is never
+rewritten: `--resume` reads the file, skips the complete units and appends the rest; derived
+files (results.json, reports) are regenerated from the records.
+
+Each kind is a pydantic model (`BaselineRecord`, `SpecRecord`, `WarmupRecord`, `FailedRecord`,
+`EngineMetricsRecord`; unknown keys are kept): the reader validates every line against its
+kind's model (`iter_records` yields the JSON objects as written, `read_typed_records` the
+models), and `record_json_schema()` documents a line. The harness writes plain dicts, so the
+lines are exactly what it wrote. The analysis reads records as tables (`analysis.tables`).
 
 Schema history:
   1 — first version (per-prompt lines holding per-round arrays).
@@ -230,11 +237,6 @@ def parse_record(rec: Any) -> Record:
         field = ".".join(str(p) for p in first["loc"])
         got = " ".join(repr(first.get("input"))[:60].split())
         raise ValueError(f"field '{field}': {first['msg']} (got {got})") from None
-
-
-def check_record(rec: Any) -> None:
-    """Raise ValueError (one line: the field and what is wrong) if `rec` is not a usable record."""
-    parse_record(rec)
 
 
 def _iter_parsed(path: Path) -> Iterator[tuple[dict[str, Any], Record]]:
