@@ -1,9 +1,16 @@
 """Run records: one self-describing JSON line per generated prompt, appended as soon as it exists.
 
 Every line carries the schema version, its kind ("baseline", "spec", "warmup_baseline",
-"warmup_spec", "failed") and its unit key (workload, temperature, γ, drafter, policy, prompt id,
-repeat). A record is never rewritten: `--resume` reads the file, skips the complete units and
-appends the rest; derived files (results.json, reports) are regenerated from the records.
+"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch) and its
+unit key (workload, temperature, γ, drafter, policy, prompt id, repeat). A record is never
+rewritten: `--resume` reads the file, skips the complete units and appends the rest; derived
+files (results.json, reports) are regenerated from the records.
+
+Each kind is a pydantic model (`BaselineRecord`, `SpecRecord`, `WarmupRecord`, `FailedRecord`,
+`EngineMetricsRecord`; unknown keys are kept): the reader validates every line against its
+kind's model (`iter_records` yields the JSON objects as written, `read_typed_records` the
+models), and `record_json_schema()` documents a line. The harness writes plain dicts, so the
+lines are exactly what it wrote. The analysis reads records as tables (`analysis.tables`).
 
 Schema history:
   1 — first version (per-prompt lines holding per-round arrays).
@@ -17,9 +24,9 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from specbench.errors import SpecbenchError, SpecbenchWarning
 
@@ -77,7 +84,7 @@ class RecordWriter:
         self.close()
 
 
-class _Rounds(BaseModel):
+class Rounds(BaseModel):
     """Per-round arrays of a transformers-backend spec record (what the analyses index)."""
 
     model_config = ConfigDict(extra="allow")
@@ -92,12 +99,21 @@ class _Rounds(BaseModel):
     overhead_ms: list[float] | None = None
 
 
-class _UnitRecord(BaseModel):
-    """The fields every prompt record (baseline, spec, failed, warm-up) is read by: typed here so
-    that a damaged line is one error naming the line and the field, not a crash in the analysis."""
+class Record(BaseModel):
+    """Every line (the base of each kind's model; a kind this specbench does not know reads as
+    this): the schema version and the kind. Unknown keys are kept (extra="allow"), so a
+    record read and dumped again (`model_dump(by_alias=True, exclude_unset=True)`) is the line's
+    object, key for key."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_version: int = Field(alias="schema")
     kind: str
+
+
+class UnitRecord(Record):
+    """The fields every prompt record (measured, failed, warm-up) is read by: typed here so that
+    a damaged line is one error naming the line and the field, not a crash in the analysis."""
+
     unit_kind: Literal["baseline", "spec"]
     workload: str
     temperature: float = Field(ge=0.0, allow_inf_nan=False)
@@ -107,6 +123,20 @@ class _UnitRecord(BaseModel):
     policy: str = ""
     repeat: int = Field(default=0, ge=0)
     status: str = "ok"
+    seed: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    # engine backends (vllm / openai) only
+    concurrency: int | None = Field(default=None, ge=1)
+    backend: str | None = None
+    endpoint: str | None = None
+
+
+class MeasuredRecord(UnitRecord):
+    """One generated prompt (or conversation) of one setting: latency, tokens and, on the
+    transformers backend, the baseline's decode steps or the speculative rounds."""
+
+    turns: int | None = None
     new_tokens: int | None = None
     wall_ms: float | None = None
     decode_ms: float | None = None
@@ -114,16 +144,79 @@ class _UnitRecord(BaseModel):
     tpot_ms: float | None = None
     peak_memory_mb: float | None = None
     ttft_ms: list[float] | None = None
-    step_ms: list[float] | None = None
+    e2e_ms: list[float] | None = None  # engine backends: per turn
+    step_ms: list[float] | None = None  # transformers baseline: per decode step
     forward_ms: list[float] | None = None
-    rounds: _Rounds | None = None
+    draft_prefill_ms: list[float] | None = None
+    rounds: Rounds | None = None  # transformers spec records
+    spec_counters: dict[str, Any] | None = None  # engine: per-request spec-decode counters
+    answers: list[str] | None = None
+    content: list[dict[str, Any]] | None = None  # answer checks (docs/theory.md §13)
+    sampling: Literal["logged"] | None = None  # a logged request: its own settings in `request`
+    request: dict[str, Any] | None = None
 
 
-UNIT_KINDS = frozenset({"baseline", "spec", "failed", "warmup_baseline", "warmup_spec"})
+class BaselineRecord(MeasuredRecord):
+    kind: Literal["baseline"]
 
 
-def check_record(rec: Any) -> None:
-    """Raise ValueError (one line: the field and what is wrong) if `rec` is not a usable record."""
+class SpecRecord(MeasuredRecord):
+    kind: Literal["spec"]
+
+
+class WarmupRecord(MeasuredRecord):
+    """A warm-up prompt (written to warmup.jsonl, reported apart)."""
+
+    kind: Literal["warmup_baseline", "warmup_spec"]
+
+
+class FailedRecord(UnitRecord):
+    """A unit whose generation raised: the error's first line; `--resume` retries it."""
+
+    kind: Literal["failed"]
+    error: str | None = None
+
+
+class EngineMetricsRecord(Record):
+    """Engine backends: one batch (setting × workload × temperature × concurrency × repeat) —
+    the spec-decode counters read around it and its output throughput."""
+
+    kind: Literal["engine_metrics"]
+    workload: str
+    temperature: float = Field(ge=0.0, allow_inf_nan=False)
+    gamma: int = Field(ge=0)
+    drafter: str = ""
+    policy: str = ""
+    repeat: int = Field(default=0, ge=0)
+    concurrency: int = Field(default=1, ge=1)
+    metrics_available: bool = True
+    spec_counters: dict[str, Any] | None = None
+    accept_length_gauge: float | None = None
+    output_tokens_per_s: float | None = None
+    partial: bool = False  # a resumed batch's rest (fewer prompts than planned)
+
+
+KnownRecord = BaselineRecord | SpecRecord | WarmupRecord | FailedRecord | EngineMetricsRecord
+RECORD_MODELS: dict[str, type[Record]] = {
+    "baseline": BaselineRecord,
+    "spec": SpecRecord,
+    "warmup_baseline": WarmupRecord,
+    "warmup_spec": WarmupRecord,
+    "failed": FailedRecord,
+    "engine_metrics": EngineMetricsRecord,
+}
+UNIT_KINDS = frozenset(k for k in RECORD_MODELS if k != "engine_metrics")
+
+
+def record_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one records.jsonl line (any known kind, chosen by `kind`)."""
+    adapter: TypeAdapter[Any] = TypeAdapter(Annotated[KnownRecord, Field(discriminator="kind")])
+    return adapter.json_schema(by_alias=True)
+
+
+def parse_record(rec: Any) -> Record:
+    """The typed record of one line (a kind this specbench does not know stays a plain `Record`
+    with its keys as extras); ValueError (one line: the field and what is wrong) if unusable."""
     if not isinstance(rec, dict):
         raise ValueError(f"a record is a JSON object, got {type(rec).__name__}")
     schema = rec.get("schema")
@@ -137,17 +230,16 @@ def check_record(rec: Any) -> None:
     kind = rec.get("kind")
     if not isinstance(kind, str):
         raise ValueError(f"field 'kind': a record kind (text) is required, got {kind!r}")
-    if kind in UNIT_KINDS:
-        try:
-            _UnitRecord.model_validate(rec)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            got = " ".join(repr(first.get("input"))[:60].split())
-            raise ValueError(f"field '{field}': {first['msg']} (got {got})") from None
+    try:
+        return RECORD_MODELS.get(kind, Record).model_validate(rec)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        got = " ".join(repr(first.get("input"))[:60].split())
+        raise ValueError(f"field '{field}': {first['msg']} (got {got})") from None
 
 
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+def _iter_parsed(path: Path) -> Iterator[tuple[dict[str, Any], Record]]:
     """Yield the records of a file. A truncated last line (a killed run) is skipped with a
     SpecbenchWarning; a malformed line elsewhere (not UTF-8, not JSON, a field of the wrong type)
     or a newer schema is a SpecbenchError naming the line and the field."""
@@ -173,35 +265,25 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 return
             raise SpecbenchError(f"{path}: line {lineno} is not valid JSON") from None
         try:
-            check_record(rec)
+            typed = parse_record(rec)
         except ValueError as exc:
             raise SpecbenchError(f"{path}: line {lineno}: {exc}") from None
+        yield rec, typed
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a file as the JSON objects written (each validated by its kind's model),
+    with `_iter_parsed`'s handling of truncated and malformed lines."""
+    for rec, _ in _iter_parsed(path):
         yield rec
 
 
-def unit_of(rec: dict[str, Any]) -> tuple[UnitKey, int | None]:
-    """A measured unit's identity: its UnitKey, plus the concurrency on the engine backends (which
-    measure the same prompt once per concurrency level); None for the transformers backend."""
-    conc = rec.get("concurrency")
-    return UnitKey.of(rec), (int(conc) if conc is not None else None)
+def read_typed_records(path: Path) -> list[Record]:
+    """The records of a file as typed models (`BaselineRecord`, `SpecRecord`, …)."""
+    return [typed for _, typed in _iter_parsed(path)]
 
 
 MEASURED_KINDS = ("baseline", "spec")
-
-
-def unresolved_failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The last failed record of each unit that has no successful record in the file.
-
-    `--resume` retries failed units and appends their new records (a record is never rewritten),
-    so a failure followed by a success is history, not a failure of the run.
-    """
-    ok = {unit_of(r) for r in records if r.get("kind") in MEASURED_KINDS}
-    last: dict[tuple[UnitKey, int | None], dict[str, Any]] = {}
-    for rec in records:
-        if rec.get("kind") == "failed" and (unit := unit_of(rec)) not in ok:
-            last.pop(unit, None)  # keep file order of the latest failure
-            last[unit] = rec
-    return list(last.values())
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -210,7 +210,7 @@ def simulate_run(
 ) -> list[dict[str, Any]]:
     """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
     beside the measured result of a real run of that policy when the run has one."""
-    from specbench.analysis.results import group_records
+    from specbench.analysis.groups import group_records
 
     out = []
     for (workload, temp), grp in group_records(records).items():

@@ -6,12 +6,12 @@ loads a model; all numbers come from `analysis.results.build_results`.
 
 from __future__ import annotations
 
-import csv
 import json
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -169,15 +169,17 @@ def read_env(path: Path) -> dict[str, Any]:
     return env
 
 
-def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+def summary_frame(results: dict[str, Any]) -> pd.DataFrame:
+    """summary.csv: one row per workload × temperature × γ of the γ table, with the entry's α,
+    the row's measured and predicted speedups and whether it is the recommended γ."""
     rows = []
     for e in results["workloads"]:
         rec = e["recommendation"]
         alpha = e.get("alpha") or {}
+        alpha_ci = alpha.get("ci95") or [None, None]
         for g in e["gammas"]:
             ms = g.get("measured_speedup") or {}
-            tpr = g.get("mean_tokens_per_round") or {}
-            itl = g.get("itl_ms") or {}
+            ms_ci = ms.get("ci95") or [None, None]
             rows.append(
                 {
                     "workload": e["workload"],
@@ -185,29 +187,26 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "gamma": g["gamma"],
                     "measured": int(g["measured"]),
                     "alpha": alpha.get("value"),
-                    "alpha_lo": (alpha.get("ci95") or [None, None])[0],
-                    "alpha_hi": (alpha.get("ci95") or [None, None])[1],
-                    "mean_tokens_per_round": tpr.get("value"),
-                    "itl_ms": itl.get("value"),
+                    "alpha_lo": alpha_ci[0],
+                    "alpha_hi": alpha_ci[1],
+                    "mean_tokens_per_round": (g.get("mean_tokens_per_round") or {}).get("value"),
+                    "itl_ms": (g.get("itl_ms") or {}).get("value"),
                     "baseline_itl_ms": (e.get("baseline_itl_ms") or {}).get("value"),
                     "measured_speedup": ms.get("value"),
-                    "measured_speedup_lo": (ms.get("ci95") or [None, None])[0],
-                    "measured_speedup_hi": (ms.get("ci95") or [None, None])[1],
+                    "measured_speedup_lo": ms_ci[0],
+                    "measured_speedup_hi": ms_ci[1],
                     "predicted_speedup_iid": g["predicted_speedup"]["iid"],
                     "predicted_speedup_empirical": g["predicted_speedup"]["empirical"],
                     "recommended": int(rec["verdict"] == "on" and rec["gamma"] == g["gamma"]),
                     "verdict": rec["verdict"],
                 }
             )
-    return rows
+    # object columns: each value is written as Python prints it (as csv.writer did), None empty
+    return pd.DataFrame(rows, columns=CSV_FIELDS, dtype=object)
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_FIELDS})
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame.to_csv(path, index=False, na_rep="", lineterminator="\r\n")
 
 
 def write_reports(
@@ -227,7 +226,7 @@ def write_reports(
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
-    write_csv(run_dir / "summary.csv", summary_rows(results))
+    write_csv(run_dir / "summary.csv", summary_frame(results))
     from specbench.report.documents import write_documents
 
     write_documents(run_dir, results)

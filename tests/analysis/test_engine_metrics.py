@@ -17,7 +17,9 @@ from specbench.analysis import acceptance, roi
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import setting_mismatches
 from specbench.analysis.conformance.units import engine_units
-from specbench.analysis.serving_results import engine_entry
+from specbench.analysis.groups import Group
+from specbench.analysis.serving_results import serving_entry
+from specbench.analysis.settings import AnalysisSettings
 from specbench.analysis.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
@@ -235,10 +237,13 @@ def synthetic_engine_run(n: int = 12) -> list[dict[str, Any]]:
 
 def test_engine_entry_acceptance_speedup_and_concurrency() -> None:
     recs = synthetic_engine_run()
-    base = [r for r in recs if r["kind"] == "baseline"]
-    specs = {("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]}
-    metrics = [r for r in recs if r["kind"] == "engine_metrics"]
-    e, _, _ = engine_entry(base, specs, metrics, [], 0.05, 500, 0.95, 0.05)
+    grp = Group(
+        baseline=[r for r in recs if r["kind"] == "baseline"],
+        spec={("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]},
+        failed=[],
+        metrics=[r for r in recs if r["kind"] == "engine_metrics"],
+    )
+    e, _, _ = serving_entry(grp, AnalysisSettings(n_boot=500))
     assert e["alpha"]["estimator"] == "accepted_tested"
     assert e["alpha"]["value"] == pytest.approx(0.75)
     assert e["alpha_estimators"]["mean_accepted_length"]["value"] == pytest.approx(2.8)
@@ -262,9 +267,13 @@ def test_engine_entry_without_counters_marks_acceptance_unavailable() -> None:
     recs = [r for r in synthetic_engine_run() if r["kind"] != "engine_metrics"]
     for r in recs:
         r.pop("spec_counters", None)
-    base = [r for r in recs if r["kind"] == "baseline"]
-    specs = {("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]}
-    e, _, _ = engine_entry(base, specs, [], [], 0.05, 300, 0.95, 0.05)
+    grp = Group(
+        baseline=[r for r in recs if r["kind"] == "baseline"],
+        spec={("model", "fixed", 3): [r for r in recs if r["kind"] == "spec"]},
+        failed=[],
+        metrics=[],
+    )
+    e, _, _ = serving_entry(grp, AnalysisSettings(n_boot=300))
     assert e["alpha"] is None
     assert any("acceptance unavailable" in w for w in e["warnings"])
     assert e["gammas"] == []  # nothing to predict without acceptance; speedup still measured

@@ -19,12 +19,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.groups import unresolved_failures
 from specbench.cli.app import app
 from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config
 from specbench.harness.plan import RunOutcome, load_prompts
 from specbench.harness.serving.driver import run_engine
-from specbench.records import read_records, unresolved_failures
+from specbench.records import read_records
 from tests.fault_server import FaultServer
 
 REPO = Path(__file__).resolve().parents[2]
