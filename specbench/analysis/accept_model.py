@@ -3,10 +3,8 @@
 `analysis.rollout.document.accept_results` builds it from the analysis results; `report/accept.py`
 renders it and writes it (`model_dump(mode="json", by_alias=True)`); `AcceptResults.read(path)`
 reads a written file back. `accept_json_schema()` is the JSON Schema shipped as
-docs/schema/accept.schema.json; regenerate that file after changing a model here:
-
-    python -c "import json; from specbench.analysis.accept_model import accept_json_schema; \
-print(json.dumps(accept_json_schema(), indent=2, ensure_ascii=False))" > docs/schema/accept.schema.json
+docs/schema/accept.schema.json (`analysis.schemas`); regenerate it after changing a model here
+with `specbench schema --out docs/schema` (tests/unit/test_schemas.py fails while it is stale).
 
 Schema history: 1, the first version (`schema` in the file).
 

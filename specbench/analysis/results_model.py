@@ -8,9 +8,9 @@ sections `results_model_engine`, the shared parts (estimates, settings, tails)
 
 The report (`specbench.report`) renders a validated `RunResults` and reads attributes, so a key
 renamed in the analysis fails validation at the report's entry instead of printing "–" in a
-table. The JSON Schema of these models ships as docs/schema/results.schema.json; regenerate it
-with `python -m specbench.analysis.results_model` (tests/analysis/test_results_model.py fails
-while the shipped file differs from the models).
+table. The JSON Schema of these models ships as docs/schema/results.schema.json (`analysis.schemas`;
+regenerate with `specbench schema --out docs/schema`; tests/unit/test_schemas.py fails while a
+shipped file differs from the models).
 
 Conventions: a field without a default is written for every workload of every backend; a field
 defaulting to None is written only by one backend or in one case (named in its comment). Numbers
@@ -21,9 +21,6 @@ fields' meanings are in the README's results.json section and docs/theory.md.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -205,42 +202,3 @@ def as_results(results: RunResults | dict[str, Any]) -> RunResults:
     if isinstance(results, RunResults):
         return results
     return RunResults.model_validate(results)
-
-
-# --- JSON Schema ------------------------------------------------------------------------------
-
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
-JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic generates
-
-# name → model of each shipped schema; records and accept.json join here when they are models
-SCHEMA_MODELS: dict[str, type[BaseModel]] = {"results": RunResults}
-
-
-def json_schemas() -> dict[str, dict[str, Any]]:
-    """{name: JSON Schema (draft 2020-12)} of every file format specbench writes that has a
-    model."""
-    return {
-        name: {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema(by_alias=True)}
-        for name, model in SCHEMA_MODELS.items()
-    }
-
-
-def schema_text(schema: dict[str, Any]) -> str:
-    """The shipped file's text of one schema (stable: sorted keys, one trailing newline)."""
-    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def write_schemas(out_dir: Path = SCHEMA_DIR) -> list[Path]:
-    """Write docs/schema/NAME.schema.json for every model; return the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, schema in json_schemas().items():
-        path = out_dir / f"{name}.schema.json"
-        path.write_text(schema_text(schema), encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-if __name__ == "__main__":
-    for written in write_schemas(Path(sys.argv[1]) if len(sys.argv) > 1 else SCHEMA_DIR):
-        print(written)

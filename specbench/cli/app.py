@@ -27,7 +27,7 @@ import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperGroup
 
-from specbench.cli import accept, compare, report, roi, run, simulate, validate, verify
+from specbench.cli import accept, compare, report, roi, run, schema, simulate, validate, verify
 from specbench.cli.exit_codes import (
     EXIT_BAD_INPUT,
     EXIT_CODES_HELP,
@@ -49,6 +49,7 @@ COMMANDS: tuple[Callable[..., None], ...] = (
     verify.verify,
     simulate.simulate,
     validate.validate,
+    schema.schema,
 )
 
 
