@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.conformance import check_against_reference, compare
+from specbench.analysis.conformance.decision import compare
+from specbench.analysis.conformance.reference_check import check_against_reference
 from specbench.analysis.results_model_engine import Conformance
 from specbench.report.blocks import to_markdown
 from specbench.report.serving_sections import conformance_blocks
