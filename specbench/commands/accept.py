@@ -716,7 +716,7 @@ def accept(
         measured = None
         if measure_timing:
             with err.status("timing batch-1 forwards of both models…"):
-                from specbench.spec.teacher_forced import measure_forward_latency
+                from specbench.spec.timing import measure_forward_latency
 
                 measured = measure_forward_latency(
                     t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing_reps
