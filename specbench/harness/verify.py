@@ -29,7 +29,7 @@ import torch
 
 from specbench.analysis.lossless_tests import bonferroni
 from specbench.config import DraftSpec, RunConfig
-from specbench.data import build_context_ids, conversation_messages
+from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
 from specbench.harness.runner import Session, load_prompts, load_session
 from specbench.harness.verify_checks import (
@@ -156,6 +156,55 @@ def pick_contexts(
     return out
 
 
+def _prompt_contexts(
+    cfg: RunConfig,
+    sess: Session,
+    prompts_by_wl: dict[str, list[Prompt]],
+    max_prompts: int | None,
+) -> list[Context]:
+    """Every prompt's first-turn context, round-robin over workloads so the first contexts cover
+    every workload; at most `max_prompts` per workload."""
+    queues = [ps[:max_prompts] if max_prompts else ps for ps in prompts_by_wl.values()]
+    prompts: list[Context] = []
+    for i in range(max(len(q) for q in queues)):
+        for q in queues:
+            if i < len(q):
+                pr = q[i]
+                ids, _ = build_context_ids(
+                    sess.tokenizer,
+                    conversation_messages(pr, [], 0),
+                    cfg.chat_template,
+                    sess.max_context,
+                )
+                prompts.append(Context(pr.id, pr.workload, ids))
+    return prompts
+
+
+VerifiedDrafter = tuple[DraftSpec, CachedLM | None, DrafterFactory]  # a drafter to verify
+
+
+def _drafters(specs: list[DraftSpec], sess: Session) -> tuple[list[VerifiedDrafter], list[str]]:
+    """(spec, draft LM or None, factory) per drafter spec, and the notes they call for."""
+    clock, eos = sess.clock, sess.eos_ids
+    notes: list[str] = []
+    drafters: list[VerifiedDrafter] = []
+    for spec in specs:
+        if spec.method == "ngram":
+            drafters.append((spec, None, ngram_drafter_factory(spec, clock)))
+            continue
+        lm = sess.draft_lms.get(spec.label)
+        if lm is None:
+            raise SpecbenchError(f"drafter {spec.label}: its draft model is not loaded")
+        drafters.append((spec, lm, model_drafter_factory(clock, eos, spec.logit_noise)))
+        if spec.logit_noise > 0:
+            notes.append(
+                f"{spec.label}: draft.logit_noise = {spec.logit_noise:g}: the draft's q is random "
+                "per step, so β and the closed-form figures are not computed (the sampled test "
+                "still applies)"
+            )
+    return drafters, notes
+
+
 def run_verify(
     cfg: RunConfig,
     options: VerifyOptions,
@@ -178,41 +227,11 @@ def run_verify(
     if options.ngram and not any(d.method == "ngram" for d in specs):
         specs.append(DEFAULT_NGRAM)
     clock, eos = sess.clock, sess.eos_ids
-    # round-robin over workloads so the first contexts cover every workload
-    queues = [
-        ps[: options.max_prompts] if options.max_prompts else ps for ps in prompts_by_wl.values()
-    ]
-    prompts: list[Context] = []
-    for i in range(max(len(q) for q in queues)):
-        for q in queues:
-            if i < len(q):
-                pr = q[i]
-                ids, _ = build_context_ids(
-                    sess.tokenizer,
-                    conversation_messages(pr, [], 0),
-                    cfg.chat_template,
-                    sess.max_context,
-                )
-                prompts.append(Context(pr.id, pr.workload, ids))
+    prompts = _prompt_contexts(cfg, sess, prompts_by_wl, options.max_prompts)
     top_p = options.top_p if options.top_p is not None else cfg.sampling.top_p
     top_k = options.top_k if options.top_k is not None else cfg.sampling.top_k
     dtype = str(sess.target_loaded.dtype).removeprefix("torch.")
-    notes: list[str] = []
-    drafters: list[tuple[DraftSpec, CachedLM | None, DrafterFactory]] = []
-    for spec in specs:
-        if spec.method == "ngram":
-            drafters.append((spec, None, ngram_drafter_factory(spec, clock)))
-            continue
-        lm = sess.draft_lms.get(spec.label)
-        if lm is None:
-            raise SpecbenchError(f"drafter {spec.label}: its draft model is not loaded")
-        drafters.append((spec, lm, model_drafter_factory(clock, eos, spec.logit_noise)))
-        if spec.logit_noise > 0:
-            notes.append(
-                f"{spec.label}: draft.logit_noise = {spec.logit_noise:g}: the draft's q is random "
-                "per step, so β and the closed-form figures are not computed (the sampled test "
-                "still applies)"
-            )
+    drafters, notes = _drafters(specs, sess)
     if rule is not None:
         notes.append(f"{rule.label}; greedy decoding is unaffected (one-hot p and q)")
 
