@@ -340,7 +340,7 @@ def measure(device_name: str, quick: bool, seed: int = 0) -> dict[str, Any]:
     import torch
     import transformers
 
-    from specbench.tinypair import tiny_model_dir
+    from specbench.models.tinypair import tiny_model_dir
 
     device = torch.device(device_name)
     if device.type == "cuda" and not torch.cuda.is_available():

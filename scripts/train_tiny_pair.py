@@ -51,8 +51,8 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from specbench.models.tinypair import MODEL_NAMES  # noqa: E402
 from specbench.spec.pairstats import acceptance_figures  # noqa: E402
-from specbench.tinypair import MODEL_NAMES  # noqa: E402
 
 EOT = "<|endoftext|>"
 EXCLUDED_DIRS = (

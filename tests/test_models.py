@@ -17,7 +17,6 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from specbench import models as specbench_models
 from specbench.config import ModelSpec
 from specbench.errors import SpecbenchError
 from specbench.models import (
@@ -28,6 +27,8 @@ from specbench.models import (
     pick_dtype,
     resolve_model_path,
 )
+from specbench.models import resolve as resolve_module
+from specbench.models.tinypair import tiny_model_dir
 
 CORPUS = [
     "def add(a, b):\n    return a + b\n",
@@ -146,7 +147,7 @@ def test_resolve_file_is_not_a_model_dir(tmp_path: Path) -> None:
 
 
 def test_resolve_tiny_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(specbench_models, "_tiny_model_dir", lambda which: tmp_path / which)
+    monkeypatch.setattr(resolve_module, "tiny_model_dir", lambda which: tmp_path / which)
     with pytest.raises(SpecbenchError, match="has not been built yet"):
         resolve_model_path("tiny-draft")
     (tmp_path / "target").mkdir()
@@ -156,7 +157,7 @@ def test_resolve_tiny_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 def test_default_tiny_dir_is_under_assets() -> None:
     expected = REPO_ROOT / "specbench" / "assets" / "tiny-pair" / "draft"
-    assert specbench_models._tiny_model_dir("draft").resolve() == expected
+    assert tiny_model_dir("draft").resolve() == expected
 
 
 def test_pick_device_and_dtype() -> None:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import torch
 
+from specbench.models.tinypair import MODEL_NAMES, TINY_PAIR_DIR, load_manifest, tiny_model_dir
 from specbench.spec.pairstats import acceptance_figures, teacher_forced_stats
-from specbench.tinypair import MODEL_NAMES, TINY_PAIR_DIR, load_manifest, tiny_model_dir
 
 REPO = Path(__file__).resolve().parents[1]
 TOL = 1e-4

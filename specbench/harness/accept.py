@@ -283,7 +283,7 @@ def run_accept(
     measured = None
     if timing.measure:
         with events.stage("timing batch-1 forwards of both models…"):
-            from specbench.spec.teacher_forced import measure_forward_latency
+            from specbench.spec.timing import measure_forward_latency
 
             measured = measure_forward_latency(
                 t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing.reps

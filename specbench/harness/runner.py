@@ -40,13 +40,13 @@ from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
 from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.spec.generate import (
     Generation,
-    Rounds,
     StopCheck,
     baseline_generate,
     speculative_generate,
 )
 from specbench.spec.lm import CachedLM
 from specbench.spec.policies import Policy
+from specbench.spec.rounds import Rounds
 from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 

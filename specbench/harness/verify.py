@@ -4,492 +4,52 @@
     specbench verify configs/tiny.yaml --temperature 1 --contexts 8 --samples 2000 --gamma 2
     specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # what a lossy rule costs
 
-Two checks (docs/theory.md §1, docs/verify.md), for every drafter of the config (the primary, the
-extra drafters, and an n-gram prompt-lookup drafter when the config has none):
-- greedy (T = 0): speculative tokens must equal target-only greedy tokens, prompt by prompt. Every
-  differing prompt is listed with the first differing position and the target's logit margin
-  between the two tokens there. In fp32 any difference fails; in fp16/bf16 a flip whose margin is
-  within the dtype's rounding tolerance is a near-tie flip: reported, not failed.
-- sampling (T > 0): at real contexts (prompts, and 4/8/… tokens into the target's answer), one
-  speculative round is run `samples` times from the same state. Every emitted position j of the
-  round (1..γ+1, the bonus token included) is tested on the rounds that reached it against the
-  target's processed p(· | context, e_1..e_{j−1}), computed by separate target forwards (not the
-  round's own verify forward): position 1 by χ² on the token counts, later positions by the pooled
-  probability integral transform (analysis/lossless_tests.py). Bonferroni over every test of the run.
+`run_verify` runs two checks (harness/verify_checks.py; docs/theory.md §1, docs/verify.md) for
+every drafter of the config (the primary, the extra drafters, and an n-gram prompt-lookup drafter
+when the config has none): greedy identity at T = 0 for every prompt × γ, and at T > 0 the
+sampled distribution of every emitted position of one round at real contexts (prompts, and
+4/8/… tokens into the target's answer). Bonferroni over every test of the run (`VerifyReport`).
 
-Forwards are memoized by token history (a forward is a deterministic function of the tokens before
-it), so n samples cost far fewer model calls; on a miss the live KV cache is cropped and extended
-exactly as in decoding. `memoize=False` runs every forward.
+Forwards are memoized by token history (`spec.lm.MemoizedLM`), so n samples cost far fewer model
+calls; on a miss the live KV cache is cropped and extended exactly as in decoding.
+`memoize=False` runs every forward.
+
+Where the rest lives: the acceptance rules in spec/acceptance_rules.py, the oracle distributions
+and the repeated rounds in spec/lossless.py, the statistics in analysis/lossless_tests.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
-from transformers import PreTrainedModel
 
-from specbench.analysis.lossless_tests import (
-    FitTest,
-    PositionTest,
-    bonferroni,
-    goodness_of_fit,
-    pit_test,
-)
+from specbench.analysis.lossless_tests import bonferroni
 from specbench.config import DraftSpec, RunConfig
-from specbench.data import build_context_ids, conversation_messages
+from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
 from specbench.harness.plan import load_prompts
 from specbench.harness.runner import Session, load_session
-from specbench.spec.acceptance_rules import AcceptanceRule, LossyRule, first_token_distribution
-from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
-from specbench.spec.generate import (
-    baseline_generate,
-    fixed_gamma,
-    speculative_generate,
-    speculative_round,
+from specbench.harness.verify_checks import (
+    GREEDY,
+    Context,
+    DrafterFactory,
+    GreedyCheck,
+    SamplingCheck,
+    check_context,
+    greedy_check,
 )
-from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
+from specbench.spec.acceptance_rules import LossyRule
+from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
+from specbench.spec.generate import baseline_generate
+from specbench.spec.lm import CachedLM, MemoizedLM
+from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 
-__all__ = ["FitTest", "PositionTest", "bonferroni", "goodness_of_fit"]  # re-exported statistics
-
-GREEDY = SamplingParams()
 CONTEXT_STRIDE = 8  # answer offsets of successive passes over the prompts (plus 4 on odd contexts)
-MEMO_MAX_BYTES = 1 << 30
-# Logit margin (units of logits) under which a greedy flip counts as a rounding near-tie.
-NEAR_TIE_TOLERANCE = {"float32": 0.0, "float16": 0.1, "bfloat16": 0.5}
-
-# (draft LM or None for a model-free drafter, sampling, generator) → a fresh drafter
-DrafterFactory = Callable[[CachedLM | None, SamplingParams, torch.Generator], Drafter]
-
-
-# ---------------------------------------------------------------------------------------------
-# memoized forwards
-
-
-class MemoizedLM(CachedLM):
-    """A `CachedLM` whose `feed` results are memoized by (token history, tokens, keep).
-
-    `history` is what the cache logically holds; the real KV cache is synced lazily on a miss:
-    cropped to the longest common prefix with `history`, then extended with the rest.
-    """
-
-    def __init__(
-        self, model: PreTrainedModel, vocab_size: int, max_bytes: int = MEMO_MAX_BYTES
-    ) -> None:
-        super().__init__(model, vocab_size)
-        self.history: list[int] = []
-        self._real: list[int] = []  # tokens in the real KV cache
-        self._memo: dict[tuple[tuple[int, ...], tuple[int, ...], int], torch.Tensor] = {}
-        self._bytes = 0
-        self.max_bytes = max_bytes
-        self.hits = self.misses = 0
-
-    def reset(self) -> None:
-        self.history = []
-        self.length = 0
-
-    def _sync(self) -> None:
-        common = 0
-        for a, b in zip(self._real, self.history, strict=False):
-            if a != b:
-                break
-            common += 1
-        if common == 0 and self._real:
-            super().reset()
-        elif common < len(self._real):
-            super().rollback(len(self._real) - common)
-        self._real = self._real[:common]
-        if len(self.history) > common:
-            super().feed(self.history[common:], keep=1)
-            self._real = list(self.history)
-
-    def feed(self, token_ids: list[int], keep: int = 1) -> torch.Tensor:
-        key = (tuple(self.history), tuple(token_ids), keep)
-        logits = self._memo.get(key)
-        if logits is None:
-            self.misses += 1
-            self._sync()
-            logits = super().feed(token_ids, keep)
-            self._real.extend(token_ids)
-            size = logits.numel() * logits.element_size()
-            if self._bytes + size <= self.max_bytes:
-                self._memo[key] = logits
-                self._bytes += size
-        else:
-            self.hits += 1
-        self.history.extend(token_ids)
-        self.length = len(self.history)
-        return logits
-
-    def rollback(self, n_positions: int) -> None:
-        if n_positions > 0:
-            del self.history[-n_positions:]
-            self.length = len(self.history)
-
-
-# ---------------------------------------------------------------------------------------------
-# greedy identity
-
-
-@dataclass(frozen=True)
-class GreedyMismatch:
-    workload: str
-    prompt_id: str
-    gamma: int
-    position: int  # first differing output position (0-based)
-    baseline_token: int
-    speculative_token: int
-    logit_margin: float  # target logit of the baseline token minus that of the speculative token
-    near_tie: bool
-
-
-@dataclass(frozen=True)
-class GreedyCheck:
-    dtype: str
-    gammas: list[int]
-    prompts: int
-    runs: int  # prompts × γ
-    identical_runs: int
-    tokens_compared: int  # baseline tokens over every run
-    tokens_matching: int  # tokens before the first difference
-    near_tie_tolerance: float
-    mismatches: list[GreedyMismatch]
-    drafter: str = "model"
-
-    @property
-    def identity_rate(self) -> float:
-        return self.identical_runs / self.runs if self.runs else math.nan
-
-    @property
-    def token_identity_rate(self) -> float:
-        return self.tokens_matching / self.tokens_compared if self.tokens_compared else math.nan
-
-    @property
-    def near_tie_flips(self) -> int:
-        return sum(m.near_tie for m in self.mismatches)
-
-    @property
-    def passed(self) -> bool:
-        return all(m.near_tie for m in self.mismatches)
-
-
-@dataclass(frozen=True)
-class Context:
-    label: str  # "<prompt id>+<answer offset>"
-    workload: str
-    ids: list[int]
-
-
-def _first_difference(a: list[int], b: list[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
-@torch.inference_mode()
-def greedy_check(
-    target: CachedLM,
-    draft: CachedLM | None,
-    make_drafter: DrafterFactory,
-    prompts: list[Context],
-    gammas: list[int],
-    max_new_tokens: int,
-    clock: Clock,
-    eos_ids: frozenset[int],
-    dtype: str = "float32",
-    drafter_name: str = "model",
-    baselines: dict[str, list[int]] | None = None,
-) -> GreedyCheck:
-    """Speculative vs target-only greedy tokens for every prompt × γ.
-
-    `baselines` (prompt label → target-only greedy tokens) is filled and reused, so checking
-    several drafters decodes each prompt's baseline once.
-    """
-    cache = baselines if baselines is not None else {}
-    tol = NEAR_TIE_TOLERANCE.get(dtype, 0.0)
-    runs = identical = compared = matching = 0
-    mismatches: list[GreedyMismatch] = []
-    gen = torch.Generator(device=target.device).manual_seed(0)
-    for ctx in prompts:
-        if ctx.label not in cache:
-            gen_base = baseline_generate(target, ctx.ids, GREEDY, max_new_tokens, clock, eos_ids)
-            cache[ctx.label] = gen_base.output_ids
-        base_ids = cache[ctx.label]
-        for gamma in gammas:
-            drafter = make_drafter(draft, GREEDY, gen)
-            spec = speculative_generate(
-                target,
-                drafter,
-                ctx.ids,
-                fixed_gamma(gamma),
-                GREEDY,
-                max_new_tokens,
-                clock,
-                eos_ids,
-            )
-            runs += 1
-            compared += len(base_ids)
-            pos = _first_difference(base_ids, spec.output_ids)
-            if pos is None:
-                identical += 1
-                matching += len(base_ids)
-                continue
-            matching += pos
-            b_tok = base_ids[pos] if pos < len(base_ids) else -1
-            s_tok = spec.output_ids[pos] if pos < len(spec.output_ids) else -1
-            margin = math.inf
-            if b_tok >= 0 and s_tok >= 0:
-                target.reset()
-                logits = target.feed(ctx.ids + base_ids[:pos], keep=1)[-1].float()
-                margin = float(logits[b_tok] - logits[s_tok])
-            mismatches.append(
-                GreedyMismatch(
-                    ctx.workload, ctx.label, gamma, pos, b_tok, s_tok, margin, abs(margin) <= tol
-                )
-            )
-    return GreedyCheck(
-        dtype,
-        list(gammas),
-        len(prompts),
-        runs,
-        identical,
-        compared,
-        matching,
-        tol,
-        mismatches,
-        drafter_name,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# sampled distribution
-
-
-@dataclass(frozen=True)
-class ContextCheck:
-    label: str
-    workload: str
-    context_tokens: int
-    beta: float | None  # exact P(y_1 accepted) under the exact rule; None: noisy or n-gram draft
-    p_max: float  # the target's top probability at the context
-    accept_rate: float  # measured P(y_1 accepted)
-    accept_expected: float | None  # β (exact rule) or the rule's closed form (lossy)
-    first: FitTest  # first emitted token vs p(· | context)
-    positions: list[PositionTest]  # emitted positions 2..γ+1 (γ+1: the bonus token)
-    drafted: float  # mean tokens drafted per round (an n-gram drafter may find nothing)
-    drift_tv_exact: float | None  # TV(rule's first-token distribution, p), closed form
-
-    def p_values(self) -> list[float]:
-        """This context's tests: position 1 (when not degenerate) and every tested later one."""
-        out = [self.first.p_value] if self.first.dof >= 1 else []
-        return out + [t.p_value for t in self.positions if t.tested]
-
-
-@dataclass(frozen=True)
-class SamplingCheck:
-    temperature: float
-    top_p: float
-    top_k: int
-    gamma: int
-    samples: int
-    contexts: list[ContextCheck]
-    drafter: str = "model"
-
-    def p_values(self) -> list[float]:
-        """Every test's p-value, all contexts and positions."""
-        return [p for c in self.contexts for p in c.p_values()]
-
-    def summary(self) -> dict[str, float | None]:
-        """Means over contexts: acceptance of y_1 (measured, expected, exact-rule β), the extra
-        acceptance over β, the measured TV of the first token and its bound, the closed-form drift."""
-
-        def mean(values: list[float | None]) -> float | None:
-            vals = [v for v in values if v is not None and math.isfinite(v)]
-            return float(np.mean(vals)) if vals else None
-
-        cs = self.contexts
-        betas = [c.beta for c in cs]
-        return {
-            "accept_rate": mean([c.accept_rate for c in cs]),
-            "accept_expected": mean([c.accept_expected for c in cs]),
-            "beta": mean(betas),
-            "extra_acceptance_measured": mean(
-                [c.accept_rate - c.beta if c.beta is not None else None for c in cs]
-            ),
-            "extra_acceptance_exact": mean(
-                [
-                    c.accept_expected - c.beta
-                    if c.beta is not None and c.accept_expected is not None
-                    else None
-                    for c in cs
-                ]
-            ),
-            "tv_measured": mean([c.first.tv for c in cs]),
-            "tv_bound": mean([c.first.tv_bound for c in cs]),
-            "drift_tv_exact": mean([c.drift_tv_exact for c in cs]),
-        }
-
-
-@dataclass(frozen=True)
-class RoundSample:
-    n_accepted: int
-    drafted: int
-    emitted: tuple[int, ...]  # 1..γ+1 tokens: accepted drafts, then the correction or bonus
-
-
-def _sample_rounds(
-    target: CachedLM,
-    draft: CachedLM | None,
-    make_drafter: DrafterFactory,
-    context: list[int],
-    params: SamplingParams,
-    gamma: int,
-    n: int,
-    clock: Clock,
-    generator: torch.Generator,
-    rule: AcceptanceRule | None,
-) -> list[RoundSample]:
-    """n independent rounds of the real speculative loop, each from the same context state."""
-    prefix, last = context[:-1], context[-1]
-    drafter = make_drafter(draft, params, generator)
-    target.reset()
-    target.feed(prefix, keep=1)
-    base_len = target.length
-    out = []
-    for _ in range(n):
-        drafter.start(prefix, last)
-        step = speculative_round(
-            target, drafter, last, gamma, params, clock, generator, accept_rule=rule
-        )
-        out.append(RoundSample(step.n_accepted, len(step.proposal.tokens), tuple(step.emitted)))
-        target.rollback(target.length - base_len)
-    return out
-
-
-PREFIX_BATCH = 64  # prefixes scored per batched forward
-
-
-def prefix_distributions(
-    target: CachedLM, context: list[int], prefixes: set[tuple[int, ...]], params: SamplingParams
-) -> dict[tuple[int, ...], np.ndarray]:
-    """The target's processed p(· | context + prefix) (V,) for every non-empty prefix asked for.
-
-    These are the oracle of the later-position tests, so they come from fresh forwards of the
-    context plus the tokens — no KV cache at all, never a round's own verify forward: a round
-    that uses the wrong row, or a cache that holds the wrong tokens, is then caught. Only the
-    longest prefixes are run (a row per token holds every shorter prefix), PREFIX_BATCH at a
-    time, right-padded: under causal attention no real position sees the padding.
-    """
-    chosen: list[tuple[int, ...]] = []
-    covered: set[tuple[int, ...]] = set()
-    for seq in sorted(prefixes, key=len, reverse=True):
-        if seq not in covered:
-            chosen.append(seq)
-            covered.update(seq[: k + 1] for k in range(len(seq)))
-    out: dict[tuple[int, ...], np.ndarray] = {}
-    n_ctx = len(context)
-    for i in range(0, len(chosen), PREFIX_BATCH):
-        chunk = chosen[i : i + PREFIX_BATCH]
-        width = max(len(s) for s in chunk)
-        ids = torch.zeros((len(chunk), n_ctx + width), dtype=torch.long, device=target.device)
-        ids[:, :n_ctx] = torch.tensor(context, dtype=torch.long, device=target.device)
-        for b, seq in enumerate(chunk):
-            ids[b, n_ctx : n_ctx + len(seq)] = torch.tensor(seq, dtype=torch.long)
-        # logits at positions n_ctx … n_ctx + width − 1: row k follows the prefix's first k + 1
-        logits = target.model(input_ids=ids, use_cache=False, logits_to_keep=width).logits
-        logits = logits[:, :, : target.vocab_size]  # (B, width, V)
-        rows = process_logits(logits.reshape(-1, logits.shape[-1]), params)
-        rows_np = rows.double().cpu().numpy().reshape(len(chunk), width, -1)
-        for b, seq in enumerate(chunk):
-            for k in range(len(seq)):
-                out.setdefault(seq[: k + 1], rows_np[b, k])
-    return out
-
-
-def position_tests(
-    rounds: list[RoundSample],
-    dists: dict[tuple[int, ...], np.ndarray],
-    gamma: int,
-    rng: np.random.Generator,
-) -> list[PositionTest]:
-    """Positions 2..γ+1: each emitted token against p at its own prefix, pooled by position."""
-    tests = []
-    for j in range(2, gamma + 2):
-        by_prefix: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for r in rounds:
-            if len(r.emitted) >= j:
-                by_prefix[r.emitted[: j - 1]].append(r.emitted[j - 1])
-        groups = [(dists[pre], np.asarray(toks, int)) for pre, toks in by_prefix.items()]
-        tests.append(pit_test(j, groups, rng))
-    return tests
-
-
-@torch.inference_mode()
-def check_context(
-    target: CachedLM,
-    draft: CachedLM | None,
-    make_drafter: DrafterFactory,
-    ctx: Context,
-    params: SamplingParams,
-    gamma: int,
-    n: int,
-    clock: Clock,
-    seed: int,
-    rule: AcceptanceRule | None = None,
-    analytic: bool = True,
-) -> ContextCheck:
-    """Sample one round n times at `ctx` and test every emitted position against the target.
-
-    `draft` None: a model-free drafter (n-gram); β and the closed forms are then not computed.
-    """
-    if len(ctx.ids) < 2:
-        raise SpecbenchError(f"context {ctx.label} has fewer than 2 tokens; cannot verify there")
-    target.reset()
-    p = process_logits(target.feed(ctx.ids, keep=1)[-1], params)  # (V,)
-    beta = accept_expected = drift = None
-    if analytic and draft is not None:
-        draft.reset()
-        q = process_logits(draft.feed(ctx.ids, keep=1)[-1], params).to(p.device)
-        beta = float(exact_beta(p, q))
-        eps = rule.epsilon if isinstance(rule, LossyRule) else 0.0
-        dist, accept_expected = first_token_distribution(p, q, eps)
-        drift = 0.5 * float((dist - p.double()).abs().sum())
-    generator = torch.Generator(device=target.device).manual_seed(seed)
-    rounds = _sample_rounds(
-        target, draft, make_drafter, ctx.ids, params, gamma, n, clock, generator, rule
-    )
-    vocab = p.shape[-1]
-    p_np = p.double().cpu().numpy()
-    first = np.bincount([r.emitted[0] for r in rounds], minlength=vocab)
-    needed = {r.emitted[:-1] for r in rounds if len(r.emitted) >= 2}
-    dists = prefix_distributions(target, ctx.ids, needed, params)
-    positions = position_tests(rounds, dists, gamma, np.random.default_rng(seed))
-    return ContextCheck(
-        label=ctx.label,
-        workload=ctx.workload,
-        context_tokens=len(ctx.ids),
-        beta=beta,
-        p_max=float(p.max()),
-        accept_rate=sum(r.n_accepted >= 1 for r in rounds) / n,
-        accept_expected=accept_expected,
-        first=goodness_of_fit(first, p_np),
-        positions=positions,
-        drafted=float(np.mean([r.drafted for r in rounds])),
-        drift_tv_exact=drift,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# the whole check
 
 
 # The n-gram prompt-lookup drafter verified beside the config's own when it names none: its
@@ -597,6 +157,55 @@ def pick_contexts(
     return out
 
 
+def _prompt_contexts(
+    cfg: RunConfig,
+    sess: Session,
+    prompts_by_wl: dict[str, list[Prompt]],
+    max_prompts: int | None,
+) -> list[Context]:
+    """Every prompt's first-turn context, round-robin over workloads so the first contexts cover
+    every workload; at most `max_prompts` per workload."""
+    queues = [ps[:max_prompts] if max_prompts else ps for ps in prompts_by_wl.values()]
+    prompts: list[Context] = []
+    for i in range(max(len(q) for q in queues)):
+        for q in queues:
+            if i < len(q):
+                pr = q[i]
+                ids, _ = build_context_ids(
+                    sess.tokenizer,
+                    conversation_messages(pr, [], 0),
+                    cfg.chat_template,
+                    sess.max_context,
+                )
+                prompts.append(Context(pr.id, pr.workload, ids))
+    return prompts
+
+
+VerifiedDrafter = tuple[DraftSpec, CachedLM | None, DrafterFactory]  # a drafter to verify
+
+
+def _drafters(specs: list[DraftSpec], sess: Session) -> tuple[list[VerifiedDrafter], list[str]]:
+    """(spec, draft LM or None, factory) per drafter spec, and the notes they call for."""
+    clock, eos = sess.clock, sess.eos_ids
+    notes: list[str] = []
+    drafters: list[VerifiedDrafter] = []
+    for spec in specs:
+        if spec.method == "ngram":
+            drafters.append((spec, None, ngram_drafter_factory(spec, clock)))
+            continue
+        lm = sess.draft_lms.get(spec.label)
+        if lm is None:
+            raise SpecbenchError(f"drafter {spec.label}: its draft model is not loaded")
+        drafters.append((spec, lm, model_drafter_factory(clock, eos, spec.logit_noise)))
+        if spec.logit_noise > 0:
+            notes.append(
+                f"{spec.label}: draft.logit_noise = {spec.logit_noise:g}: the draft's q is random "
+                "per step, so β and the closed-form figures are not computed (the sampled test "
+                "still applies)"
+            )
+    return drafters, notes
+
+
 def run_verify(
     cfg: RunConfig,
     options: VerifyOptions,
@@ -619,41 +228,11 @@ def run_verify(
     if options.ngram and not any(d.method == "ngram" for d in specs):
         specs.append(DEFAULT_NGRAM)
     clock, eos = sess.clock, sess.eos_ids
-    # round-robin over workloads so the first contexts cover every workload
-    queues = [
-        ps[: options.max_prompts] if options.max_prompts else ps for ps in prompts_by_wl.values()
-    ]
-    prompts: list[Context] = []
-    for i in range(max(len(q) for q in queues)):
-        for q in queues:
-            if i < len(q):
-                pr = q[i]
-                ids, _ = build_context_ids(
-                    sess.tokenizer,
-                    conversation_messages(pr, [], 0),
-                    cfg.chat_template,
-                    sess.max_context,
-                )
-                prompts.append(Context(pr.id, pr.workload, ids))
+    prompts = _prompt_contexts(cfg, sess, prompts_by_wl, options.max_prompts)
     top_p = options.top_p if options.top_p is not None else cfg.sampling.top_p
     top_k = options.top_k if options.top_k is not None else cfg.sampling.top_k
     dtype = str(sess.target_loaded.dtype).removeprefix("torch.")
-    notes: list[str] = []
-    drafters: list[tuple[DraftSpec, CachedLM | None, DrafterFactory]] = []
-    for spec in specs:
-        if spec.method == "ngram":
-            drafters.append((spec, None, ngram_drafter_factory(spec, clock)))
-            continue
-        lm = sess.draft_lms.get(spec.label)
-        if lm is None:
-            raise SpecbenchError(f"drafter {spec.label}: its draft model is not loaded")
-        drafters.append((spec, lm, model_drafter_factory(clock, eos, spec.logit_noise)))
-        if spec.logit_noise > 0:
-            notes.append(
-                f"{spec.label}: draft.logit_noise = {spec.logit_noise:g}: the draft's q is random "
-                "per step, so β and the closed-form figures are not computed (the sampled test "
-                "still applies)"
-            )
+    drafters, notes = _drafters(specs, sess)
     if rule is not None:
         notes.append(f"{rule.label}; greedy decoding is unaffected (one-hot p and q)")
 

@@ -1,25 +1,35 @@
-"""Acceptance rules for one speculative round: the exact rule, and a clearly labelled LOSSY one.
+"""The acceptance rules of one speculative round — the one place they live.
 
-An acceptance rule takes the drafted tokens y_1..y_k, the processed target distributions
-p_1..p_{k+1} and draft distributions q_1..q_k of one round and returns how many draft tokens are
-kept and which token is emitted after them (`RoundDecision`). `speculative_round` takes one as its
-optional `accept_rule` argument; the default is the exact rule.
+A round drafts y_1..y_k; the target's verify forward gives the processed distributions
+p_1..p_{k+1}, the drafter's q_1..q_k. An acceptance rule decides how many drafts are kept and which
+token is emitted after them (`RoundDecision`). Notation: p = p_target, q = q_draft (gpt-fast swaps
+the letters; we don't). p and q must be *processed* identically (temperature, top-k, top-p,
+spec/sampling.py) for the output to follow the target's processed distribution exactly.
 
-- `exact_rule` (docs/theory.md §1, Leviathan et al. 2023, arXiv 2211.17192): accept y_i with probability
-  min(1, p_i(y_i)/q_i(y_i)); at the first rejection emit a token from norm(max(0, p_i − q_i)).
-  The emitted tokens then follow the target's processed distribution exactly (lossless).
-- `LossyRule(ε)`: the "relaxed acceptance" some vendor material recommends, written there as
-  "accept when q ≥ p − ε" with the letters swapped (q = target, p = draft, as in gpt-fast). In our
-  notation (p = p_target, q = q_draft): accept y_i **outright when p_i(y_i) ≥ q_i(y_i) − ε**, i.e.
-  when the draft over-weights y_i by at most ε; otherwise apply the exact test. A rejection still
-  resamples from the residual. ε = 0 gives back the exact rule; any ε > 0 accepts more draft
-  tokens and moves the output away from p. It is NOT lossless: `specbench verify --lossy-epsilon`
-  measures what it costs. Under greedy decoding (one-hot p and q) it equals the exact rule for
-  ε < 1.
+- `accept_draft` / `exact_rule` (docs/theory.md §1; Leviathan et al. 2023, arXiv 2211.17192,
+  Alg. 1; Chen et al. 2023, arXiv 2302.01318): accept y_i with probability min(1, p_i(y_i) /
+  q_i(y_i)); at the first rejection emit a token from norm(max(0, p_i − q_i))
+  (`residual_distribution`); if all k are accepted emit a bonus token from p_{k+1}. The emitted
+  tokens then follow p exactly (lossless). A deterministic drafter (n-gram lookup) has q = one-hot
+  at its token: y is then accepted with probability p(y) and a rejection resamples from
+  norm(max(0, p − one-hot)).
+- `greedy_decision`: temperature 0, one-hot p and q — accept while y_i = argmax p_i; the token after
+  them is argmax p at the first mismatch (or the bonus position).
+- `LossyRule(ε)` / `lossy_accept`: the "relaxed acceptance" some vendor material recommends,
+  written there as "accept when q ≥ p − ε" with the letters swapped (q = target, p = draft, as in
+  gpt-fast). In our notation: accept y_i **outright when p_i(y_i) ≥ q_i(y_i) − ε**, i.e. when the
+  draft over-weights y_i by at most ε; otherwise apply the exact test. A rejection still resamples
+  from the residual. ε = 0 gives back the exact rule; any ε > 0 accepts more draft tokens and moves
+  the output away from p. It is NOT lossless: `specbench verify --lossy-epsilon` measures what it
+  costs. Under greedy decoding (one-hot p and q) it equals the exact rule for ε < 1.
 
-`first_token_distribution(p, q, ε)` gives, in closed form, the distribution of the first token a
-round emits and the probability that y_1 is accepted under either rule — the exact drift of the
-lossy rule at a context, with no sampling error.
+β, the probability that a drafted position is accepted under the exact rule, is
+Σ_x min(p(x), q(x)) = 1 − TV(p, q) (`exact_beta`, docs/theory.md §2); `drafted_beta` gives it at
+each drafted position of a round (p(y) for a one-hot q). `first_token_distribution(p, q, ε)` gives,
+in closed form, the distribution of the first token a round emits and the probability that y_1 is
+accepted under either rule — the exact drift of the lossy rule at a context, with no sampling error.
+
+Pure torch on tensors; no models.
 """
 
 from __future__ import annotations
@@ -29,11 +39,19 @@ from typing import Protocol
 
 import torch
 
-from specbench.spec.sampling import RoundDecision, accept_draft, residual_distribution, sample
+from specbench.spec.sampling import sample
+
+
+@dataclass(frozen=True)
+class RoundDecision:
+    """Outcome of one verify: how many draft tokens were accepted and the token emitted after them."""
+
+    n_accepted: int
+    next_token: int  # the correction (after a rejection) or the bonus token (all accepted)
 
 
 class AcceptanceRule(Protocol):
-    """The signature of `specbench.spec.sampling.accept_draft`."""
+    """The signature of `accept_draft`; `speculative_round` takes one as `accept_rule`."""
 
     def __call__(
         self,
@@ -45,14 +63,94 @@ class AcceptanceRule(Protocol):
     ) -> RoundDecision: ...
 
 
-# The exact, lossless rule (the engine's default).
-exact_rule: AcceptanceRule = accept_draft
+def exact_beta(p_target: torch.Tensor, q_draft: torch.Tensor) -> torch.Tensor:
+    """β = Σ_x min(p(x), q(x)) = 1 − TV(p, q): the probability a drafted position is accepted."""
+    return torch.minimum(p_target, q_draft).sum(dim=-1)
+
+
+def drafted_beta(
+    p_target: torch.Tensor,  # (k, V) processed target distributions at the drafted positions
+    q_draft: torch.Tensor | None,  # (k, V) processed draft distributions; None = one-hot (n-gram)
+    draft_tokens: torch.Tensor,  # (k,) int64; both tensors on p_target's device
+) -> list[float]:
+    """Exact β at each drafted position; for a one-hot q (n-gram) β = p(y)."""
+    if q_draft is not None:
+        return exact_beta(p_target, q_draft).tolist()
+    k = int(draft_tokens.shape[0])
+    return p_target[torch.arange(k, device=p_target.device), draft_tokens].tolist()
+
+
+def residual_distribution(p_target: torch.Tensor, q_draft: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p − q)), the distribution a rejection resamples from.
+
+    When p ≤ q everywhere (p == q up to rounding) the residual has no mass; a rejection then has
+    probability ~0, and p itself is the correct fallback.
+    """
+    diff = torch.clamp(p_target - q_draft, min=0.0)
+    mass = diff.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, diff / mass.clamp_min(1e-30), p_target)
+
+
+def greedy_decision(
+    target_argmax: torch.Tensor,  # (k+1,) int64: argmax of the target's logits at each position
+    draft_tokens: torch.Tensor,  # (k,) int64
+) -> tuple[RoundDecision, list[bool]]:
+    """The greedy rule: keep drafts while they equal the target's argmax, then emit its argmax.
+
+    Also returns the match indicator per drafted position (β under one-hot p and q).
+    """
+    k = int(draft_tokens.shape[0])
+    matches = (target_argmax[:k] == draft_tokens).tolist()
+    n = matches.index(False) if False in matches else k
+    return RoundDecision(n, int(target_argmax[n])), matches
 
 
 def _one_hot_q(draft_tokens: torch.Tensor, p_target: torch.Tensor) -> torch.Tensor:
     q = torch.zeros_like(p_target[: draft_tokens.shape[0]])
     q.scatter_(-1, draft_tokens.unsqueeze(-1), 1.0)
     return q
+
+
+def _emit(
+    rejected: list[bool],
+    p_target: torch.Tensor,
+    q_draft: torch.Tensor,
+    generator: torch.Generator | None,
+) -> RoundDecision:
+    """The token after the accepted drafts: a residual draw at the first rejection, else a bonus
+    token from p_{k+1}."""
+    if True not in rejected:
+        k = len(rejected)
+        return RoundDecision(k, int(sample(p_target[k], generator)))
+    n = rejected.index(True)
+    correction = sample(residual_distribution(p_target[n], q_draft[n]), generator)
+    return RoundDecision(n, int(correction))
+
+
+def accept_draft(
+    draft_tokens: torch.Tensor,  # (γ,) int64
+    p_target: torch.Tensor,  # (γ+1, V) processed target distributions at the γ+1 verified positions
+    q_draft: torch.Tensor | None,  # (γ, V) processed draft distributions; None = one-hot (n-gram)
+    greedy: bool,
+    generator: torch.Generator | None = None,  # on p_target's device
+) -> RoundDecision:
+    """The exact acceptance rule for one round (docs/theory.md §1; module docstring)."""
+    if greedy:
+        return greedy_decision(p_target.argmax(dim=-1), draft_tokens)[0]
+    gamma = int(draft_tokens.shape[0])
+    if q_draft is None:
+        q_draft = _one_hot_q(draft_tokens, p_target)
+    idx = torch.arange(gamma, device=p_target.device)
+    p_y = p_target[idx, draft_tokens]
+    q_y = q_draft[idx, draft_tokens]
+    u = torch.rand(gamma, generator=generator, device=p_target.device)
+    # accept iff u < p/q  ⇔  u·q < p (no division; q(y) > 0 since y was sampled from q)
+    rejected = (u * q_y >= p_y).tolist()
+    return _emit(rejected, p_target, q_draft, generator)
+
+
+# The exact, lossless rule (the engine's default).
+exact_rule: AcceptanceRule = accept_draft
 
 
 def lossy_accept(
@@ -79,11 +177,7 @@ def lossy_accept(
     u = torch.rand(gamma, generator=generator, device=p_target.device)
     # relaxed: p ≥ q − ε accepts outright; the rest keep the exact test u·q < p
     rejected = ((p_y < q_y - epsilon) & (u * q_y >= p_y)).tolist()
-    if True not in rejected:
-        return RoundDecision(gamma, int(sample(p_target[gamma], generator)))
-    n = rejected.index(True)
-    correction = sample(residual_distribution(p_target[n], q_draft[n]), generator)
-    return RoundDecision(n, int(correction))
+    return _emit(rejected, p_target, q_draft, generator)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,18 @@ answer's mean log-probability under the target (docs/theory.md §13). Under samp
 processed distribution (temperature, top-k, top-p) the token was drawn from — for a correction
 token drawn from norm(max(0, p − q)) it is still p(token); under greedy the processed p is
 one-hot, so the raw softmax (T = 1) is used: the target's own confidence in its argmax.
+
+Stop strings: the loops take a `StopCheck`, a plain function of the output ids (the runner builds
+it from the tokenizer's decoded text), and cut the output themselves (`_Stopper`). transformers'
+`StopStringCriteria` is not used, for three reasons: (1) it answers "does a stop string end in the
+*last* token?", one token at a time, while a speculative round appends up to γ + 1 tokens at once
+and must cut at the first of them that completes the string, so it would run once per emitted
+prefix and still leave the cutting to us; (2) it matches the vocabulary's token strings (and the
+prompt's tail), while our check matches the decoded answer text — what OpenAI-compatible servers
+such as vLLM match their `stop` strings against, so `stop_reason` means the same for this loop and
+the serving backends; the two differ on tokenizers whose decoding is not the concatenation of token
+strings (SentencePiece "▁", space clean-up, split UTF-8 bytes); (3) switching would move the cut on
+such tokenizers and change recorded outputs.
 """
 
 from __future__ import annotations
@@ -22,29 +34,20 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbench.spec.acceptance_rules import AcceptanceRule
+from specbench.spec.acceptance_rules import (
+    AcceptanceRule,
+    accept_draft,
+    drafted_beta,
+    greedy_decision,
+)
 from specbench.spec.drafters import Drafter, Proposal
 from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams, accept_draft, exact_beta, process_logits, sample
+from specbench.spec.rounds import GammaForRound, Rounds
+from specbench.spec.sampling import SamplingParams, process_logits, sample
 from specbench.spec.timing import Clock
 
 # A stop check returns the number of generated tokens to keep when a stop string has appeared.
 StopCheck = Callable[[list[int]], int | None]
-
-
-@dataclass
-class Rounds:
-    """Per-round measurements, one list entry per round (γ may vary under a policy)."""
-
-    gamma: list[int] = field(default_factory=list)  # γ asked for this round
-    drafted: list[int] = field(default_factory=list)  # tokens actually drafted (≤ γ; EOS stops)
-    accepted: list[int] = field(default_factory=list)
-    emitted: list[int] = field(default_factory=list)  # tokens kept (after stop truncation)
-    beta: list[list[float]] = field(default_factory=list)  # exact β at each drafted position
-    draft_top_prob: list[list[float]] = field(default_factory=list)
-    draft_ms: list[list[float]] = field(default_factory=list)
-    verify_ms: list[float] = field(default_factory=list)
-    overhead_ms: list[float] = field(default_factory=list)  # round wall time outside forwards
 
 
 @dataclass
@@ -195,9 +198,8 @@ def speculative_round(
     drafted = torch.tensor(proposal.tokens, dtype=torch.long, device=logits.device)
     if params.greedy:
         target_argmax = logits.argmax(dim=-1)  # (k+1,)
-        matches = (target_argmax[:k] == drafted).tolist()
-        n_accepted = matches.index(False) if False in matches else k
-        next_token = int(target_argmax[n_accepted])
+        decision, matches = greedy_decision(target_argmax, drafted)
+        n_accepted, next_token = decision.n_accepted, decision.next_token
         beta = [float(m) for m in matches]  # one-hot p and q: β is the match indicator
         # emitted = the target's argmax at positions 0..n: log of its raw (T = 1) probability
         logp = torch.log_softmax(logits[: n_accepted + 1].float(), dim=-1)
@@ -207,9 +209,7 @@ def speculative_round(
         q_draft = proposal.q_draft
         if q_draft is not None:
             q_draft = q_draft.to(p_target.device)
-            beta = exact_beta(p_target[:k], q_draft).tolist()
-        else:  # one-hot q (n-gram): β = p(y)
-            beta = p_target[torch.arange(k, device=p_target.device), drafted].tolist()
+        beta = drafted_beta(p_target[:k], q_draft, drafted)  # one-hot q (n-gram): β = p(y)
         rule = accept_rule or accept_draft
         decision = rule(drafted, p_target, q_draft, greedy=False, generator=generator)
         n_accepted, next_token = decision.n_accepted, decision.next_token
@@ -229,7 +229,7 @@ def speculative_generate(
     target: CachedLM,
     drafter: Drafter,
     prompt_ids: list[int],
-    gamma_for_round: Callable[[Rounds], int],
+    gamma_for_round: GammaForRound,
     params: SamplingParams,
     max_new_tokens: int,
     clock: Clock,
@@ -285,6 +285,6 @@ def speculative_generate(
     )
 
 
-def fixed_gamma(gamma: int) -> Callable[[Rounds], int]:
+def fixed_gamma(gamma: int) -> GammaForRound:
     """The fixed-γ policy."""
     return lambda _rounds: gamma

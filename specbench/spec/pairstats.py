@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
+from specbench.spec.acceptance_rules import exact_beta
+from specbench.spec.sampling import SamplingParams, process_logits
 
 
 def _logits(model: Any, ids: Sequence[int]) -> torch.Tensor:

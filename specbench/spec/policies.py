@@ -18,11 +18,11 @@ A policy is a pure function of the rounds so far, so the trace-replay simulator
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.config import PolicySpec
-from specbench.spec.generate import Rounds
+from specbench.spec.rounds import GammaForRound, Rounds
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Policy:
             return gamma
         return gamma  # fixed, confidence and temperature do not react to history
 
-    def controller(self) -> Callable[[Rounds], int]:
+    def controller(self) -> GammaForRound:
         """A `gamma_for_round` callback for `speculative_generate`, carrying the policy's state."""
         state = {"gamma": self.initial_gamma(), "seen": 0}
 

@@ -13,13 +13,10 @@ tokens (`logits_to_keep`). A batch longer than `chunk_tokens` is run in time chu
 cache (same logits, bounded activation memory). Responses that do not fit the context are
 scored in windows (each window sees as much preceding text as fits) or truncated; the caller is
 told how many positions were affected and must warn.
-
-Also here: `measure_forward_latency`, the short micro-benchmark behind `accept --measure-timing`.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,9 +25,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams, exact_beta, process_logits
-from specbench.spec.timing import Clock
+from specbench.spec.acceptance_rules import exact_beta
+from specbench.spec.sampling import SamplingParams, process_logits
 
 Overflow = Literal["window", "truncate"]
 ROW_BLOCK = 1024  # logits rows turned into probabilities at once (bounds memory for big vocabs)
@@ -364,54 +360,3 @@ def score_sequences(
             )
         )
     return merged
-
-
-@torch.inference_mode()
-def measure_forward_latency(
-    target: Any,
-    draft: Any,
-    vocab_size: int,
-    context_len: int = 128,
-    drafted: Sequence[int] = (1, 2, 4, 8),
-    reps: int = 10,
-    warmup: int = 2,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Median forward latencies at batch 1 with a KV cache over a random context of
-    `context_len` tokens: one decode step of the target (T_ar) and of the draft (T_d), and one
-    target verify over k + 1 tokens for each k in `drafted` (T_t(k)). The steps are interleaved
-    per repetition and the cache is rolled back after each, so every step sees the same cache
-    length; the first `warmup` repetitions are discarded. Milliseconds, device-synchronised.
-    """
-    device = next(target.parameters()).device
-    clock = Clock(device)
-    gen = torch.Generator().manual_seed(seed)
-    ctx = torch.randint(0, vocab_size, (context_len,), generator=gen).tolist()
-    lms = {"target": CachedLM(target, vocab_size), "draft": CachedLM(draft, vocab_size)}
-    for lm in lms.values():
-        lm.feed(ctx, keep=1)
-    times: dict[str, list[float]] = {"target": [], "draft": []}
-    times.update({f"verify_{k}": [] for k in drafted})
-
-    def step(name: str, lm: CachedLM, tokens: list[int], rep: int) -> None:
-        t0 = clock.now()
-        lm.feed(tokens, keep=len(tokens)).argmax(dim=-1)
-        dt = clock.now() - t0
-        lm.rollback(len(tokens))
-        if rep >= warmup:
-            times[name].append(dt)
-
-    for rep in range(warmup + reps):
-        tok = torch.randint(0, vocab_size, (max(drafted, default=1) + 1,), generator=gen).tolist()
-        step("draft", lms["draft"], tok[:1], rep)
-        step("target", lms["target"], tok[:1], rep)
-        for k in drafted:
-            step(f"verify_{k}", lms["target"], tok[: k + 1], rep)
-    return {
-        "t_target_ms": statistics.median(times["target"]),
-        "t_draft_ms": statistics.median(times["draft"]),
-        "verify_ms": {k: statistics.median(times[f"verify_{k}"]) for k in drafted},
-        "context_len": context_len,
-        "reps": reps,
-        "device": str(device),
-    }

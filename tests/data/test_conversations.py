@@ -16,7 +16,7 @@ from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames, parse_row
 from specbench.data.sources import Row
 from specbench.errors import SpecbenchError
-from specbench.tinypair import TINY_PAIR_DIR
+from specbench.models.tinypair import TINY_PAIR_DIR
 
 # The tiny pair's tokenizer has no chat template; this one renders roles, tool calls, tool
 # results and tool definitions the way real templates do (tojson of arguments / tools). Newlines

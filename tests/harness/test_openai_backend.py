@@ -371,7 +371,7 @@ def _free_port() -> int:
 
 def tiny_pair_dirs() -> tuple[str, str]:
     """The shipped tiny pair's directories."""
-    from specbench.tinypair import tiny_model_dir
+    from specbench.models.tinypair import tiny_model_dir
 
     return str(tiny_model_dir("target")), str(tiny_model_dir("draft"))
 

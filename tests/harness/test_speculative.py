@@ -14,13 +14,13 @@ from specbench.data import load_workload
 from specbench.harness.runner import make_stop_check
 from specbench.spec.drafters import ModelDrafter
 from specbench.spec.generate import (
-    Rounds,
     baseline_generate,
     fixed_gamma,
     speculative_generate,
     speculative_round,
 )
 from specbench.spec.lm import CachedLM
+from specbench.spec.rounds import Rounds
 from specbench.spec.sampling import SamplingParams, process_logits
 from specbench.spec.timing import Clock
 

@@ -24,10 +24,10 @@ from specbench.spec.teacher_forced import (
     RequestScores,
     ScoredSequence,
     make_batches,
-    measure_forward_latency,
     plan_sequences,
     score_sequences,
 )
+from specbench.spec.timing import measure_forward_latency
 
 T1 = SamplingParams(1.0)
 GREEDY = SamplingParams(0.0)

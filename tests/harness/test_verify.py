@@ -18,33 +18,25 @@ import yaml
 from scipy import stats
 from typer.testing import CliRunner
 
-import specbench.harness.verify as verify_mod
+import specbench.harness.verify_checks as checks_mod
+from specbench.analysis.lossless_tests import bonferroni, goodness_of_fit
 from specbench.cli.app import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.harness.verify import (
-    Context,
-    ContextCheck,
-    MemoizedLM,
-    VerifyReport,
-    bonferroni,
-    check_context,
-    goodness_of_fit,
-    greedy_check,
-    model_drafter_factory,
-    ngram_drafter_factory,
-)
-from specbench.spec.acceptance_rules import LossyRule, first_token_distribution, lossy_accept
-from specbench.spec.drafters import NgramDrafter
-from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import (
+from specbench.harness.verify import VerifyReport, model_drafter_factory, ngram_drafter_factory
+from specbench.harness.verify_checks import Context, ContextCheck, check_context, greedy_check
+from specbench.spec.acceptance_rules import (
+    LossyRule,
     RoundDecision,
-    SamplingParams,
     accept_draft,
     exact_beta,
-    process_logits,
-    sample,
+    first_token_distribution,
+    lossy_accept,
 )
+from specbench.spec.drafters import NgramDrafter
+from specbench.spec.generate import baseline_generate
+from specbench.spec.lm import CachedLM, MemoizedLM
+from specbench.spec.sampling import SamplingParams, process_logits, sample
 from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
@@ -329,9 +321,7 @@ def ngram_context(tiny_pair: Any) -> Context:
         for pr in load_workload(WorkloadSpec(name=name, dataset=DatasetSpec(name=name)), 0)[:4]:
             ids = tok(pr.turns[0])["input_ids"]
             with torch.inference_mode():
-                gen = verify_mod.baseline_generate(
-                    target, ids, SamplingParams(), 12, CLOCK, tiny_pair.eos_ids
-                )
+                gen = baseline_generate(target, ids, SamplingParams(), 12, CLOCK, tiny_pair.eos_ids)
                 ids = ids + gen.output_ids
                 drafter = NgramDrafter(1, 3, CLOCK)
                 drafter.start(ids[:-1], ids[-1])
@@ -392,14 +382,14 @@ def test_greedy_identity_and_a_reported_mismatch(
     assert (ok.runs, ok.identical_runs, ok.identity_rate, ok.passed) == (4, 4, 1.0, True)
     assert ok.tokens_matching == ok.tokens_compared > 0
 
-    real = verify_mod.speculative_generate
+    real = checks_mod.speculative_generate
 
     def flipped(*args: Any, **kwargs: Any) -> Any:  # a speculative path that errs at position 3
         gen = real(*args, **kwargs)
         gen.output_ids[3] = (gen.output_ids[3] + 1) % v
         return gen
 
-    monkeypatch.setattr(verify_mod, "speculative_generate", flipped)
+    monkeypatch.setattr(checks_mod, "speculative_generate", flipped)
     bad = greedy_check(target, draft, make, prompts[:1], [2], 16, CLOCK, tiny_pair.eos_ids)
     assert not bad.passed and bad.identity_rate == 0.0 and bad.tokens_matching == 3
     (m,) = bad.mismatches

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-TINY_PAIR_DIR: Path = Path(__file__).parent / "assets" / "tiny-pair"
+TINY_PAIR_DIR: Path = Path(__file__).parents[1] / "assets" / "tiny-pair"
 MANIFEST_NAME = "manifest.json"
 MODEL_NAMES: tuple[str, ...] = ("target", "draft")
 
