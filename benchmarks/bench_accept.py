@@ -36,10 +36,10 @@ from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames
 from specbench.harness.accept import AcceptOptions, measure_requests, tokenize_requests
 from specbench.models import check_pair_compatible, load_model
+from specbench.sampling_params import SamplingParams
 from specbench.spec.drafters import ModelDrafter
 from specbench.spec.generate import fixed_gamma, speculative_generate
 from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.teacher_forced import (
     ScoredSequence,
     default_batch_tokens,

@@ -28,7 +28,7 @@ from specbench.data.conversation import (
 from specbench.data.paths import MISSING, get_path, parse_path
 from specbench.data.sources import Row
 from specbench.errors import SpecbenchError
-from specbench.spec.sampling import SamplingParams
+from specbench.sampling_params import SamplingParams
 
 DEFAULT_BUCKET = "all"
 

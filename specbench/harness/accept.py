@@ -30,7 +30,7 @@ from specbench.config import ModelSpec
 from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames, LoggedRequest, conversation_notes
 from specbench.errors import SpecbenchError
-from specbench.spec.sampling import SamplingParams
+from specbench.sampling_params import SamplingParams
 
 NO_LIMIT = 10**9  # context length when neither model states one
 

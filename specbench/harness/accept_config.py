@@ -17,7 +17,7 @@ from specbench import defaults
 from specbench.config import ModelSpec, RunConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.accept import AcceptOptions
-from specbench.spec.sampling import SamplingParams
+from specbench.sampling_params import SamplingParams
 
 # Drafters that read the target's hidden states: no standalone forward to teacher-force.
 UNSCORABLE_HINTS = ("eagle", "medusa", "mtp", "hydra")

@@ -37,6 +37,7 @@ from specbench.harness.plan import (
     unit_seed,
 )
 from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
+from specbench.sampling_params import SamplingParams
 from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.spec.generate import (
     Generation,
@@ -47,7 +48,6 @@ from specbench.spec.generate import (
 from specbench.spec.lm import CachedLM
 from specbench.spec.policies import Policy
 from specbench.spec.rounds import Rounds
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 
 

@@ -42,11 +42,11 @@ from specbench.harness.verify_checks import (
     check_context,
     greedy_check,
 )
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import LossyRule
 from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specbench.spec.generate import baseline_generate
 from specbench.spec.lm import CachedLM, MemoizedLM
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 
 CONTEXT_STRIDE = 8  # answer offsets of successive passes over the prompts (plus 4 on odd contexts)

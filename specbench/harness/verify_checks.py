@@ -25,6 +25,7 @@ import torch
 
 from specbench.analysis.lossless_tests import FitTest, PositionTest, goodness_of_fit, pit_test
 from specbench.errors import SpecbenchError
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import AcceptanceRule
 from specbench.spec.drafters import Drafter
 from specbench.spec.generate import baseline_generate, fixed_gamma, speculative_generate
@@ -36,7 +37,6 @@ from specbench.spec.lossless import (
     prefix_distributions,
     sample_rounds,
 )
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 
 GREEDY = SamplingParams()

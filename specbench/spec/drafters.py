@@ -12,8 +12,9 @@ from typing import Protocol
 
 import torch
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams, process_logits, sample
+from specbench.spec.sampling import process_logits, sample
 from specbench.spec.timing import Clock
 
 

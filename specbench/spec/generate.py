@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import (
     AcceptanceRule,
     accept_draft,
@@ -43,7 +44,7 @@ from specbench.spec.acceptance_rules import (
 from specbench.spec.drafters import Drafter, Proposal
 from specbench.spec.lm import CachedLM
 from specbench.spec.rounds import GammaForRound, Rounds
-from specbench.spec.sampling import SamplingParams, process_logits, sample
+from specbench.spec.sampling import process_logits, sample
 from specbench.spec.timing import Clock
 
 # A stop check returns the number of generated tokens to keep when a stop string has appeared.

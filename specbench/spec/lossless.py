@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import (
     AcceptanceRule,
     LossyRule,
@@ -27,7 +28,7 @@ from specbench.spec.acceptance_rules import (
 from specbench.spec.drafters import Drafter
 from specbench.spec.generate import speculative_round
 from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import SamplingParams, process_logits
+from specbench.spec.sampling import process_logits
 from specbench.spec.timing import Clock
 
 PREFIX_BATCH = 64  # prefixes scored per batched forward

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import exact_beta
-from specbench.spec.sampling import SamplingParams, process_logits
+from specbench.spec.sampling import process_logits
 
 
 def _logits(model: Any, ids: Sequence[int]) -> torch.Tensor:

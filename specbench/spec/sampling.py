@@ -6,22 +6,9 @@ Pure torch on tensors; no models. The target's p and the draft's q go through th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How logits become a distribution. temperature 0 means greedy (one-hot argmax)."""
-
-    temperature: float = 0.0
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
+from specbench.sampling_params import SamplingParams
 
 
 def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

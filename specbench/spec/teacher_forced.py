@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import exact_beta
-from specbench.spec.sampling import SamplingParams, process_logits
+from specbench.spec.sampling import process_logits
 
 Overflow = Literal["window", "truncate"]
 ROW_BLOCK = 1024  # logits rows turned into probabilities at once (bounds memory for big vocabs)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy.special import log_softmax
 
+from specbench.sampling_params import SamplingParams
 from specbench.spec.drafters import ModelDrafter
 from specbench.spec.generate import (
     Generation,
@@ -16,7 +17,6 @@ from specbench.spec.generate import (
     fixed_gamma,
     speculative_generate,
 )
-from specbench.spec.sampling import SamplingParams
 from tests.harness.test_speculative import CLOCK, lms, tiny_prompts
 
 

@@ -8,12 +8,12 @@ import torch
 from specbench.analysis.simulate import Timing, replay, replay_prompt
 from specbench.config import PolicySpec
 from specbench.errors import SpecbenchError
+from specbench.sampling_params import SamplingParams
 from specbench.spec.drafters import NgramDrafter, Proposal
 from specbench.spec.generate import baseline_generate, speculative_generate
 from specbench.spec.lm import CachedLM
 from specbench.spec.policies import Policy
 from specbench.spec.rounds import Rounds
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))

@@ -12,6 +12,7 @@ from scipy import stats
 from specbench.config import DatasetSpec, WorkloadSpec
 from specbench.data import load_workload
 from specbench.harness.runner import make_stop_check
+from specbench.sampling_params import SamplingParams
 from specbench.spec.drafters import ModelDrafter
 from specbench.spec.generate import (
     baseline_generate,
@@ -21,7 +22,7 @@ from specbench.spec.generate import (
 )
 from specbench.spec.lm import CachedLM
 from specbench.spec.rounds import Rounds
-from specbench.spec.sampling import SamplingParams, process_logits
+from specbench.spec.sampling import process_logits
 from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))

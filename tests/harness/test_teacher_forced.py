@@ -18,8 +18,8 @@ from specbench.analysis.stats import Estimate
 from specbench.analysis.stats import ratio_ci as stats_ratio_ci
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import build_context_ids, load_workload
+from specbench.sampling_params import SamplingParams
 from specbench.spec.pairstats import teacher_forced_stats
-from specbench.spec.sampling import SamplingParams
 from specbench.spec.teacher_forced import (
     RequestScores,
     ScoredSequence,

@@ -25,6 +25,7 @@ from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
 from specbench.harness.verify import VerifyReport, model_drafter_factory, ngram_drafter_factory
 from specbench.harness.verify_checks import Context, ContextCheck, check_context, greedy_check
+from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import (
     LossyRule,
     RoundDecision,
@@ -36,7 +37,7 @@ from specbench.spec.acceptance_rules import (
 from specbench.spec.drafters import NgramDrafter
 from specbench.spec.generate import baseline_generate
 from specbench.spec.lm import CachedLM, MemoizedLM
-from specbench.spec.sampling import SamplingParams, process_logits, sample
+from specbench.spec.sampling import process_logits, sample
 from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
