@@ -28,10 +28,11 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the spec
-# tensor-math tests. tests/unit/conftest.py fails a unit test that opens a model file or starts a
-# process; tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).
+# tensor-math tests; the few marked slow (seeded simulations of seconds) run in `make test` only.
+# tests/unit/conftest.py fails a unit test that opens a model file or starts a process;
+# tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -m "not slow" tests/unit
 
 # The optional vLLM backend (CPU build). Its torchvision/torchaudio/torchcodec wheels fail to load
 # beside the CPU torch and vLLM runs without them, so they are removed. vLLM's `vllm` console

@@ -16,7 +16,7 @@ import yaml
 
 from specbench.cli import EXIT_BAD_INPUT, run_cli
 
-from ..analysis.test_compare import ENV, config, make_records
+from ..unit.test_compare import ENV, config, make_records
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 

@@ -51,7 +51,15 @@ FORBIDDEN_FOR_REPORT = ("specbench.records", "specbench.harness")
 # Unit-test modules allowed to import torch: they test specbench.spec's tensor math on small
 # hand-made tensors. Every other unit test (analysis, report, data, config, cli) must run
 # without torch; no unit test loads a model (tests/unit/conftest.py enforces that at run time).
-TORCH_UNIT_TESTS = frozenset({"test_policies", "test_sampling_math"})
+TORCH_UNIT_TESTS = frozenset(
+    {
+        "test_acceptance_rules",  # spec/acceptance_rules.py, spec/sampling.py on small tensors
+        "test_model_paths",  # specbench/models.py: devices and dtypes are torch objects
+        "test_ngram_drafter",  # spec/drafters.py with a CPU clock
+        "test_teacher_forced_planning",  # spec/teacher_forced.py (planning only)
+        "test_verify_statistics",  # harness/verify.py's statistics
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,11 @@ def module_name(path: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+@cache
+def tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 @cache
@@ -120,10 +133,10 @@ def _top(name: str) -> str:
 
 def imports_of(name: str, path: Path, known: Iterable[str]) -> list[Import]:
     known = set(known)
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module = tree(path)
     is_package = path.name == "__init__.py"
     out: list[Import] = []
-    for stmt, local, type_only in _walk(tree):
+    for stmt, local, type_only in _walk(module):
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 out.append(Import(name, _top(alias.name), None, stmt.lineno, local, type_only))
@@ -145,10 +158,10 @@ def imports_of(name: str, path: Path, known: Iterable[str]) -> list[Import]:
                 out.append(Import(name, _top(base), alias.name, stmt.lineno, local, type_only))
     # importlib.import_module("specbench.x") / (f"specbench.commands.{name}"): a literal name,
     # or every module under an f-string's literal prefix
-    for node in ast.walk(tree):
+    for node in ast.walk(module):
         if not (isinstance(node, ast.Call) and node.args and _is_dynamic_import(node.func)):
             continue
-        arg, local = node.args[0], _inside_function(tree, node)
+        arg, local = node.args[0], _inside_function(module, node)
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             targets = [arg.value if arg.value in known else _top(arg.value)]
         elif (
@@ -171,8 +184,8 @@ def _is_dynamic_import(func: ast.expr) -> bool:
     )
 
 
-def _inside_function(tree: ast.Module, target: ast.AST) -> bool:
-    for fn in ast.walk(tree):
+def _inside_function(module: ast.Module, target: ast.AST) -> bool:
+    for fn in ast.walk(module):
         if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and any(
             n is target for n in ast.walk(fn)
         ):
@@ -297,9 +310,9 @@ def test_no_module_imports_a_private_name_of_another() -> None:
             if i.target in known and i.target != mod and i.name and _private(i.name):
                 found.append(f"{mod}:{i.line} imports {i.name} from {i.target}")
         # `import specbench.x as m` / `from specbench import x` then `m._name`
-        tree = ast.parse(known[mod].read_text(encoding="utf-8"))
+        parsed = tree(known[mod])
         bound: dict[str, str] = {}
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname and a.name in known:
@@ -313,7 +326,7 @@ def test_no_module_imports_a_private_name_of_another() -> None:
                 for a in node.names:
                     if f"{base}.{a.name}" in known:
                         bound[a.asname or a.name] = f"{base}.{a.name}"
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed):
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -391,8 +404,7 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
 def _unit_test_imports(path: Path) -> list[str]:
     """The modules a unit-test file imports at module level (tests.* helpers followed)."""
     out: list[str] = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for stmt, local, type_only in _walk(tree):
+    for stmt, local, type_only in _walk(tree(path)):
         if local or type_only:
             continue
         if isinstance(stmt, ast.Import):

@@ -17,8 +17,8 @@ from specbench.analysis.validity import (
     identical_across_prompts,
     per_position_intervals,
 )
-from tests.analysis.synthetic import baseline_record, spec_record
-from tests.analysis.test_engine_metrics import _req
+from tests.unit.synthetic import baseline_record, spec_record
+from tests.unit.test_engine_metrics import _req
 
 LOOP_IDS = [7, 8] * 30
 LOOP_TEXT = "\n#" * 30
