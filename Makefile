@@ -5,7 +5,7 @@ TORCH ?= 2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean install-vllm test-vllm gpu-check gpu-check-quick
+.PHONY: install demo test test-fast lint bench clean install-vllm test-vllm gpu-check gpu-check-quick
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/specbench run configs/tiny.yaml --out reports/tiny --force
 
+# The full suite: unit tests and model tests (the tiny pair on CPU), the slow ones included.
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the spec
+# tensor-math tests; the few marked slow (seeded simulations of seconds) run in `make test` only.
+# tests/unit/conftest.py fails a unit test that opens a model file or starts a process;
+# tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests/unit
 
 # The optional vLLM backend (CPU build). Its torchvision/torchaudio/torchcodec wheels fail to load
 # beside the CPU torch and vLLM runs without them, so they are removed. vLLM's `vllm` console
@@ -46,7 +54,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
-# The GPU check (README "Measured on a GPU"). On a CUDA machine, offline, at most 8 minutes:
+# The GPU check (docs/performance.md "Measured on a GPU"). On a CUDA machine, offline, at most 8 minutes:
 # it needs no .venv (the machine's python3 with torch, plus the wheels carried in .gpu-wheels/).
 # The quick form runs the same script on this machine's CPU with small shapes (as CI does).
 GPU_PY = $(if $(wildcard $(PY)),$(PY),python3)

@@ -103,7 +103,7 @@ def fit_verify(ks: Sequence[int], ms: Sequence[float], level: float = 0.95) -> V
     is Fieller's: the g for which the t-test of the linear contrast N − g·B = 0 does not reject
     (exact under the linear model with Gaussian errors, no matter how N and B correlate). "flat":
     the upper end is below FLAT_GROWTH; "grows": the lower end is above; else "unclear". Each label
-    is then wrong with probability ≤ (1 − level)/2 (tests/test_gpu_check.py simulates it).
+    is then wrong with probability ≤ (1 − level)/2 (tests/unit/test_gpu_check_math.py simulates it).
     """
     x = np.asarray(ks, float)
     y = np.asarray(ms, float)

@@ -300,9 +300,9 @@ def _optional_ignores(ctx: Context) -> list[str]:
     return [
         *extra,
         "--ignore",
-        "tests/test_data.py",
+        "tests/unit/test_data.py",
         "--deselect",
-        "tests/cli/test_cli_accept.py::test_csv_parquet_and_jsonl_rows_parse_alike",
+        "tests/unit/test_cli_accept_rows.py::test_csv_parquet_and_jsonl_rows_parse_alike",
     ]
 
 

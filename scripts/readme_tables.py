@@ -1,12 +1,14 @@
-"""Regenerate the README's result tables from shipped run directories (no figure typed by hand).
+"""Regenerate the documentation's result tables from shipped run directories (no figure typed by
+hand).
 
-Each generated block sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in README.md
-and is rendered from a run directory's records.jsonl + config.yaml + env.json by the same code as
-`specbench report` (results are recomputed; the bootstrap is seeded, so the output is stable).
-tests/test_readme_tables.py fails while a block differs from what this script generates.
+Each generated block sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in README.md or
+a page of docs/, and is rendered from a run directory's records.jsonl + config.yaml + env.json by
+the same code as `specbench report` (results are recomputed; the bootstrap is seeded, so the
+output is stable). Every block of TABLES must appear on some page; a page may show a block more
+than once. tests/test_readme_tables.py fails while a block differs from what this script generates.
 
-    python scripts/readme_tables.py            # rewrite the blocks in README.md
-    python scripts/readme_tables.py --check    # exit 1 and name the blocks that differ
+    python scripts/readme_tables.py            # rewrite the blocks in README.md and docs/*.md
+    python scripts/readme_tables.py --check    # exit 1 and name the pages and blocks that differ
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 sys.path.insert(0, str(ROOT))  # this checkout's specbench, not an installed one
 
 
@@ -26,9 +29,9 @@ def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.results import build_results
+    from specbench.harness.rundir import load_run
     from specbench.report.blocks import Box, TableBlock, to_markdown
     from specbench.report.decision import decision_blocks
-    from specbench.report.writer import load_run
 
     records, config, env, _ = load_run(run_dir)
     results = build_results(records, config, env)
@@ -56,34 +59,49 @@ def pattern(name: str) -> re.Pattern[str]:
 
 
 def regenerate(text: str) -> tuple[str, list[str]]:
-    """README text with every block regenerated, and the names of the blocks that changed."""
+    """One page's text with every block it holds regenerated, and the names of those that
+    changed."""
     changed = []
     for name in TABLES:
-        found = pattern(name).search(text)
-        if found is None:
-            raise SystemExit(f"error: README.md has no <!-- table:{name} --> block")
         new = block(name)
-        if found.group(0) != new:
-            changed.append(name)
-            text = text[: found.start()] + new + text[found.end() :]
+        for found in reversed(list(pattern(name).finditer(text))):
+            if found.group(0) != new:
+                if name not in changed:
+                    changed.append(name)
+                text = text[: found.start()] + new + text[found.end() :]
     return text, changed
+
+
+def shown_blocks(pages: list[Path] = PAGES) -> dict[str, list[Path]]:
+    """Each block of TABLES with the pages that show it."""
+    return {
+        name: [p for p in pages if pattern(name).search(p.read_text(encoding="utf-8"))]
+        for name in TABLES
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only report differing blocks")
     args = parser.parse_args()
-    text = README.read_text(encoding="utf-8")
-    new, changed = regenerate(text)
+    missing = [name for name, pages in shown_blocks().items() if not pages]
+    if missing:
+        raise SystemExit(f"error: no page holds a <!-- table:NAME --> block for {missing}")
+    stale = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new, changed = regenerate(text)
+        if not changed:
+            continue
+        stale.append(f"{page.relative_to(ROOT)} ({', '.join(changed)})")
+        if not args.check:
+            page.write_text(new, encoding="utf-8")
     if args.check:
-        if changed:
-            print(
-                f"README.md blocks out of date: {', '.join(changed)}; run scripts/readme_tables.py"
-            )
+        if stale:
+            print(f"blocks out of date: {'; '.join(stale)}; run scripts/readme_tables.py")
             return 1
         return 0
-    README.write_text(new, encoding="utf-8")
-    print(f"regenerated: {', '.join(changed) or 'nothing changed'}")
+    print(f"regenerated: {'; '.join(stale) or 'nothing changed'}")
     return 0
 
 

@@ -1,14 +1,17 @@
-"""Shared fixtures: the shipped tiny pair, loaded once per test session on CPU in fp32."""
+"""Shared fixtures: the shipped tiny pair, loaded once per test session on CPU in fp32.
+
+torch and the model code are imported inside the fixture, not here: this file is loaded for
+tests/unit too, whose tests must run without torch (tests/README.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 
-from specbench.config import ModelSpec
-from specbench.models import LoadedModel, VocabInfo, check_pair_compatible, load_model
+if TYPE_CHECKING:
+    from specbench.models import LoadedModel, VocabInfo
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,11 @@ class TinyPair:
 
 @pytest.fixture(scope="session")
 def tiny_pair() -> TinyPair:
+    import torch
+
+    from specbench.config import ModelSpec
+    from specbench.models import check_pair_compatible, load_model
+
     torch.set_num_threads(1)  # see RunConfig.cpu_threads: steadier timings for tiny models
     target = load_model(ModelSpec(model="tiny-target", dtype="float32", device="cpu"))
     draft = load_model(ModelSpec(model="tiny-draft", dtype="float32", device="cpu"))

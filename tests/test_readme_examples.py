@@ -1,9 +1,11 @@
-"""The README's command examples, run at small sizes, each asserting its documented exit code.
+"""The documentation's command examples, run at small sizes, each asserting its documented exit
+code.
 
-Every `specbench …` line of the README (indented code) must appear below, either in RUNS (run
-in order, with the sizes cut down and paths moved into a temporary directory) or in SKIPPED with
-the reason; a new or edited example fails `test_every_readme_example_is_covered` until it is
-listed, so the examples cannot drift from the code unnoticed (issue 15 item 10).
+Every `specbench …` line of an indented example in README.md or docs/*.md must appear below,
+either in RUNS (run in order, with the sizes cut down and paths moved into a temporary directory)
+or in SKIPPED with the reason; a new or edited example fails
+`test_every_documented_example_is_covered` until it is listed, so the examples cannot drift from
+the code unnoticed (issue 15 item 10). An example shown on several pages is one entry.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from specbench.cli.app import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 SMALL_RUN = "--max-prompts 1 --gammas 1,2 --workloads tiny_code --temperature 0"
 # the planted regression: two workloads × two prompts at T = 0 are enough for the α drop
 PLANTED = "--max-prompts 2 --gammas 2 --workloads tiny_code,tiny_prose --temperature 0"
 SMALL_VERIFY = "--max-prompts 1 --gamma 1"
 
-# README command → (the command run here, its exit code); run in this order.
+# documented command → (the command run here, its exit code); run in this order.
 RUNS: dict[str, tuple[str, int]] = {
     "roi --alpha 0.6": ("roi --alpha 0.6", 0),
     "roi --alpha 0.6 --t-target 80 --t-draft 7": ("roi --alpha 0.6 --t-target 80 --t-draft 7", 0),
@@ -41,6 +44,11 @@ RUNS: dict[str, tuple[str, int]] = {
     ),
     "run configs/tiny.yaml --out reports/tiny --resume": (
         f"run configs/tiny.yaml --out {{tmp}}/reports/tiny --resume {SMALL_RUN}",
+        0,
+    ),
+    "report reports/tiny": ("report {tmp}/reports/tiny", 0),
+    "report reports/tiny --gpu-hour-usd 2.5 --gpus 2": (
+        "report {tmp}/reports/tiny --gpu-hour-usd 2.5 --gpus 2",
         0,
     ),
     "run configs/tiny.yaml --max-prompts 4 --gammas 2,4 --out /tmp/base": (
@@ -100,28 +108,36 @@ SKIPPED: dict[str, str] = {
 }
 
 
-def readme_commands() -> list[str]:
-    """The `specbench …` lines of the README's indented examples, comments stripped."""
-    out = []
-    for line in README.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"^ {4}(?:\.venv/bin/)?specbench (.+?)\s*(?:#.*)?$", line)
-        if m:
-            out.append(" ".join(m.group(1).split()))
+def documented_commands() -> dict[str, list[str]]:
+    """The `specbench …` lines of the indented examples in README.md and docs/*.md, comments
+    stripped, each with the pages that show it."""
+    out: dict[str, list[str]] = {}
+    for page in DOCS:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            m = re.match(r"^ {4}(?:\.venv/bin/)?specbench (.+?)\s*(?:#.*)?$", line)
+            if m:
+                out.setdefault(" ".join(m.group(1).split()), []).append(page.name)
     return out
 
 
-def readme_thresholds_yaml() -> str:
-    """The thresholds file the README shows (the fenced block under its file-name comment)."""
-    text = README.read_text(encoding="utf-8")
-    m = re.search(r"```yaml\n# ci/specbench-thresholds.yaml\n(.*?)```", text, re.S)
-    assert m, "the README's thresholds example is gone"
-    return m.group(1)
+def thresholds_yaml() -> str:
+    """The thresholds file the docs show (the fenced block under its file-name comment)."""
+    for page in DOCS:
+        m = re.search(
+            r"```yaml\n# ci/specbench-thresholds.yaml\n(.*?)```", page.read_text("utf-8"), re.S
+        )
+        if m:
+            return m.group(1)
+    raise AssertionError("the docs' thresholds example (ci/specbench-thresholds.yaml) is gone")
 
 
-def test_every_readme_example_is_covered() -> None:
-    found = readme_commands()
+def test_every_documented_example_is_covered() -> None:
+    found = documented_commands()
     assert len(found) >= 15
-    assert set(found) == set(RUNS) | set(SKIPPED), set(found) ^ (set(RUNS) | set(SKIPPED))
+    listed = set(RUNS) | set(SKIPPED)
+    unlisted = {cmd: pages for cmd, pages in found.items() if cmd not in listed}
+    assert not unlisted, f"examples to add to RUNS or SKIPPED: {unlisted}"
+    assert not listed - set(found), f"listed but shown nowhere: {listed - set(found)}"
 
 
 def test_readme_documents_every_exit_code() -> None:
@@ -131,16 +147,16 @@ def test_readme_documents_every_exit_code() -> None:
 
 
 @pytest.mark.slow
-def test_readme_examples_run_with_their_exit_codes(
+def test_documented_examples_run_with_their_exit_codes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(ROOT)
     (tmp_path / "ci").mkdir()
-    (tmp_path / "ci" / "specbench-thresholds.yaml").write_text(readme_thresholds_yaml())
-    for readme_cmd, (cmd, expected) in RUNS.items():
+    (tmp_path / "ci" / "specbench-thresholds.yaml").write_text(thresholds_yaml())
+    for doc_cmd, (cmd, expected) in RUNS.items():
         code = run_cli(cmd.format(tmp=tmp_path).split())
         out, err = capsys.readouterr()
-        assert code == expected, f"`specbench {readme_cmd}` (as `{cmd}`): exit {code}\n{err}"
+        assert code == expected, f"`specbench {doc_cmd}` (as `{cmd}`): exit {code}\n{err}"
         assert "Traceback" not in out + err
     assert (tmp_path / "ci" / "comment.md").stat().st_size > 0
     assert (tmp_path / "out" / "roi.png").stat().st_size > 0

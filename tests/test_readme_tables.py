@@ -1,5 +1,6 @@
-"""README.md's result tables are generated (scripts/readme_tables.py) from shipped run
-directories: a figure that drifts from what the records give fails here until regenerated."""
+"""The documentation's result tables (README.md and docs/*.md) are generated
+(scripts/readme_tables.py) from shipped run directories: a figure that drifts from what the records
+give fails here until regenerated, and a block removed from every page fails too."""
 
 from __future__ import annotations
 
@@ -19,19 +20,28 @@ def _script():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_readme_tables_are_what_the_shipped_runs_give() -> None:
+def test_every_generated_block_is_shown_somewhere() -> None:
     script = _script()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    regenerated, changed = script.regenerate(readme)
-    assert changed == [], (
-        f"README blocks out of date: {changed}; run python scripts/readme_tables.py"
-    )
-    assert regenerated == readme
+    shown = script.shown_blocks()
+    assert set(shown) == set(script.TABLES)
+    assert all(shown.values()), f"blocks no page shows: {[n for n, p in shown.items() if not p]}"
+
+
+def test_doc_tables_are_what_the_shipped_runs_give() -> None:
+    script = _script()
+    for page in script.PAGES:
+        text = page.read_text(encoding="utf-8")
+        regenerated, changed = script.regenerate(text)
+        assert changed == [], (
+            f"{page.name}: blocks out of date: {changed}; run python scripts/readme_tables.py"
+        )
+        assert regenerated == text
 
 
 def test_a_changed_figure_is_caught() -> None:
     script = _script()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (page,) = script.shown_blocks()["demo"][:1]
+    readme = page.read_text(encoding="utf-8")
     start = readme.index("<!-- table:demo -->")
     row = readme.index("\n| ", readme.index("|---", start)) + 1  # the first data row
     end = readme.index("\n", row)

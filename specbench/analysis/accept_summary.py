@@ -137,9 +137,9 @@ def plan_buckets(
     for s in scores:
         by_bucket.setdefault(bucket_of[s.request], []).append(s)
 
-    # Sequence[Any]: rollout.Scored declares settable attributes, which a frozen RequestScores
-    # does not have; the fields it reads are the ones BucketScores states.
-    def summarize(name: str, scored: Sequence[Any], tm: rollout.TimeModel) -> rollout.BucketResult:
+    def summarize(
+        name: str, scored: Sequence[rollout.Scored], tm: rollout.TimeModel
+    ) -> rollout.BucketResult:
         acc = rollout.summarize_bucket(name, scored, labels, edges, n_boot, level, target_halfwidth)
         return rollout.bucket_result(acc, tm, gamma_max, margin, target_halfwidth)
 

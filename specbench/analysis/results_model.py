@@ -35,7 +35,7 @@ from specbench.analysis.results_model_base import (
 from specbench.analysis.results_model_engine import Conformance
 from specbench.analysis.results_model_workload import WorkloadResult
 
-# env.json is passed through as written (`report.writer.read_env`): text or number fields
+# env.json is passed through as written (`harness.rundir.read_env`): text or number fields
 EnvValue = str | int | float | None
 
 # --- run, env ---------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ class ServerEndpoint(BaseModel):
 class RunEnv(BaseModel):
     """env.json of the run, passed through. The fields the report reads are typed; the rest are
     kept as written, because env.json is whatever the specbench version and backend that made
-    the run recorded (`report.writer.read_env` accepts any text / number field)."""
+    the run recorded (`harness.rundir.read_env` accepts any text / number field)."""
 
     model_config = ConfigDict(extra="allow")
 

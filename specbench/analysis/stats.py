@@ -11,9 +11,8 @@ prompt measured three times still counts once.
 
 Intervals are **symmetric studentized bootstrap intervals on the log scale** (bootstrap-t with the
 delta-method standard error of log S, influence z_u = Σ_j c_j x_ju / mean(x_j)). The percentile
-bootstrap (what this module did before) and scipy's BCa under-cover at the sizes specbench runs
-(measured at n = 8: 0.85–0.88 for a ratio of means, for a lognormal mean), while the log-scale
-bootstrap-t reaches 0.93–0.96 at n = 8, 16, 32 (tests/unit/test_calibration.py asserts it;
+bootstrap and scipy's BCa under-cover at specbench's sizes (n = 8: 0.85–0.88 for a ratio of means,
+for a lognormal mean), while the log-scale bootstrap-t reaches 0.93–0.96 at n = 8, 16, 32 (tests/unit/test_calibration.py asserts it;
 benchmarks/bench_calibration.py prints the full table). scipy.stats.bootstrap offers no
 studentized method, which is why this one is written here; the generic `bootstrap` for any other
 statistic does use scipy's BCa.

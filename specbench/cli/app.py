@@ -27,7 +27,8 @@ import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperGroup
 
-from specbench.cli import accept, compare, report, roi, run, schema, simulate, validate, verify
+from specbench.cli.accept import accept
+from specbench.cli.compare import compare
 from specbench.cli.exit_codes import (
     EXIT_BAD_INPUT,
     EXIT_CODES_HELP,
@@ -37,19 +38,26 @@ from specbench.cli.exit_codes import (
     one_line,
 )
 from specbench.cli.options import CheckedCommand
+from specbench.cli.report import report
+from specbench.cli.roi import roi
+from specbench.cli.run import run
+from specbench.cli.schema import schema
+from specbench.cli.simulate import simulate
+from specbench.cli.validate import validate
+from specbench.cli.verify import verify
 from specbench.errors import SpecbenchError, SpecbenchWarning
 
 # Every command, in the order `specbench --help` lists them.
 COMMANDS: tuple[Callable[..., None], ...] = (
-    roi.roi,
-    run.run,
-    report.report,
-    accept.accept,
-    compare.compare,
-    verify.verify,
-    simulate.simulate,
-    validate.validate,
-    schema.schema,
+    roi,
+    run,
+    report,
+    accept,
+    compare,
+    verify,
+    simulate,
+    validate,
+    schema,
 )
 
 

@@ -41,8 +41,8 @@ def load_side(path: Path) -> Side:
     """A run directory (records, recomputed results) or a results.json file."""
     from specbench.analysis.compare.sides import side_from_records, side_from_results
     from specbench.analysis.results import build_results
+    from specbench.harness.rundir import load_run
     from specbench.records import RECORDS_FILE
-    from specbench.report.writer import load_run
 
     if path.is_dir():
         if (path / RECORDS_FILE).is_file():

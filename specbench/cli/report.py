@@ -4,7 +4,7 @@
     specbench report reports/tiny --gpu-hour-usd 2.5 --gpus 1
 
 No model is loaded and torch is not imported: the reports are derived from records.jsonl,
-config.yaml and env.json alone (report/writer.py).
+config.yaml and env.json alone (harness/rundir.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def report(
     gpus: GpusOption = None,
 ) -> None:
     """Regenerate every report file of a run from its records (no model is loaded)."""
+    from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
-    from specbench.report.writer import write_reports
 
     results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))
     console = make_console()

@@ -6,7 +6,7 @@
 
 Flags override the config file (flags > file > defaults); the run goes to harness/runner.py
 (transformers) or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
-report/writer.py.
+harness/rundir.py.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def run(
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.harness import runner
+    from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
     from specbench.report.progress import RichRunEvents
-    from specbench.report.writer import write_reports
 
     if resume and force:
         raise SpecbenchError(

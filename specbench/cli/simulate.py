@@ -74,8 +74,8 @@ def simulate(
 ) -> None:
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
     from specbench.analysis.simulate import simulate_run
+    from specbench.harness.rundir import load_run
     from specbench.report.simulate import render_simulation
-    from specbench.report.writer import load_run
 
     specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
     records, config, _env, _notes = load_run(run_dir)

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from specbench.analysis.lossless_tests import bonferroni
+from specbench.analysis.verify_results import SamplingCheck, VerifyReport
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
@@ -37,8 +37,6 @@ from specbench.harness.verify_checks import (
     GREEDY,
     Context,
     DrafterFactory,
-    GreedyCheck,
-    SamplingCheck,
     check_context,
     greedy_check,
 )
@@ -72,46 +70,6 @@ class VerifyOptions:
     seed: int = 0
     memoize: bool = True
     ngram: bool = True  # also verify DEFAULT_NGRAM when the config has no n-gram drafter
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    config_name: str
-    target: str
-    drafters: list[str]
-    rule: str  # "exact" or the lossy rule's label
-    lossless_rule: bool
-    significance: float
-    greedy: list[GreedyCheck]  # one per drafter (empty without T = 0)
-    sampling: list[SamplingCheck]  # one per temperature × drafter
-    notes: list[str] = field(default_factory=list)
-
-    def _p_values(self) -> list[float]:
-        return [p for s in self.sampling for p in s.p_values()]
-
-    @property
-    def tests(self) -> int:
-        """Sampled-distribution tests run (every context × tested position)."""
-        return len(self._p_values())
-
-    @property
-    def checks_run(self) -> int:
-        """Greedy runs compared plus sampled tests: 0 means nothing was checked."""
-        return sum(g.runs for g in self.greedy) + self.tests
-
-    @property
-    def min_adjusted_p(self) -> float:
-        return bonferroni(self._p_values(), self.significance)[0]
-
-    @property
-    def sampling_passed(self) -> bool:
-        return bonferroni(self._p_values(), self.significance)[1]
-
-    @property
-    def passed(self) -> bool:
-        """Lossless: something was checked and every check passed (a check of nothing fails)."""
-        greedy_ok = all(g.passed for g in self.greedy)
-        return self.checks_run > 0 and greedy_ok and self.sampling_passed
 
 
 def model_drafter_factory(

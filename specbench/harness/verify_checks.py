@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specbench.analysis.lossless_tests import FitTest, PositionTest, goodness_of_fit, pit_test
+from specbench.analysis.lossless_tests import PositionTest, goodness_of_fit, pit_test
+from specbench.analysis.verify_results import ContextCheck, GreedyCheck, GreedyMismatch
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import AcceptanceRule
@@ -56,48 +57,6 @@ class Context:
 
 # ---------------------------------------------------------------------------------------------
 # greedy identity
-
-
-@dataclass(frozen=True)
-class GreedyMismatch:
-    workload: str
-    prompt_id: str
-    gamma: int
-    position: int  # first differing output position (0-based)
-    baseline_token: int
-    speculative_token: int
-    logit_margin: float  # target logit of the baseline token minus that of the speculative token
-    near_tie: bool
-
-
-@dataclass(frozen=True)
-class GreedyCheck:
-    dtype: str
-    gammas: list[int]
-    prompts: int
-    runs: int  # prompts × γ
-    identical_runs: int
-    tokens_compared: int  # baseline tokens over every run
-    tokens_matching: int  # tokens before the first difference
-    near_tie_tolerance: float
-    mismatches: list[GreedyMismatch]
-    drafter: str = "model"
-
-    @property
-    def identity_rate(self) -> float:
-        return self.identical_runs / self.runs if self.runs else math.nan
-
-    @property
-    def token_identity_rate(self) -> float:
-        return self.tokens_matching / self.tokens_compared if self.tokens_compared else math.nan
-
-    @property
-    def near_tie_flips(self) -> int:
-        return sum(m.near_tie for m in self.mismatches)
-
-    @property
-    def passed(self) -> bool:
-        return all(m.near_tie for m in self.mismatches)
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -184,71 +143,6 @@ def greedy_check(
 
 # ---------------------------------------------------------------------------------------------
 # sampled distribution
-
-
-@dataclass(frozen=True)
-class ContextCheck:
-    label: str
-    workload: str
-    context_tokens: int
-    beta: float | None  # exact P(y_1 accepted) under the exact rule; None: noisy or n-gram draft
-    p_max: float  # the target's top probability at the context
-    accept_rate: float  # measured P(y_1 accepted)
-    accept_expected: float | None  # β (exact rule) or the rule's closed form (lossy)
-    first: FitTest  # first emitted token vs p(· | context)
-    positions: list[PositionTest]  # emitted positions 2..γ+1 (γ+1: the bonus token)
-    drafted: float  # mean tokens drafted per round (an n-gram drafter may find nothing)
-    drift_tv_exact: float | None  # TV(rule's first-token distribution, p), closed form
-
-    def p_values(self) -> list[float]:
-        """This context's tests: position 1 (when not degenerate) and every tested later one."""
-        out = [self.first.p_value] if self.first.dof >= 1 else []
-        return out + [t.p_value for t in self.positions if t.tested]
-
-
-@dataclass(frozen=True)
-class SamplingCheck:
-    temperature: float
-    top_p: float
-    top_k: int
-    gamma: int
-    samples: int
-    contexts: list[ContextCheck]
-    drafter: str = "model"
-
-    def p_values(self) -> list[float]:
-        """Every test's p-value, all contexts and positions."""
-        return [p for c in self.contexts for p in c.p_values()]
-
-    def summary(self) -> dict[str, float | None]:
-        """Means over contexts: acceptance of y_1 (measured, expected, exact-rule β), the extra
-        acceptance over β, the measured TV of the first token and its bound, the closed-form drift."""
-
-        def mean(values: list[float | None]) -> float | None:
-            vals = [v for v in values if v is not None and math.isfinite(v)]
-            return float(np.mean(vals)) if vals else None
-
-        cs = self.contexts
-        betas = [c.beta for c in cs]
-        return {
-            "accept_rate": mean([c.accept_rate for c in cs]),
-            "accept_expected": mean([c.accept_expected for c in cs]),
-            "beta": mean(betas),
-            "extra_acceptance_measured": mean(
-                [c.accept_rate - c.beta if c.beta is not None else None for c in cs]
-            ),
-            "extra_acceptance_exact": mean(
-                [
-                    c.accept_expected - c.beta
-                    if c.beta is not None and c.accept_expected is not None
-                    else None
-                    for c in cs
-                ]
-            ),
-            "tv_measured": mean([c.first.tv for c in cs]),
-            "tv_bound": mean([c.first.tv_bound for c in cs]),
-            "drift_tv_exact": mean([c.drift_tv_exact for c in cs]),
-        }
 
 
 def position_tests(

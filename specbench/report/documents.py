@@ -12,7 +12,6 @@ from typing import Any
 
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.results_model_workload import WorkloadResult
-from specbench.records import RECORDS_FILE, read_records
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
@@ -30,8 +29,9 @@ def _latency_gamma(e: WorkloadResult) -> int:
     return rec.gamma or (best.gamma if best else None) or (st.gamma if st else 0)
 
 
-def make_plots(run_dir: Path, results: RunResults) -> dict[str, str]:
-    """Write every PNG; return {name: relative path}."""
+def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]) -> dict[str, str]:
+    """Write every PNG; return {name: relative path}. `records` (the run's records.jsonl lines, as
+    read by harness/rundir.py) give the per-request latency distributions."""
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
     entries = results.workloads
@@ -42,7 +42,6 @@ def make_plots(run_dir: Path, results: RunResults) -> dict[str, str]:
     made["per_position"] = "plots/per_position.png"
     plots.plot_verify_fit(out / "verify_fit.png", entries)
     made["verify_fit"] = "plots/verify_fit.png"
-    records = read_records(run_dir / RECORDS_FILE)
     for e in entries:
         slug = entry_slug(e)
         plots.plot_speedup(out / f"speedup_{slug}.png", e)
@@ -92,10 +91,12 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     return blocks + appendix_blocks(results)
 
 
-def write_documents(run_dir: Path, results: RunResults | dict[str, Any]) -> None:
+def write_documents(
+    run_dir: Path, results: RunResults | dict[str, Any], records: list[dict[str, Any]]
+) -> None:
     """Write plots/, report.md and report.html of a run from its results (validated here)."""
     results = as_results(results)
-    images = make_plots(run_dir, results)
+    images = make_plots(run_dir, results, records)
     blocks = build_blocks(results, images)
     (run_dir / "report.md").write_text(to_markdown(blocks))
     title = f"specbench report: {results.run.name}"

@@ -15,7 +15,7 @@ from rich.table import Table
 from specbench.analysis.serialize import json_safe
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
-    from specbench.harness.verify import VerifyReport
+    from specbench.analysis.verify_results import VerifyReport
 
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:

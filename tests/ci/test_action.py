@@ -154,17 +154,3 @@ def test_action_refuses_an_unreachable_endpoint_before_measuring(tmp_path: Path)
     assert rc == 2 and len(ctx["steps"]) == 1
     errors = [line for line in first["stderr"].splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "cannot reach the server" in errors[0]
-
-
-def test_readme_thresholds_are_the_shipped_file() -> None:
-    """The README's thresholds block shows the shipped ci/specbench-thresholds.yaml (its keys a
-    subset), and the shipped file is what `compare --thresholds` accepts."""
-    from specbench.analysis.compare.metrics import Thresholds
-
-    shipped = yaml.safe_load((ROOT / "ci" / "specbench-thresholds.yaml").read_text())
-    Thresholds.model_validate(shipped)  # every key known, every value in range
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```yaml\n# ci/specbench-thresholds.yaml\n(.*?)```", text, re.S)
-    assert block is not None
-    shown = yaml.safe_load(block.group(1))
-    assert shown == {k: shipped[k] for k in shown}

@@ -17,7 +17,7 @@ import yaml
 from specbench.cli.app import run_cli
 from specbench.cli.exit_codes import EXIT_BAD_INPUT
 
-from ..analysis.test_compare import ENV, config, make_records
+from ..unit.test_compare import ENV, config, make_records
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 

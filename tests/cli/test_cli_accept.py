@@ -156,27 +156,6 @@ def test_console_prints_alpha_and_the_rollout_plan(
     assert [s["label"] for s in stored["settings"]] == ["T=1"]
 
 
-def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -> None:
-    from specbench.data.logged import open_logged, select_requests
-    from specbench.data.logged_rows import FieldNames
-
-    df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])
-    df.to_csv(tmp_path / "t.csv", index=False)
-    df.to_parquet(tmp_path / "t.parquet")
-    fields = FieldNames(bucket="category")
-
-    def parsed(path: Path) -> list[tuple[Any, ...]]:
-        source, rows = open_logged(str(path), columns=fields.columns())
-        sel = select_requests(source, rows, fields, 0, False, None, None, 0)
-        assert not sel.skipped and sel.rows_read == 8
-        return [(r.id, r.bucket, r.messages, r.response, r.params) for r in sel.requests]
-
-    want = parsed(traffic)
-    assert len(want) == 8 and want[0][4].temperature == 0.7  # type: ignore[union-attr]
-    assert parsed(tmp_path / "t.csv") == want
-    assert parsed(tmp_path / "t.parquet") == want
-
-
 def test_chat_messages_give_the_same_alpha_as_prompts(
     config: Path, traffic: Path, doc: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -310,24 +289,6 @@ def _fails(res: Any, *needles: str) -> None:
 GOOD = {"prompt": "def f(x):\n    return", "response": " x + 1\n", "category": "code"}
 
 
-def test_missing_columns_are_one_line(config: Path, tmp_path: Path) -> None:
-    data = _write(tmp_path, [{"prompt": "a", "answer": "b"}])
-    _fails(
-        invoke("--config", str(config), "--data", data),
-        "no column 'response'",
-        "--response-field",
-        "answer",
-    )
-    data = _write(tmp_path, [GOOD])
-    _fails(
-        invoke("--config", str(config), "--data", data, "--bucket-by", "team"), "no column 'team'"
-    )
-    _fails(
-        invoke("--config", str(config), "--data", data, "--prompt-field", "question"),
-        "no column 'question'",
-    )
-
-
 def test_a_malformed_row_names_its_line_and_is_skipped_only_on_request(
     config: Path, tmp_path: Path
 ) -> None:
@@ -344,22 +305,6 @@ def test_a_malformed_row_names_its_line_and_is_skipped_only_on_request(
     got = run_json("--config", str(config), "--data", data, "--skip-bad-rows")
     assert [r["row"] for r in got["data"]["skipped_rows"]] == ["line 2", "line 3"]
     assert got["overall"]["requests"] == 2
-
-
-def test_unknown_bucket_and_empty_data(config: Path, tmp_path: Path) -> None:
-    data = _write(tmp_path, [GOOD])
-    _fails(
-        invoke(
-            "--config", str(config), "--data", data, "--bucket-by", "category", "--buckets", "chat"
-        ),
-        "bucket 'chat' has no rows",
-        "code",
-    )
-    data = _write(tmp_path, [{**GOOD, "response": ""}])
-    _fails(invoke("--config", str(config), "--data", data, "--skip-bad-rows"), "no usable rows")
-    _fails(invoke("--config", str(config), "--data", str(tmp_path / "nope.jsonl")), "not found")
-    _fails(invoke("--data", data), "--config", "--target")
-    _fails(invoke("--config", str(config), "--data", data, "--t-target", "5"), "--t-draft")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from specbench.analysis.results import build_results
 from specbench.cli.app import app
 
-from ..analysis.test_compare import ENV, config, make_records
+from ..unit.test_compare import ENV, config, make_records
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 

@@ -1,21 +1,15 @@
-"""Logged conversations as production rendered them: content-part arrays, system prompts,
-assistant tool calls, tool results and a `tools` list reach the chat template exactly as the
-tokenizer renders them; a row that cannot be read is reported, never silently dropped."""
+"""A logged conversation rendered by a real chat template: the shipped tiny pair's tokenizer with a
+template set here renders exactly what `apply_chat_template` gives."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specbench.data import build_context_ids
-from specbench.data.conversation import BadConversation, normalize_messages
-from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames, parse_row
 from specbench.data.sources import Row
-from specbench.errors import SpecbenchError
 from specbench.models.tinypair import TINY_PAIR_DIR
 
 # The tiny pair's tokenizer has no chat template; this one renders roles, tool calls, tool
@@ -29,6 +23,7 @@ TEMPLATE = (
     "{% if m.get('tool_call_id') %}[{{ m['tool_call_id'] }}]{% endif %}{{ '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+
 
 LOGGED = [
     {"role": "system", "content": "Be brief."},
@@ -53,6 +48,8 @@ LOGGED = [
     },
     {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
 ]
+
+
 TOOLS = [
     {
         "type": "function",
@@ -62,7 +59,8 @@ TOOLS = [
         },
     }
 ]
-# what the template must receive: text parts joined by "\n", arguments as an object
+
+
 EXPECTED = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "What is in this file?\nAnd what is the weather?"},
@@ -91,12 +89,6 @@ def chat_tokenizer() -> Any:
     return tok
 
 
-def test_normalized_messages_match_what_the_server_sends() -> None:
-    conv = normalize_messages(json.dumps(LOGGED), "messages")  # JSON text as CSV stores it
-    assert conv.messages == EXPECTED
-    assert conv.dropped_parts == {"image_url": 1}
-
-
 def test_logged_conversation_renders_as_the_chat_template_does(chat_tokenizer: Any) -> None:
     row = Row("line 1", {"messages": LOGGED, "response": "It is sunny.", "tools": TOOLS})
     req = parse_row(row, FieldNames(), 0)
@@ -111,59 +103,3 @@ def test_logged_conversation_renders_as_the_chat_template_does(chat_tokenizer: A
     assert '<call>weather{"city": "Paris"}</call>' in text and "[call_1]" in text
     assert text.endswith("<|tool|>18 C, sunny[call_1]\n<|assistant|>")
     assert req.dropped_parts == {"image_url": 1} and req.response == "It is sunny."
-
-
-def test_without_a_template_tool_calls_are_still_sent_as_text() -> None:
-    from specbench.data.render import plain_text
-
-    text = plain_text(EXPECTED)
-    assert text == (
-        "Be brief.\n\nWhat is in this file?\nAnd what is the weather?\n\n"
-        '[{"name": "weather", "arguments": {"city": "Paris"}}]\n\n18 C, sunny'
-    )
-
-
-def test_a_final_assistant_message_is_the_response_in_parts() -> None:
-    logged = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
-    ]
-    req = parse_row(Row("row 1", {"messages": logged}), FieldNames(), 0)
-    assert req.messages == [{"role": "user", "content": "hi"}] and req.response == "hello"
-    # an answer that is only a tool call has no text to score: reported, not dropped silently
-    call = {**LOGGED[2]}
-    with pytest.raises(Exception, match="tool call without text"):
-        parse_row(Row("row 2", {"messages": [LOGGED[0], LOGGED[1], call]}), FieldNames(), 0)
-
-
-@pytest.mark.parametrize(
-    ("messages", "needle"),
-    [
-        ([], "non-empty list"),
-        ([{"content": "x"}], "needs a text 'role'"),
-        ([{"role": "user", "content": [{"text": "x"}]}], "needs a 'type'"),
-        ([{"role": "user", "content": 3}], "must be text or a list of content parts"),
-        ([{"role": "user", "content": " "}], "is empty"),
-        ([{"role": "assistant", "tool_calls": [{"function": {}}]}], "function.name"),
-    ],
-)
-def test_unreadable_messages_say_why(messages: list[Any], needle: str) -> None:
-    with pytest.raises(BadConversation, match=needle):
-        normalize_messages(messages, "messages")
-
-
-def test_bad_conversations_are_skipped_and_reported_by_row(tmp_path: Path) -> None:
-    rows = [
-        {"messages": LOGGED, "response": "ok", "tools": TOOLS},
-        {"messages": [{"role": "user", "content": 3}], "response": "ok"},
-        {"messages": LOGGED, "response": "ok", "tools": "not a list"},
-    ]
-    path = tmp_path / "c.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    source, stream = open_logged(str(path))
-    with pytest.raises(SpecbenchError, match="line 2: the content of message 1"):
-        select_requests(source, stream, FieldNames(), 0, False, None, None, 0)
-    source, stream = open_logged(str(path))
-    sel = select_requests(source, stream, FieldNames(), 0, True, None, None, 0)
-    assert len(sel.requests) == 1 and sel.requests[0].tools == TOOLS
-    assert [s["row"] for s in sel.skipped] == ["line 2", "line 3"] and sel.skipped_total == 2

@@ -2,8 +2,9 @@
 (bonus included) for the draft model and for n-gram lookup; faults injected into the real
 acceptance path (a wrong correction, the bonus from the wrong row, a wrong row only at
 position 3, an n-gram residual that keeps the rejected token) fail at the position they break;
-the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported; plus the
-pure statistics and the closed form of the first emitted token."""
+the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported (the
+pure statistics and the closed form of the first emitted token: tests/unit/test_verify_statistics.py,
+tests/unit/test_acceptance_rules.py)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,22 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from scipy import stats
 from typer.testing import CliRunner
 
 import specbench.harness.verify_checks as checks_mod
-from specbench.analysis.lossless_tests import bonferroni, goodness_of_fit
+from specbench.analysis.lossless_tests import bonferroni
+from specbench.analysis.verify_results import ContextCheck
 from specbench.cli.app import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.harness.verify import VerifyReport, model_drafter_factory, ngram_drafter_factory
-from specbench.harness.verify_checks import Context, ContextCheck, check_context, greedy_check
+from specbench.harness.verify import model_drafter_factory, ngram_drafter_factory
+from specbench.harness.verify_checks import Context, check_context, greedy_check
 from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import (
     LossyRule,
     RoundDecision,
     accept_draft,
     exact_beta,
-    first_token_distribution,
-    lossy_accept,
 )
 from specbench.spec.drafters import NgramDrafter
 from specbench.spec.generate import baseline_generate
@@ -99,71 +98,6 @@ def deep_correction_from_wrong_row(
 
 # --------------------------------------------------------------------------------------------
 # pure statistics and the closed form
-
-
-def test_goodness_of_fit_hand_values() -> None:
-    p = np.array([0.5, 0.3, 0.2])
-    exact = goodness_of_fit(np.array([50, 30, 20]), p)
-    assert (exact.n, exact.chi2, exact.dof, exact.p_value, exact.tv) == (100, 0.0, 2, 1.0, 0.0)
-    off = goodness_of_fit(np.array([60, 20, 20]), p)
-    assert off.chi2 == pytest.approx(100 / 50 + 100 / 30)  # Σ (obs − exp)² / exp
-    assert off.p_value == pytest.approx(np.exp(-off.chi2 / 2))  # χ² with 2 dof
-    assert off.tv == pytest.approx(0.1)
-    assert off.tv_bound == pytest.approx(0.5 * sum(np.sqrt(p * (1 - p) / 100)))
-    # rare tokens pool into "other"; a too-small pool joins the smallest regular bin
-    pooled = goodness_of_fit(np.array([90, 5, 3, 2]), np.array([0.9, 0.05, 0.03, 0.02]))
-    assert pooled.dof == 2 and pooled.p_value == pytest.approx(1.0)
-    tiny = goodness_of_fit(np.array([99, 1, 0]), np.array([0.98, 0.01, 0.01]))
-    assert tiny.dof == 0 and tiny.p_value == 1.0  # near-deterministic: nothing to test
-    impossible = goodness_of_fit(np.array([99, 1]), np.array([1.0, 0.0]))
-    assert impossible.impossible == 1 and impossible.p_value == 0.0
-
-
-def test_bonferroni() -> None:
-    assert bonferroni([0.5, 0.0004, 0.2], 0.001) == (pytest.approx(0.0012), True)
-    assert bonferroni([0.5, 0.0002, 0.2], 0.001) == (pytest.approx(0.0006), False)
-    assert bonferroni([], 0.001) == (1.0, True)
-
-
-def test_first_token_closed_form_hand_values() -> None:
-    p = torch.tensor([0.5, 0.3, 0.2])
-    q = torch.tensor([0.2, 0.3, 0.5])
-    dist, accept = first_token_distribution(p, q)  # exact: P = p, acceptance β = 0.7
-    assert torch.allclose(dist.float(), p) and accept == pytest.approx(float(exact_beta(p, q)))
-    assert accept == pytest.approx(0.7)
-    # ε = 0.1: token 2 (q − p = 0.3 > ε) still takes the exact test, so nothing changes
-    dist, accept = first_token_distribution(p, q, 0.1)
-    assert torch.allclose(dist.float(), p) and accept == pytest.approx(0.7)
-    # ε = 0.3: every draft token is accepted outright, the first token follows q
-    dist, accept = first_token_distribution(p, q, 0.3)
-    assert torch.allclose(dist.float(), q) and accept == pytest.approx(1.0)
-    assert 0.5 * float((dist - p.double()).abs().sum()) == pytest.approx(0.3)
-
-
-def test_lossy_rule_samples_match_its_closed_form() -> None:
-    gen = torch.Generator().manual_seed(0)
-    p = torch.softmax(torch.randn(6, generator=gen) * 2, dim=-1)
-    q = torch.softmax(torch.randn(6, generator=gen) * 2, dim=-1)
-    eps = 0.1
-    expected, accept = first_token_distribution(p, q, eps)
-    n = 8000
-    firsts, accepted = [], 0
-    p2 = torch.stack([p, p])  # (γ+1, V) at γ = 1
-    for _ in range(n):
-        y = sample(q, gen).reshape(1)
-        d = lossy_accept(y, p2, q.unsqueeze(0), False, eps, gen)
-        firsts.append(int(y) if d.n_accepted else d.next_token)
-        accepted += d.n_accepted
-    fit = goodness_of_fit(np.bincount(firsts, minlength=6), expected.numpy())
-    assert fit.p_value > 1e-3
-    assert accepted / n == pytest.approx(accept, abs=4 * np.sqrt(accept * (1 - accept) / n))
-    assert accept > float(exact_beta(p, q))  # it accepts more than the exact rule
-    # greedy: the relaxation changes nothing
-    one_hot = torch.eye(6)[[2, 4]]
-    d_exact = accept_draft(torch.tensor([3]), one_hot, None, True)
-    assert lossy_accept(torch.tensor([3]), one_hot, None, True, 0.5) == d_exact
-    with pytest.raises(ValueError):
-        LossyRule(1.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,17 +414,3 @@ def test_cli_verify_refuses_a_non_finite_temperature(
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "temperature" in lines[0]
     assert "LOSSLESS" not in res.output
-
-
-def test_a_verify_that_checked_nothing_fails() -> None:
-    empty = VerifyReport("c", "t", ["model"], "exact", True, 0.001, [], [])
-    assert empty.checks_run == 0 and not empty.passed
-
-
-def test_chi2_oracle_agrees_with_scipy() -> None:
-    counts = np.array([30, 25, 20, 15, 10])
-    p = np.array([0.3, 0.25, 0.2, 0.15, 0.1])
-    shifted = counts + np.array([8, -2, -2, -2, -2])
-    fit = goodness_of_fit(shifted, p)
-    ref = stats.chisquare(shifted, p * shifted.sum())
-    assert fit.chi2 == pytest.approx(ref.statistic) and fit.p_value == pytest.approx(ref.pvalue)

@@ -11,10 +11,10 @@ import numpy as np
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
 from specbench.analysis.results_model_engine import Conformance
+from specbench.harness.rundir import load_run
 from specbench.report.blocks import to_markdown
 from specbench.report.serving_sections import conformance_blocks
-from specbench.report.writer import load_run
-from tests.analysis.test_engine_metrics import _units
+from tests.unit.test_engine_metrics import _units
 
 
 def _doc(status: str, rows: list[dict[str, Any]], **kw: Any) -> Conformance:

@@ -140,8 +140,8 @@ def test_engine_run_first_screen_prices_and_tails_each_concurrency(tmp_path: Pat
     100 → 200 at c=1, 600 → 570 at c=8): cost per load from the batch throughput, tails per load."""
     import yaml
 
-    from specbench.report.writer import write_reports
-    from tests.analysis.test_engine_metrics import synthetic_engine_run
+    from specbench.harness.rundir import write_reports
+    from tests.unit.test_engine_metrics import synthetic_engine_run
 
     (tmp_path / "records.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in synthetic_engine_run())

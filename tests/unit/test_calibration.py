@@ -18,11 +18,13 @@ def test_intervals_cover_at_small_n(kind: str, n: int) -> None:
     assert 0.93 - 2 * se <= rate <= 0.97 + 2 * se, (kind, n, rate, se)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_selection_aware_on_rule_holds_its_level_at_the_boundary() -> None:
     rate, se = cal.false_on_rate(n=8, k=4, reps=200, seed=12)
     assert rate <= 0.025 + 2 * se, (rate, se)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_naive_rule_would_fail_the_same_check() -> None:
     """The check can fail: testing the point-best of 12 at its own interval exceeds 2.5 %."""
     rate, se = cal.naive_false_on_rate(n=8, k=12, reps=200, seed=12)

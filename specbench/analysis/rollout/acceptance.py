@@ -28,12 +28,19 @@ DRIFT_MIN_REQUESTS = 5  # a position bin enters the drift only when this many re
 
 
 class Scored(Protocol):
-    """One request's scored positions (`engine.teacher_forced.RequestScores` fits)."""
+    """One request's scored positions, read-only (`spec.teacher_forced.RequestScores` fits)."""
 
-    positions: np.ndarray  # (n,) position in the response
-    beta: np.ndarray  # (S, n) β per setting; NaN where a setting does not apply
-    agree: np.ndarray  # (n,) greedy agreement
-    target_nll: np.ndarray  # (n,)
+    @property
+    def positions(self) -> np.ndarray: ...  # (n,) position in the response
+
+    @property
+    def beta(self) -> np.ndarray: ...  # (S, n) β per setting; NaN where a setting does not apply
+
+    @property
+    def agree(self) -> np.ndarray: ...  # (n,) greedy agreement
+
+    @property
+    def target_nll(self) -> np.ndarray: ...  # (n,)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

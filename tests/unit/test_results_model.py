@@ -13,14 +13,14 @@ from pydantic import ValidationError
 from specbench.analysis.results import build_results
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.schemas import SCHEMA_DIR
-from specbench.report.writer import load_run
-from tests.analysis.test_engine_metrics import synthetic_engine_run
+from specbench.harness.rundir import load_run
+from tests.unit.test_engine_metrics import synthetic_engine_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _round_trip(results: dict[str, Any]) -> dict[str, Any]:
-    """The document as results.json holds it (what `report.writer` writes, read back)."""
+    """The document as results.json holds it (what `harness.rundir` writes, read back)."""
     return json.loads(json.dumps(results, allow_nan=False))
 
 

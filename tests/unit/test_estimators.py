@@ -75,6 +75,7 @@ def test_position_decaying_acceptance_per_position() -> None:
     assert est.exact_beta.value == pytest.approx(est.accepted_tested.value, abs=0.005)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_ci_covers_true_alpha_at_nominal_rate() -> None:
     alpha, gamma, covered, reps = 0.6, 4, 0, 300
     rng = np.random.default_rng(3)

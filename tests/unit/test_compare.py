@@ -78,7 +78,7 @@ def spec_record(
     overhead: float,
     concentration: float = 4.0,
 ) -> dict[str, Any]:
-    """tests/analysis/synthetic.spec_record, vectorised: position i has β ~ Beta(mean alphas[i]),
+    """tests/unit/synthetic.spec_record, vectorised: position i has β ~ Beta(mean alphas[i]),
     accepted ~ Bernoulli(β); noise-free timing (draft step t_draft, verify t0 + t1·γ, overhead)."""
     a = np.asarray(alphas[:gamma])
     betas = rng.beta(a * concentration, (1 - a) * concentration, size=(n_rounds, gamma))
@@ -308,6 +308,7 @@ def new_records_planted() -> list[dict[str, Any]]:
     return make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_runs_from_one_distribution_are_not_flagged_in_95_percent_of_200() -> None:
     th = Thresholds(bootstrap=1000, run_to_run_cv=0.0)
     # the test alone, no minimum effect: a two-sided 5 % test should fire about 5 % of the time

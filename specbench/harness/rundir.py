@@ -1,7 +1,9 @@
-"""Regenerate every derived file of a run directory from records.jsonl and the stored config.
+"""A run directory's files: read records.jsonl, config.yaml and env.json back (checked, one-line
+errors), and regenerate every derived file from them — results.json (analysis), summary.csv and
+the documents (report).
 
 `specbench report DIR` and the end of `specbench run` both call `write_reports`. Nothing here
-loads a model; all numbers come from `analysis.results.build_results`.
+loads a model or imports torch; all numbers come from `analysis.results.build_results`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,26 +20,8 @@ from specbench.analysis.results import build_results
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, read_records
-
-CSV_FIELDS = [
-    "workload",
-    "temperature",
-    "gamma",
-    "measured",
-    "alpha",
-    "alpha_lo",
-    "alpha_hi",
-    "mean_tokens_per_round",
-    "itl_ms",
-    "baseline_itl_ms",
-    "measured_speedup",
-    "measured_speedup_lo",
-    "measured_speedup_hi",
-    "predicted_speedup_iid",
-    "predicted_speedup_empirical",
-    "recommended",
-    "verdict",
-]
+from specbench.report.documents import write_documents
+from specbench.report.summary_csv import summary_frame, write_csv
 
 
 def load_run(
@@ -169,46 +152,6 @@ def read_env(path: Path) -> dict[str, Any]:
     return env
 
 
-def summary_frame(results: dict[str, Any]) -> pd.DataFrame:
-    """summary.csv: one row per workload × temperature × γ of the γ table, with the entry's α,
-    the row's measured and predicted speedups and whether it is the recommended γ."""
-    rows = []
-    for e in results["workloads"]:
-        rec = e["recommendation"]
-        alpha = e.get("alpha") or {}
-        alpha_ci = alpha.get("ci95") or [None, None]
-        for g in e["gammas"]:
-            ms = g.get("measured_speedup") or {}
-            ms_ci = ms.get("ci95") or [None, None]
-            rows.append(
-                {
-                    "workload": e["workload"],
-                    "temperature": e["temperature"],
-                    "gamma": g["gamma"],
-                    "measured": int(g["measured"]),
-                    "alpha": alpha.get("value"),
-                    "alpha_lo": alpha_ci[0],
-                    "alpha_hi": alpha_ci[1],
-                    "mean_tokens_per_round": (g.get("mean_tokens_per_round") or {}).get("value"),
-                    "itl_ms": (g.get("itl_ms") or {}).get("value"),
-                    "baseline_itl_ms": (e.get("baseline_itl_ms") or {}).get("value"),
-                    "measured_speedup": ms.get("value"),
-                    "measured_speedup_lo": ms_ci[0],
-                    "measured_speedup_hi": ms_ci[1],
-                    "predicted_speedup_iid": g["predicted_speedup"]["iid"],
-                    "predicted_speedup_empirical": g["predicted_speedup"]["empirical"],
-                    "recommended": int(rec["verdict"] == "on" and rec["gamma"] == g["gamma"]),
-                    "verdict": rec["verdict"],
-                }
-            )
-    # object columns: each value is written as Python prints it (as csv.writer did), None empty
-    return pd.DataFrame(rows, columns=CSV_FIELDS, dtype=object)
-
-
-def write_csv(path: Path, frame: pd.DataFrame) -> None:
-    frame.to_csv(path, index=False, na_rep="", lineterminator="\r\n")
-
-
 def write_reports(
     run_dir: Path, economics: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -227,7 +170,5 @@ def write_reports(
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     write_csv(run_dir / "summary.csv", summary_frame(results))
-    from specbench.report.documents import write_documents
-
-    write_documents(run_dir, results)
+    write_documents(run_dir, results, records)
     return results, notes

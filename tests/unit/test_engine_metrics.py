@@ -381,8 +381,9 @@ def _minimal() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_report_renders_an_engine_run(tmp_path: Path) -> None:
-    from specbench.report.writer import write_reports
+    from specbench.harness.rundir import write_reports
 
     run = tmp_path / "run"
     run.mkdir()

@@ -17,8 +17,8 @@ from specbench.analysis.acceptance_detail import (
 from specbench.analysis.content import answer_checks
 from specbench.analysis.results import build_results
 from specbench.analysis.validity import identical_across_prompts
-from tests.analysis.synthetic import baseline_record, spec_record
-from tests.analysis.test_engine_metrics import _req
+from tests.unit.synthetic import baseline_record, spec_record
+from tests.unit.test_engine_metrics import _req
 
 LOOP_IDS = [7, 8] * 30
 LOOP_TEXT = "\n#" * 30

@@ -22,7 +22,7 @@ from specbench.config import dump_config, parse_config, read_yaml
 from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.records import iter_records
 
-from ..analysis.test_compare import make_records
+from .test_compare import make_records
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 FEW = settings(
@@ -218,7 +218,7 @@ def test_truncated_record_warns_in_specbench_voice(
 ) -> None:
     """A killed run's partial last line: `compare` still works and stderr holds no Python
     UserWarning text (the warning, where shown, is one `warning:` line)."""
-    from .test_cli_compare import write_run
+    from tests.cli.test_cli_compare import write_run
 
     run = write_run(tmp_path, "r", make_records(seed=5, n_prompts=6, n_rounds=4))
     with (run / "records.jsonl").open("a") as fh:

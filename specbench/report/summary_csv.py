@@ -1,0 +1,76 @@
+"""summary.csv: one row per workload × temperature × γ of the γ table, from the typed results.
+
+A pandas DataFrame of object columns, so each value is written as Python prints it (as the csv
+module did before; None is an empty cell) and the file stays byte-identical across versions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench.analysis.results_model import RunResults, as_results
+
+CSV_FIELDS = [
+    "workload",
+    "temperature",
+    "gamma",
+    "measured",
+    "alpha",
+    "alpha_lo",
+    "alpha_hi",
+    "mean_tokens_per_round",
+    "itl_ms",
+    "baseline_itl_ms",
+    "measured_speedup",
+    "measured_speedup_lo",
+    "measured_speedup_hi",
+    "predicted_speedup_iid",
+    "predicted_speedup_empirical",
+    "recommended",
+    "verdict",
+]
+
+
+def summary_frame(results: RunResults | dict[str, Any]) -> pd.DataFrame:
+    """One row per γ of each entry's γ table, with the entry's α, the row's measured and
+    predicted speedups and whether it is the recommended γ."""
+    rows = []
+    for e in as_results(results).workloads:
+        rec = e.recommendation
+        alpha_ci = e.alpha.ci95 if e.alpha else (None, None)
+        for g in e.gammas:
+            ms = g.measured_speedup
+            ms_ci = ms.ci95 if ms else (None, None)
+            rows.append(
+                {
+                    "workload": e.workload,
+                    "temperature": e.temperature,
+                    "gamma": g.gamma,
+                    "measured": int(g.measured),
+                    "alpha": e.alpha.value if e.alpha else None,
+                    "alpha_lo": alpha_ci[0],
+                    "alpha_hi": alpha_ci[1],
+                    "mean_tokens_per_round": _value(g.mean_tokens_per_round),
+                    "itl_ms": _value(g.itl_ms),
+                    "baseline_itl_ms": _value(e.baseline_itl_ms),
+                    "measured_speedup": ms.value if ms else None,
+                    "measured_speedup_lo": ms_ci[0],
+                    "measured_speedup_hi": ms_ci[1],
+                    "predicted_speedup_iid": g.predicted_speedup.iid,
+                    "predicted_speedup_empirical": g.predicted_speedup.empirical,
+                    "recommended": int(rec.verdict == "on" and rec.gamma == g.gamma),
+                    "verdict": rec.verdict,
+                }
+            )
+    return pd.DataFrame(rows, columns=CSV_FIELDS, dtype=object)
+
+
+def _value(est: Any) -> float | None:
+    return est.value if est is not None else None
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    frame.to_csv(path, index=False, na_rep="", lineterminator="\r\n")
