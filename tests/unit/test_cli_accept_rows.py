@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.cli import app
+from specbench.cli.app import app
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 import specbench
-from specbench.cli import app
+from specbench.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Model names, devices and dtypes without loading a model (specbench/models.py): missing paths and
+"""Model names, devices and dtypes without loading a model (specbench/models/): missing paths and
 hub ids offline are one-line errors, the tiny pair's directory, device and dtype choice."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from specbench import models as specbench_models
 from specbench.config import ModelSpec
 from specbench.errors import SpecbenchError
 from specbench.models import (
@@ -17,6 +16,7 @@ from specbench.models import (
     pick_dtype,
     resolve_model_path,
 )
+from specbench.models.tinypair import tiny_model_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_resolve_missing_local_path(name: str) -> None:
 
 def test_default_tiny_dir_is_under_assets() -> None:
     expected = REPO_ROOT / "specbench" / "assets" / "tiny-pair" / "draft"
-    assert specbench_models._tiny_model_dir("draft").resolve() == expected
+    assert tiny_model_dir("draft").resolve() == expected
 
 
 def test_pick_device_and_dtype() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from specbench.models.tinypair import MODEL_NAMES, TINY_PAIR_DIR, load_manifest, tiny_model_dir
 
 REPO = Path(__file__).resolve().parents[2]
