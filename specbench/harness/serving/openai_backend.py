@@ -42,6 +42,7 @@ from specbench.harness.serving.base import (
     TurnResult,
 )
 from specbench.harness.serving.endpoints import endpoint_label, endpoints_of
+from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_samples
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
     parse_prometheus,
@@ -301,9 +302,11 @@ class OpenAIBackend:
             )
         max_len = next((m.get("max_model_len") for m in served if m.get("id") == model), None)
         max_context = max(1, int(max_len) - self.cfg.max_new_tokens) if max_len else None
+        kv_capacity = None
         try:
-            self.get_text(client, self.metrics_url_for(api), timeout=10.0)
+            metrics_text = self.get_text(client, self.metrics_url_for(api), timeout=10.0)
             metrics_ok = True
+            kv_capacity = kv_capacity_from_samples(parse_prometheus(metrics_text))
         except RequestFailed:
             metrics_ok = False
         version = None
@@ -318,6 +321,7 @@ class OpenAIBackend:
             "max_model_len": max_len,
             "metrics": metrics_ok,
             "server_version": version,
+            "kv_capacity": kv_capacity,  # vLLM's cache_config_info, where exported
         }
         return model, max_context, metrics_ok
 
@@ -343,4 +347,21 @@ class OpenAIBackend:
             "chat": s.chat,
             "prompt_format": s.prompt_format,
             "server_info": self.server_info,
+            "memory": self.memory(),
         }
+
+    def memory(self) -> dict[str, Any] | None:
+        """env.json's `memory`: the KV capacity each server reports, and the target's and draft's
+        footprints computed from their files where they are on this machine."""
+        caps = [
+            {"gamma": i["gamma"], "label": i["label"], "endpoint": url, **i["kv_capacity"]}
+            for url, i in self.server_info.items()
+            if i.get("kv_capacity")
+        ]
+        d = self.cfg.draft
+        return engine_memory(
+            self.cfg.target.model,
+            [d.model] if d.method == "model" and d.model else [],
+            caps,
+            revision=self.cfg.target.revision,
+        )
