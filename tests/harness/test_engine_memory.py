@@ -14,9 +14,11 @@ from safetensors.numpy import save_file
 
 from specbench.harness.model_footprint import model_footprint, safetensors_header
 from specbench.harness.serving.engine_memory import (
+    earlier_capacity,
     engine_memory,
     kv_capacity_from_engine,
     kv_capacity_from_samples,
+    with_earlier_capacity,
 )
 from specbench.harness.serving.metrics import parse_prometheus
 from specbench.tinypair import tiny_model_dir
@@ -205,3 +207,21 @@ def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> N
     assert [(c["gamma"], c["tokens"]) for c in mem["kv_capacity"]] == [(0, 1600), (2, 1440)]
     assert mem["drafts"]["tiny-draft"]["dtype"] == "bfloat16"  # what "auto" became
     assert mem["target"]["kv_bytes_per_token"] == 2 * 10 * 5 * 32 * 2
+
+
+def test_resume_keeps_the_capacity_of_settings_not_started_again(tmp_path: Path) -> None:
+    base = {"gamma": 0, "label": "", "endpoint": "http://a", "tokens": 1000}
+    spec = {"gamma": 2, "label": "γ=2", "endpoint": "http://b", "tokens": 900}
+    (tmp_path / "env.json").write_text(json.dumps({"memory": {"kv_capacity": [base]}}))
+    earlier = earlier_capacity(tmp_path)
+    assert earlier == [base]
+    now = {"backend": "openai", "memory": {"source": "engine", "kv_capacity": [spec]}}
+    merged = with_earlier_capacity(now, earlier)
+    assert merged["memory"]["kv_capacity"] == [base, spec]
+    # a setting started again reports afresh; nothing earlier: env.json as it is
+    again = {"memory": {"source": "engine", "kv_capacity": [{**base, "tokens": 990}]}}
+    assert with_earlier_capacity(again, earlier) == again
+    assert with_earlier_capacity({"memory": None}, []) == {"memory": None}
+    plain = with_earlier_capacity({"memory": None}, earlier)
+    assert plain["memory"]["source"] == "engine" and plain["memory"]["kv_capacity"] == [base]
+    assert earlier_capacity(tmp_path / "missing") == []

@@ -212,6 +212,7 @@ def test_two_servers_give_speedup_acceptance_and_concurrency(
 def test_one_server_per_setting_accumulates_with_resume(
     tmp_path: Path, servers: dict[str, FakeServer]
 ) -> None:
+    servers["base"].kv_blocks, servers["spec"].kv_blocks = 1000, 900
     first = write_config(tmp_path, {"url": servers["base"].url, "gamma": 0}, concurrency=[1])
     assert runner.invoke(app, ["run", str(first)]).exit_code == 0
     second = write_config(tmp_path, {"url": servers["spec"].url, "gamma": 2}, concurrency=[1])
@@ -225,6 +226,8 @@ def test_one_server_per_setting_accumulates_with_resume(
     assert sorted(ep["gamma"] for ep in stored["server"]["endpoints"]) == [0, 2]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert next(g for g in results["workloads"][0]["gammas"] if g["gamma"] == 2)["measured"]
+    # the first run's server keeps the KV capacity it reported: speculation's share is there
+    assert results["economics"]["kv_capacity"]["by_gamma"]["2"]["taken_share"] == pytest.approx(0.1)
 
 
 def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:
@@ -502,3 +505,8 @@ def test_real_vllm_server(tmp_path: Path, vllm_server: str) -> None:
     e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
     tau = e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"]
     assert 1.0 <= tau <= 3.0 and not math.isnan(tau)
+    # vLLM's cache_config_info on /metrics: the speculative server's KV capacity, as reported
+    mem = json.loads((tmp_path / "out" / "env.json").read_text())["memory"]
+    assert mem["source"] == "engine", mem
+    (cap,) = mem["kv_capacity"]
+    assert cap["gamma"] == 2 and cap["tokens"] == cap["num_gpu_blocks"] * cap["block_size"] > 0

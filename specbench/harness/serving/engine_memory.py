@@ -10,6 +10,9 @@ speculation and each speculative one), as the engine reports it:
   front-end values, so one is read, not summed;
 - in-process `vllm.LLM`: `llm.llm_engine.vllm_config.cache_config` (`num_gpu_blocks` is set once
   the engine has profiled its memory).
+On `--resume`, a setting whose engine is not started again keeps the capacity the earlier run
+recorded (`earlier_capacity`, `with_earlier_capacity`): the openai backend's one-server-per-setting
+series measures the baseline server in one run and the speculative one in the next.
 The capacity speculation takes, (capacity off − capacity on) / capacity off, is computed in
 `analysis.serving_cost.kv_capacity_taken`.
 
@@ -22,6 +25,8 @@ env.json `memory` of an engine run:
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from specbench.harness.model_footprint import model_footprint
@@ -107,3 +112,25 @@ def engine_memory(
         "drafts": found,
         "kv_capacity": sorted(capacities, key=lambda c: c["gamma"]) or None,
     }
+
+
+def earlier_capacity(out_dir: Path) -> list[dict[str, Any]]:
+    """The KV capacities an earlier run of this directory wrote to env.json (none: [])."""
+    try:
+        env = json.loads((out_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return []
+    caps = ((env if isinstance(env, dict) else {}).get("memory") or {}).get("kv_capacity")
+    return [c for c in caps or [] if isinstance(c, dict) and "gamma" in c and "tokens" in c]
+
+
+def with_earlier_capacity(env: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """env.json with the earlier capacities of the settings this run did not start added."""
+    mem = env.get("memory") or {"target": None, "drafts": {}, "kv_capacity": None}
+    now = mem.get("kv_capacity") or []
+    started = {c["gamma"] for c in now}
+    kept = [c for c in earlier if c["gamma"] not in started]
+    if not kept:
+        return env
+    caps = sorted(now + kept, key=lambda c: c["gamma"])
+    return {**env, "memory": {**mem, "source": "engine", "kv_capacity": caps}}

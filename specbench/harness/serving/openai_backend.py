@@ -225,6 +225,7 @@ class OpenAIBackend:
         self._tokenizer: Any = None
         self._tokenizer_tried = False
         self.server_info: dict[str, Any] = {}
+        self.kv_capacity: dict[str, dict[str, Any]] = {}  # endpoint → what its server reported
         if s.prompt_format == "tokens" and not s.chat and self.tokenizer() is None:
             raise SpecbenchError(
                 "server.prompt_format: tokens needs the target's tokenizer: set target.model to a "
@@ -321,8 +322,16 @@ class OpenAIBackend:
             "max_model_len": max_len,
             "metrics": metrics_ok,
             "server_version": version,
-            "kv_capacity": kv_capacity,  # vLLM's cache_config_info, where exported
         }
+        # vLLM's cache_config_info, kept apart from server_info: `compare` lists server_info
+        # differences, and the capacity varies a little from one start of a server to the next
+        if kv_capacity is not None:
+            self.kv_capacity[setting.endpoint] = {
+                "gamma": setting.gamma,
+                "label": setting.label,
+                "endpoint": setting.endpoint,
+                **kv_capacity,
+            }
         return model, max_context, metrics_ok
 
     @contextmanager
@@ -353,15 +362,10 @@ class OpenAIBackend:
     def memory(self) -> dict[str, Any] | None:
         """env.json's `memory`: the KV capacity each server reports, and the target's and draft's
         footprints computed from their files where they are on this machine."""
-        caps = [
-            {"gamma": i["gamma"], "label": i["label"], "endpoint": url, **i["kv_capacity"]}
-            for url, i in self.server_info.items()
-            if i.get("kv_capacity")
-        ]
         d = self.cfg.draft
         return engine_memory(
             self.cfg.target.model,
             [d.model] if d.method == "model" and d.model else [],
-            caps,
+            list(self.kv_capacity.values()),
             revision=self.cfg.target.revision,
         )
