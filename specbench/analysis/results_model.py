@@ -155,6 +155,27 @@ class DraftMemory(ResultsModel):
     kv_kib_per_token: Num
     target_kv_tokens_displaced: int | None
     kv_share_per_sequence: Num
+    # "loaded": the transformers runner's loaded parameters; "computed": an engine run's, from
+    # config.json and the safetensors headers (harness.model_footprint); absent in older runs
+    source: Literal["loaded", "computed"] | None = None
+
+
+class KvCapacityAtGamma(ResultsModel):
+    """One speculative engine's KV cache against the engine without speculation."""
+
+    label: str | None
+    tokens: int  # num_gpu_blocks × block_size, as the engine reported
+    taken_tokens: int | None  # baseline − this; None without a baseline engine's report
+    taken_share: Num
+
+
+class KvCapacity(ResultsModel):
+    """The KV-cache capacity speculation takes, as the engines reported it
+    (`analysis.serving_cost.kv_capacity_taken`)."""
+
+    source: Literal["engine"]
+    baseline_tokens: int | None
+    by_gamma: dict[str, KvCapacityAtGamma]
 
 
 class Economics(ResultsModel):
@@ -162,6 +183,7 @@ class Economics(ResultsModel):
     gpus: int
     by_workload: list[WorkloadEconomics]
     draft_memory: dict[str, DraftMemory] | None
+    kv_capacity: KvCapacity | None = None  # engine runs whose engines report it
 
 
 # --- the document -----------------------------------------------------------------------------

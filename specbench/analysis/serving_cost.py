@@ -16,8 +16,13 @@ Economics (`economics` at the top level), from the GPU-hour price and the GPUs s
   output tokens/s, baseline and each γ;
 - per workload also the TTFT change (mean over the same prompts, speculation − baseline) and the
   draft's memory as the CUDA peak-memory delta of the recommended γ over the baseline (null on
-  CPU, where the process's peak RSS only grows and cannot separate the draft; engine runs do not
-  record memory: null).
+  CPU, where the process's peak RSS only grows and cannot separate the draft; engine runs: null).
+
+The draft's memory (`draft_memory`, `kv_capacity` at the top of `economics`), from env.json's
+`memory`: each draft's weights and KV bytes per token (the transformers runner's loaded models;
+engine runs: computed from config.json and the safetensors headers, `source: "computed"`), and
+for engine runs the KV-cache capacity in tokens each engine reported (`source: "engine"`) and
+the share of it that speculation takes.
 """
 
 from __future__ import annotations
@@ -109,23 +114,50 @@ def draft_memory(env: dict[str, Any]) -> dict[str, Any] | None:
     """What each draft costs in memory (docs/theory.md §12), from env.json's model profiles:
     its weights, its own KV cache per token, and the target-KV capacity it takes — the tokens of
     target KV cache its weights would otherwise hold, and the share of each sequence's cache that
-    the draft's KV adds (draft / (target + draft) KV bytes per token)."""
+    the draft's KV adds (draft / (target + draft) KV bytes per token). `source`: "computed" for
+    an engine run's profiles (config.json and safetensors headers), "loaded" for the transformers
+    runner's (the loaded parameters)."""
     mem = env.get("memory") or {}
     target = mem.get("target") or {}
     t_kv = target.get("kv_bytes_per_token")
+    t_w = target.get("weight_bytes")
     out = {}
     for label, d in (mem.get("drafts") or {}).items():
         d_kv = d.get("kv_bytes_per_token")
+        d_w = d.get("weight_bytes")
         out[label] = {
-            "weights_mib": json_num(d["weight_bytes"] / 2**20),
-            "weights_share_of_target": json_num(d["weight_bytes"] / target["weight_bytes"])
-            if target.get("weight_bytes")
-            else None,
+            "weights_mib": json_num(d_w / 2**20) if d_w is not None else None,
+            "weights_share_of_target": json_num(d_w / t_w) if d_w is not None and t_w else None,
             "kv_kib_per_token": json_num(d_kv / 1024) if d_kv else None,
-            "target_kv_tokens_displaced": int(d["weight_bytes"] // t_kv) if t_kv else None,
+            "target_kv_tokens_displaced": int(d_w // t_kv) if d_w is not None and t_kv else None,
             "kv_share_per_sequence": json_num(d_kv / (t_kv + d_kv)) if t_kv and d_kv else None,
+            "source": d.get("source", "loaded"),
         }
     return out or None
+
+
+def kv_capacity_taken(env: dict[str, Any]) -> dict[str, Any] | None:
+    """The KV-cache capacity speculation takes, from the capacities the engines reported
+    (env.json `memory.kv_capacity`, `harness.serving.engine_memory`): per γ, the capacity in
+    tokens of the speculative engine, and (capacity off − capacity on) / capacity off against the
+    engine without speculation — the draft's weights and its own KV cache, as the engine sized
+    them. None when no engine reported its capacity."""
+    caps = (env.get("memory") or {}).get("kv_capacity") or []
+    if not caps:
+        return None
+    base = next((c["tokens"] for c in caps if c["gamma"] == 0), None)
+    by_gamma = {}
+    for c in sorted(caps, key=lambda c: c["gamma"]):
+        if c["gamma"] == 0:
+            continue
+        taken = base - c["tokens"] if base else None
+        by_gamma[str(c["gamma"])] = {
+            "label": c.get("label"),
+            "tokens": c["tokens"],
+            "taken_tokens": taken,
+            "taken_share": json_num(taken / base) if taken is not None and base else None,
+        }
+    return {"source": "engine", "baseline_tokens": base, "by_gamma": by_gamma}
 
 
 def economics_section(
@@ -223,4 +255,6 @@ def economics_section(
 
 
 def with_memory(econ: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    return {**econ, "draft_memory": draft_memory(env)}
+    """The economics block with the draft's memory and, for engine runs that report it, the KV
+    capacity speculation takes."""
+    return {**econ, "draft_memory": draft_memory(env), "kv_capacity": kv_capacity_taken(env)}

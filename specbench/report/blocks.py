@@ -80,11 +80,18 @@ def _inline(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
+# The page fits a 1366-px window (checked in headless Chromium by tests/report/test_html_width.py):
+# long unbroken text (paths, flags) wraps anywhere, every table sits in a box that scrolls
+# sideways instead of widening the page, and a table of WIDE_TABLE columns or more is set smaller.
+WIDE_TABLE = 8
 _STYLE = (
-    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
-    "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;"
-    "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%;display:block;"
-    "margin:1rem 0}code{background:#f3f3f3;padding:0 .2rem}"
+    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222;"
+    "overflow-wrap:anywhere}"
+    ".table{max-width:100%;overflow-x:auto;margin:1rem 0}"
+    "table{border-collapse:collapse;overflow-wrap:normal}td,th{border:1px solid #ccc;"
+    "padding:.3rem .6rem;text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}"
+    "table.wide{font-size:.8rem}table.wide td,table.wide th{padding:.2rem .35rem}"
+    "img{max-width:100%;display:block;margin:1rem 0}code{background:#f3f3f3;padding:0 .2rem}"
     ".decision{border:2px solid #2a6f3e;border-radius:6px;background:#f2faf4;padding:.2rem 1.2rem;"
     "margin:1rem 0}.decision h2{margin:.6rem 0}.decision li{margin:.3rem 0}"
     ".decision .rule{color:#444;font-size:.9rem}"
@@ -105,7 +112,11 @@ def to_html(blocks: list[Block], run_dir: Path, title: str) -> str:
             rows = "".join(
                 "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows
             )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            wide = ' class="wide"' if len(b.header) >= WIDE_TABLE else ""
+            body.append(
+                f'<div class="table"><table{wide}><thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>"
+            )
         elif isinstance(b, Box):
             items = "".join(f"<li>{_inline(i)}</li>" for i in b.items)
             note = f'<p class="rule">{_inline(b.note)}</p>' if b.note else ""

@@ -8,6 +8,7 @@ from typing import Any
 from specbench.analysis.results_model import CostAtLoad, PoolDecision, RunResults, as_results
 from specbench.analysis.results_model_base import EstimateJSON, LatencyTails, Percentiles
 from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.blocks import Block, Box, Bullets, Heading, Para, TableBlock
 from specbench.report.text import (
     ci_text,
@@ -189,6 +190,60 @@ def _cost_rows(results: RunResults, shown: list[str]) -> list[list[str]]:
     return rows
 
 
+def memory_lines(results: RunResults) -> list[str]:
+    """The draft's memory, one line per draft, and for engine runs the KV-cache capacity each
+    engine reported and the share speculation takes; each says where its figures come from."""
+    econ = results.economics
+    lines = []
+    for name, m in (econ.draft_memory or {}).items():
+        how = (
+            " (computed from its config.json and safetensors headers)"
+            if m.source == "computed"
+            else ""
+        )
+        lines.append(
+            f"draft `{name}`{how}: weights {num_text(m.weights_mib, '{:.1f}')} MiB "
+            f"({num_text(m.weights_share_of_target, '{:.1%}')} of the target's), taking the room "
+            f"of {m.target_kv_tokens_displaced if m.target_kv_tokens_displaced is not None else '–'}"
+            f" tokens of target KV cache; its own KV cache adds "
+            f"{num_text(m.kv_share_per_sequence, '{:.1%}')} to each sequence's "
+            f"({num_text(m.kv_kib_per_token, '{:.1f}')} KiB per token)"
+        )
+    kv = econ.kv_capacity
+    if kv is not None:
+        base = (
+            f"{kv.baseline_tokens:,} tokens" if kv.baseline_tokens is not None else "not reported"
+        )
+        cells = [
+            f"γ={g}: {c.tokens:,} tokens"
+            + (
+                f", speculation takes {c.taken_tokens:,} ({num_text(c.taken_share, '{:.1%}')})"
+                if c.taken_tokens is not None
+                else ""
+            )
+            for g, c in kv.by_gamma.items()
+        ]
+        lines.append(
+            "KV-cache capacity as the engines report it (num_gpu_blocks × block_size): without "
+            f"speculation {base}" + ("; " + "; ".join(cells) if cells else "")
+        )
+    return lines
+
+
+def _memory_block(results: RunResults) -> Block:
+    lines = memory_lines(results)
+    if lines:
+        return Bullets(lines)
+    backend = results.run.backend
+    if backend in ENGINE_BACKENDS:
+        return Para(
+            "Draft memory: not reported by the engine (no `vllm:cache_config_info` on /metrics) "
+            "and not computed (the target's and draft's config.json are not on this machine: "
+            "give local directories or hub ids already in the cache)."
+        )
+    return Para("Draft memory: not computed (a run from an older specbench: no model profiles).")
+
+
 def cost_and_tail_blocks(results: RunResults) -> list[Block]:
     """Cost per 10⁶ output tokens with and without speculation at each measured load, TTFT change,
     the draft's memory, and p50/p90/p99 latency of the baseline and the workload's setting."""
@@ -204,45 +259,35 @@ def cost_and_tail_blocks(results: RunResults) -> list[Block]:
         if price is not None
         else "No price given (`--gpu-hour-usd`, `--gpus` or the config's `economics:`); "
     )
-    memory = [
-        f"draft `{name}`: weights {num_text(m.weights_mib, '{:.1f}')} MiB "
-        f"({num_text(m.weights_share_of_target, '{:.1%}')} of the target's), taking the room of "
-        f"{m.target_kv_tokens_displaced if m.target_kv_tokens_displaced is not None else '–'}"
-        f" tokens of target KV cache; its own KV cache adds "
-        f"{num_text(m.kv_share_per_sequence, '{:.1%}')} to each sequence's "
-        f"({num_text(m.kv_kib_per_token, '{:.1f}')} KiB per token)"
-        for name, m in (econ.draft_memory or {}).items()
+    engine = results.run.backend in ENGINE_BACKENDS
+    header = [
+        "workload",
+        "T",
+        "setting",
+        "concurrency",
+        "$ / 10⁶ tokens (off → on)",
+        "TTFT Δ ms",
+        "draft memory MB",
+        f"TPOT ms {label} (off → on)",
+        f"e2e ms {label} (off → on)",
     ]
-    rows_note: Block
-    if memory:
-        rows_note = Bullets(memory)
-    else:
-        rows_note = Para(
-            "Draft memory: not computed (env.json holds no model profiles: an engine run, whose "
-            "engine reports its own KV-cache blocks in its log, or a run from an older specbench)."
-        )
+    memory_note = (
+        "the draft's memory and the KV-cache capacity it takes are listed below the table."
+        if engine
+        else "draft memory = CUDA peak-memory delta (– on CPU, where the process's peak RSS "
+        "cannot separate the draft)."
+    )
+    if engine:  # no CUDA peak delta from an engine: the column would be empty
+        header.pop(6)
+        rows = [r[:6] + r[7:] for r in rows]
     return [
         Heading("Cost and latency at each workload's setting"),
         Para(
             note + "cost = GPU time per output token (batch-1 decode ITL; engine runs: the batch's "
             "output tokens/s at that concurrency). TTFT Δ = speculation − baseline, mean over the "
-            "same prompts; draft memory = CUDA peak-memory delta (– on CPU, where the process's "
-            "peak RSS cannot separate the draft). Percentiles need ≥ 10 requests for p90 and "
-            "≥ 100 for p99."
+            f"same prompts; {memory_note} Percentiles need ≥ 10 requests for p90 and ≥ 100 for "
+            "p99."
         ),
-        TableBlock(
-            [
-                "workload",
-                "T",
-                "setting",
-                "concurrency",
-                "$ / 10⁶ tokens (off → on)",
-                "TTFT Δ ms",
-                "draft memory MB",
-                f"TPOT ms {label} (off → on)",
-                f"e2e ms {label} (off → on)",
-            ],
-            rows,
-        ),
-        rows_note,
+        TableBlock(header, rows),
+        _memory_block(results),
     ]

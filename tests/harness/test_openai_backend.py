@@ -30,12 +30,19 @@ runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 class FakeServer:
     """A tiny OpenAI-compatible server: streams `max_tokens` one-character tokens, `per_chunk` at a
     time; with `gamma` > 0 it counts one draft per chunk with `per_chunk − 1` accepted, as vLLM's
-    counters would."""
+    counters would; with `kv_blocks` it reports that many 16-token KV-cache blocks in vLLM's
+    `vllm:cache_config_info`."""
 
     def __init__(
-        self, gamma: int = 0, metrics: bool = True, fail_first: int = 0, step_s: float = 0.002
+        self,
+        gamma: int = 0,
+        metrics: bool = True,
+        fail_first: int = 0,
+        step_s: float = 0.002,
+        kv_blocks: int | None = None,
     ) -> None:
         self.gamma, self.metrics, self.fail_left, self.step_s = gamma, metrics, fail_first, step_s
+        self.kv_blocks = kv_blocks
         self.per_chunk = gamma + 1 if gamma else 1
         self.lock = threading.Lock()
         self.counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
@@ -103,8 +110,14 @@ class FakeServer:
         self.thread.start()
 
     def prometheus(self) -> str:
+        info = (
+            f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="{self.kv_blocks}",'
+            'num_cpu_blocks="None"} 1.0\n'
+            if self.kv_blocks
+            else ""
+        )
         if not self.gamma:
-            return 'vllm:num_requests_running{engine="0"} 0\n'
+            return info + 'vllm:num_requests_running{engine="0"} 0\n'
         c = self.counts
         # All accepted tokens are a prefix of the draft: per_pos[i] = drafts that accepted > i.
         full = c["accepted"] // self.gamma if self.gamma else 0
@@ -117,7 +130,7 @@ class FakeServer:
             f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {full}'
             for i in range(self.gamma)
         ]
-        return "\n".join(lines) + "\n"
+        return info + "\n".join(lines) + "\n"
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -199,6 +212,7 @@ def test_two_servers_give_speedup_acceptance_and_concurrency(
 def test_one_server_per_setting_accumulates_with_resume(
     tmp_path: Path, servers: dict[str, FakeServer]
 ) -> None:
+    servers["base"].kv_blocks, servers["spec"].kv_blocks = 1000, 900
     first = write_config(tmp_path, {"url": servers["base"].url, "gamma": 0}, concurrency=[1])
     assert runner.invoke(app, ["run", str(first)]).exit_code == 0
     second = write_config(tmp_path, {"url": servers["spec"].url, "gamma": 2}, concurrency=[1])
@@ -212,6 +226,8 @@ def test_one_server_per_setting_accumulates_with_resume(
     assert sorted(ep["gamma"] for ep in stored["server"]["endpoints"]) == [0, 2]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert next(g for g in results["workloads"][0]["gammas"] if g["gamma"] == 2)["measured"]
+    # the first run's server keeps the KV capacity it reported: speculation's share is there
+    assert results["economics"]["kv_capacity"]["by_gamma"]["2"]["taken_share"] == pytest.approx(0.1)
 
 
 def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:
@@ -229,6 +245,43 @@ def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:
     e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
     assert e["alpha"] is None
     assert e["engine"]["concurrency"][0]["gammas"]["2"]["speedup"]["value"] > 1.0
+
+
+@pytest.mark.parametrize("reported", [True, False])
+def test_draft_memory_from_the_servers_or_computed(tmp_path: Path, reported: bool) -> None:
+    """The KV capacity each server reports (vLLM's cache_config_info) and the share speculation
+    takes; without it, the draft's memory computed from the tiny pair's files."""
+    base = FakeServer(0, kv_blocks=1000 if reported else None)
+    spec = FakeServer(2, kv_blocks=900 if reported else None)
+    try:
+        endpoints = [{"url": base.url, "gamma": 0}, {"url": spec.url, "gamma": 2}]
+        cfg = write_config(
+            tmp_path,
+            {"endpoints": endpoints},
+            concurrency=[1],
+            target={"model": "tiny-target"},
+            draft={"model": "tiny-draft"},
+        )
+        res = runner.invoke(app, ["run", str(cfg)])
+    finally:
+        base.close()
+        spec.close()
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "out"
+    mem = json.loads((out / "env.json").read_text())["memory"]
+    assert mem["source"] == ("engine" if reported else "computed")
+    assert mem["drafts"]["tiny-draft"]["kv_bytes_per_token"] == 2 * 1 * 3 * 32 * 4
+    econ = json.loads((out / "results.json").read_text())["economics"]
+    assert econ["draft_memory"]["tiny-draft"]["source"] == "computed"
+    md = (out / "report.md").read_text()
+    assert "draft `tiny-draft` (computed from its config.json" in md
+    if reported:
+        assert [(c["gamma"], c["tokens"]) for c in mem["kv_capacity"]] == [(0, 16000), (2, 14400)]
+        assert econ["kv_capacity"]["by_gamma"]["2"]["taken_share"] == pytest.approx(0.1)
+        assert "speculation takes 1,600 (10.0%)" in md
+    else:
+        assert mem["kv_capacity"] is None and econ["kv_capacity"] is None
+        assert "KV-cache capacity as the engines report it" not in md
 
 
 def test_retries_then_recorded_failures(tmp_path: Path) -> None:
@@ -452,3 +505,8 @@ def test_real_vllm_server(tmp_path: Path, vllm_server: str) -> None:
     e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
     tau = e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"]
     assert 1.0 <= tau <= 3.0 and not math.isnan(tau)
+    # vLLM's cache_config_info on /metrics: the speculative server's KV capacity, as reported
+    mem = json.loads((tmp_path / "out" / "env.json").read_text())["memory"]
+    assert mem["source"] == "engine", mem
+    (cap,) = mem["kv_capacity"]
+    assert cap["gamma"] == 2 and cap["tokens"] == cap["num_gpu_blocks"] * cap["block_size"] > 0

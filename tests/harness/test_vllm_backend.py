@@ -123,8 +123,20 @@ def test_inprocess_run_matches_the_transformers_reference(
     row = conf["comparisons"][0]
     assert row["gamma"] == 3 and row["n_prompts"] == 4
     assert row["greedy_outputs"]["identical"] >= 3
+    # the draft's memory: each engine's KV capacity as it reports it, the pair's footprints as
+    # computed from their files (float32: the dtype the engines were given)
+    mem = json.loads((out / "env.json").read_text())["memory"]
+    assert mem["source"] == "engine", mem
+    assert [c["gamma"] for c in mem["kv_capacity"]] == [0, 3]
+    assert all(c["tokens"] == c["num_gpu_blocks"] * c["block_size"] > 0 for c in mem["kv_capacity"])
+    _, draft = tiny_pair_dirs()
+    assert mem["drafts"][draft]["kv_bytes_per_token"] == 2 * 1 * 3 * 32 * 4
+    kv = results["economics"]["kv_capacity"]
+    assert kv["baseline_tokens"] == mem["kv_capacity"][0]["tokens"]
+    assert kv["by_gamma"]["3"]["taken_tokens"] is not None
     md = (out / "report.md").read_text()
     assert "## Engine conformance" in md and "**OK**" in md
+    assert "KV-cache capacity as the engines report it" in md
     assert (out / "plots" / "concurrency_tiny_code_T0.png").stat().st_size > 0
     assert (out / "engine.log").stat().st_size > 0  # vLLM's own log, kept out of the console
 

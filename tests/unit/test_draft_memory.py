@@ -1,10 +1,11 @@
-"""The draft's memory line: hand-computed KV bytes and the capacity the draft takes."""
+"""The draft's memory line: hand-computed KV bytes and the capacity the draft takes (model
+profiles, and the KV capacity engines report)."""
 
 from __future__ import annotations
 
 import pytest
 
-from specbench.analysis.serving_cost import draft_memory
+from specbench.analysis.serving_cost import draft_memory, kv_capacity_taken
 
 
 def test_draft_memory_from_model_profiles() -> None:
@@ -28,3 +29,46 @@ def test_draft_memory_from_model_profiles() -> None:
 def test_no_profiles_no_memory_line() -> None:
     assert draft_memory({}) is None
     assert draft_memory({"memory": {"target": {"weight_bytes": 1}, "drafts": {}}}) is None
+
+
+def test_computed_profile_without_weights_keeps_the_kv_figures() -> None:
+    # config.json on this machine but no weights: KV per token only, marked as computed
+    env = {
+        "memory": {
+            "target": {"weight_bytes": None, "kv_bytes_per_token": 12_800},
+            "drafts": {
+                "d": {"weight_bytes": None, "kv_bytes_per_token": 768, "source": "computed"}
+            },
+        }
+    }
+    m = draft_memory(env)
+    assert m is not None
+    d = m["d"]
+    assert d["weights_mib"] is None and d["target_kv_tokens_displaced"] is None
+    assert d["kv_share_per_sequence"] == pytest.approx(768 / 13_568, abs=1e-6)
+    assert d["source"] == "computed"
+
+
+def test_kv_capacity_taken_from_engine_reports() -> None:
+    caps = [
+        {"gamma": 4, "label": "draft_model", "tokens": 144_000},
+        {"gamma": 0, "label": "", "tokens": 160_000},
+        {"gamma": 2, "label": "draft_model", "tokens": 150_400},
+    ]
+    kv = kv_capacity_taken({"memory": {"kv_capacity": caps}})
+    assert kv is not None and kv["source"] == "engine" and kv["baseline_tokens"] == 160_000
+    assert list(kv["by_gamma"]) == ["2", "4"]
+    assert kv["by_gamma"]["2"]["taken_tokens"] == 9_600
+    assert kv["by_gamma"]["2"]["taken_share"] == pytest.approx(0.06)
+    assert kv["by_gamma"]["4"]["taken_share"] == pytest.approx(0.1)
+    # no engine without speculation reported: capacities only
+    only_spec = kv_capacity_taken({"memory": {"kv_capacity": caps[:1]}})
+    assert only_spec is not None and only_spec["baseline_tokens"] is None
+    assert only_spec["by_gamma"]["4"] == {
+        "label": "draft_model",
+        "tokens": 144_000,
+        "taken_tokens": None,
+        "taken_share": None,
+    }
+    assert kv_capacity_taken({"memory": {"source": "computed", "kv_capacity": None}}) is None
+    assert kv_capacity_taken({}) is None

@@ -53,6 +53,7 @@ from specbench.harness.serving.base import (
     EngineSession,
     EngineSetting,
 )
+from specbench.harness.serving.engine_memory import earlier_capacity, with_earlier_capacity
 from specbench.harness.serving.engine_records import (
     BatchKey,
     UnitId,
@@ -103,6 +104,7 @@ def run_engine(
     """Measure every setting × batch not yet complete; records are kept whatever happens."""
     ev = events or SilentEvents()
     prompts = load_prompts(cfg, base_dir)
+    earlier = earlier_capacity(out_dir) if resume and not force else []
     cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
@@ -117,12 +119,15 @@ def run_engine(
         if (BatchKey(s.gamma, s.label, w, t, c, r), p.id) in done
     )
     ev.planned(total, already)
-    write_env(out_dir, serving_environment(cfg, backend.environment()))
+
+    def env() -> dict[str, Any]:
+        return with_earlier_capacity(serving_environment(cfg, backend.environment()), earlier)
+
+    write_env(out_dir, env())
     try:
         _measure(cfg, out_dir, backend, settings, plan, done, prompts, ev, outcome)
     finally:
-        # now with what the engines reported about themselves
-        write_env(out_dir, serving_environment(cfg, backend.environment()))
+        write_env(out_dir, env())  # now with what the engines reported about themselves
     return outcome
 
 

@@ -42,6 +42,7 @@ from specbench.harness.serving.base import (
     TurnResult,
 )
 from specbench.harness.serving.endpoints import endpoint_label, endpoints_of
+from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_samples
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
     parse_prometheus,
@@ -224,6 +225,7 @@ class OpenAIBackend:
         self._tokenizer: Any = None
         self._tokenizer_tried = False
         self.server_info: dict[str, Any] = {}
+        self.kv_capacity: dict[str, dict[str, Any]] = {}  # endpoint → what its server reported
         if s.prompt_format == "tokens" and not s.chat and self.tokenizer() is None:
             raise SpecbenchError(
                 "server.prompt_format: tokens needs the target's tokenizer: set target.model to a "
@@ -301,9 +303,11 @@ class OpenAIBackend:
             )
         max_len = next((m.get("max_model_len") for m in served if m.get("id") == model), None)
         max_context = max(1, int(max_len) - self.cfg.max_new_tokens) if max_len else None
+        kv_capacity = None
         try:
-            self.get_text(client, self.metrics_url_for(api), timeout=10.0)
+            metrics_text = self.get_text(client, self.metrics_url_for(api), timeout=10.0)
             metrics_ok = True
+            kv_capacity = kv_capacity_from_samples(parse_prometheus(metrics_text))
         except RequestFailed:
             metrics_ok = False
         version = None
@@ -319,6 +323,15 @@ class OpenAIBackend:
             "metrics": metrics_ok,
             "server_version": version,
         }
+        # vLLM's cache_config_info, kept apart from server_info: `compare` lists server_info
+        # differences, and the capacity varies a little from one start of a server to the next
+        if kv_capacity is not None:
+            self.kv_capacity[setting.endpoint] = {
+                "gamma": setting.gamma,
+                "label": setting.label,
+                "endpoint": setting.endpoint,
+                **kv_capacity,
+            }
         return model, max_context, metrics_ok
 
     @contextmanager
@@ -343,4 +356,16 @@ class OpenAIBackend:
             "chat": s.chat,
             "prompt_format": s.prompt_format,
             "server_info": self.server_info,
+            "memory": self.memory(),
         }
+
+    def memory(self) -> dict[str, Any] | None:
+        """env.json's `memory`: the KV capacity each server reports, and the target's and draft's
+        footprints computed from their files where they are on this machine."""
+        d = self.cfg.draft
+        return engine_memory(
+            self.cfg.target.model,
+            [d.model] if d.method == "model" and d.model else [],
+            list(self.kv_capacity.values()),
+            revision=self.cfg.target.revision,
+        )

@@ -30,6 +30,7 @@ from typing import Any
 from specbench.config import RunConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.base import EngineSetting
+from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_engine
 from specbench.harness.serving.vllm_log import (
     env_var,
     first_line,
@@ -144,6 +145,8 @@ class VllmBackend:
         if self.spec_model is not None:
             self.spec_model = resolve_model_path(self.spec_model)
         self._tokenizer: Any = None
+        self.kv_capacity: dict[int, dict[str, Any]] = {}  # γ → what its engine reported
+        self.served_dtype: str | None = None  # what "auto" became (vLLM downcasts float32)
 
     def settings(self) -> list[EngineSetting]:
         return [
@@ -219,6 +222,7 @@ class VllmBackend:
                 + (f"; last log lines: {tail}" if tail else "")
                 + f" (full log: {self.log_path})"
             ) from None
+        self._note_memory(setting, llm)
         try:
             max_len = int(llm.llm_engine.model_config.max_model_len)
             max_context = max(1, max_len - self.cfg.max_new_tokens)
@@ -228,6 +232,21 @@ class VllmBackend:
                 llm.llm_engine.engine_core.shutdown()
             del llm
             gc.collect()
+
+    def _note_memory(self, setting: EngineSetting, llm: Any) -> None:
+        """Keep what a started engine says about its memory: the dtype it serves in and its KV
+        capacity. Best effort: an engine that exposes neither is still measured."""
+        with suppress(Exception):
+            self.served_dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
+        with suppress(Exception):
+            cap = kv_capacity_from_engine(llm)
+            if cap is not None:
+                self.kv_capacity[setting.gamma] = {
+                    "gamma": setting.gamma,
+                    "label": setting.label,
+                    "endpoint": None,
+                    **cap,
+                }
 
     def environment(self) -> dict[str, Any]:
         import torch
@@ -249,4 +268,19 @@ class VllmBackend:
                 **self.speculative_config(self.cfg.gammas[-1]),
                 "num_speculative_tokens": self.cfg.gammas,
             },
+            "memory": self.memory(self.served_dtype or kw["dtype"]),
         }
+
+    def memory(self, dtype: str | None) -> dict[str, Any] | None:
+        """env.json's `memory`: each engine's KV capacity and the models' computed footprints."""
+        spec_model = self.cfg.speculative.model
+        if spec_model is None and self.spec_model is not None:
+            spec_model = self.cfg.draft.model  # draft_model defaults to draft.model
+        return engine_memory(
+            self.cfg.target.model,
+            [spec_model] if spec_model else [],
+            list(self.kv_capacity.values()),
+            revision=self.cfg.target.revision,
+            dtype=dtype,
+            kv_dtype=self.cfg.engine.extra.get("kv_cache_dtype"),
+        )
