@@ -14,8 +14,15 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.latency import pair
-from specbench.analysis.sequential import SequenceSettings, SequentialDecision, decide
+from specbench.analysis.recommend import SettingKey
+from specbench.analysis.sequential import (
+    MORE_CAP,
+    SequenceSettings,
+    SequentialDecision,
+    decide,
+)
 from specbench.analysis.serialize import json_num
+from specbench.analysis.validity import assess
 
 Record = dict[str, Any]
 
@@ -47,14 +54,18 @@ def cell_decision(
     baseline: list[Record], spec: list[Record], s: SequenceSettings
 ) -> SequentialDecision:
     """The verdict over every speculative setting measured in the cell, each paired with the
-    baseline on the prompts both measured."""
-    by_setting: dict[str, list[Record]] = {}
+    baseline on the non-degenerate prompts both measured (as the full analysis, docs/theory.md
+    §13: a prompt whose answers loop says nothing about deployed speed)."""
+    by_setting: dict[SettingKey, list[Record]] = {}
     for rec in spec:
-        by_setting.setdefault(setting_label(rec), []).append(rec)
+        key = (rec.get("drafter") or "", rec.get("policy") or "fixed", int(rec["gamma"]))
+        by_setting.setdefault(key, []).append(rec)
+    valid = assess(baseline, by_setting)
     candidates: dict[str, Sequence[np.ndarray]] = {}
-    for label, recs in sorted(by_setting.items()):
-        paired = pair(baseline, recs)
-        candidates[label] = paired.arrays()
+    for key, recs in sorted(valid.clean_settings.items()):
+        candidates[setting_label(recs[0] if recs else by_setting[key][0])] = pair(
+            valid.clean_base, recs
+        ).arrays()
     return decide(candidates, s)
 
 
@@ -70,8 +81,11 @@ def adaptive_summary(
     elif d.state == "off":
         text = f"decided OFF after {n} prompts"
     else:
-        more = "?" if d.more_prompts is None else str(d.more_prompts)
-        text = f"undecided after {n} prompts: needs about {more} more prompts"
+        if d.more_prompts is None or d.more_prompts >= MORE_CAP:
+            need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
+        else:
+            need = f"needs about {d.more_prompts} more prompts"
+        text = f"undecided after {n} prompts: {need}"
     return {
         "state": d.state,
         "chosen": d.chosen,

@@ -44,6 +44,7 @@ from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS
 
 MIN_PROMPTS = 4  # no decision from fewer prompts: σ̂ of 2–3 prompts is too noisy to trust
 VAR_DELTA = 0.1  # σ̂ is taken at its one-sided (1 − δ) upper confidence limit
+MORE_CAP = 10_000  # "needs about N more prompts" is not estimated beyond this
 ALPHA = 0.05  # all candidates' sequences hold at once with probability ≥ 1 − ALPHA (two-sided)
 
 
@@ -175,7 +176,7 @@ def candidate_bound(
 
 
 def more_prompts_needed(
-    b: CandidateBound, sd: float, s: SequenceSettings, cap: int = 10_000
+    b: CandidateBound, sd: float, s: SequenceSettings, cap: int = MORE_CAP
 ) -> int:
     """About how many more prompts until the sequence's half-width falls below the distance of
     the point estimate from 1 + margin (assuming the estimate and σ̂ stay where they are)."""
