@@ -81,7 +81,9 @@ def adaptive_summary(
     elif d.state == "off":
         text = f"decided OFF after {n} prompts"
     else:
-        if d.more_prompts is None or d.more_prompts >= MORE_CAP:
+        if d.more_prompts is None:
+            need = "too few usable (non-degenerate, paired) prompts to say how many more"
+        elif d.more_prompts >= MORE_CAP:
             need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
         else:
             need = f"needs about {d.more_prompts} more prompts"
