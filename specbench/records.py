@@ -124,6 +124,8 @@ class UnitRecord(Record):
     repeat: int = Field(default=0, ge=0)
     status: str = "ok"
     seed: int | None = None
+    # the adaptive plan's step that produced the unit (pilot, backfill, measure); None = full grid
+    plan_step: str | None = None
     top_p: float | None = None
     top_k: int | None = None
     # engine backends (vllm / openai) only

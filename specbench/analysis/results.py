@@ -24,7 +24,8 @@ recommendation aggregates decode time; a workload whose speculative settings all
 "not_measured". Additive since: `content` (degenerate answers, α and speedup over the
 non-degenerate prompts), `per_prompt_alpha`, `per_position_detail` (docs/theory.md §13); latency
 tails (`baseline_tails`, `tails` per measured γ and per engine concurrency cell) and `economics`
-(`analysis.serving_cost`).
+(`analysis.serving_cost`); `adaptive` (runs of the adaptive plan: the sequential verdict each
+cell stopped on, `analysis.adaptive_summary`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from specbench.analysis.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.groups import Group, Record, failure_rows, group_records, is_engine_group
 from specbench.analysis.latency import pair
 from specbench.analysis.recommend import SettingKey, WorkloadInput, pool_recommendation
@@ -93,6 +95,9 @@ def build_results(
             continue
         body, base1, settings1 = analysed
         body["failed_units"] = len(grp["failed"])
+        spec_all = [r for recs in grp["spec"].values() for r in recs]
+        if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)
+            body["adaptive"] = adaptive_summary(grp["baseline"], spec_all, config)
         mix = request_mix(grp["baseline"])
         if mix is not None:
             body["request_sampling"] = mix

@@ -259,6 +259,26 @@ class RequestSampling(ResultsModel):
     max_tokens_capped: int
 
 
+class SequenceRow(ResultsModel):
+    setting: str
+    n: int
+    speedup: Num
+    interval: Interval
+
+
+class AdaptiveCell(ResultsModel):
+    """An adaptive run's sequential verdict for the cell (docs/theory.md §14)."""
+
+    state: Literal["on", "off", "undecided"]
+    chosen: str | None
+    n_prompts: int
+    more_prompts: int | None
+    summary: str
+    level: Num
+    candidates_k: int
+    sequences: list[SequenceRow]
+
+
 class WorkloadResult(ResultsModel):
     """One workload × temperature (an entry of `workloads`)."""
 
@@ -290,3 +310,4 @@ class WorkloadResult(ResultsModel):
     failed_units: int
     request_sampling: RequestSampling | None = None  # logged workloads
     baseline_tails: LatencyTails | None
+    adaptive: AdaptiveCell | None = None  # runs of the adaptive plan

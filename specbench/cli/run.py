@@ -113,6 +113,23 @@ def run(
     ] = False,
     gpu_hour_usd: GpuHourUsdOption = None,
     gpus: GpusOption = None,
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive",
+            help="The adaptive plan: baseline and γ_max, then the predicted best γ; stop each "
+            "workload when its sequential verdict is settled (config `plan: adaptive`).",
+        ),
+    ] = False,
+    budget_minutes: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-minutes",
+            min=0.0,
+            help="Adaptive plan: stop measuring after this many minutes (spread over the "
+            "undecided workloads; default: the config's adaptive.budget_minutes, none).",
+        ),
+    ] = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -141,10 +158,14 @@ def run(
         )
     data = read_yaml(config)
     over = run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
+    if adaptive:
+        over["plan"] = "adaptive"
     econ = economics_options(gpu_hour_usd, gpus)
     if econ:
         over["economics"] = econ
     cfg = parse_config(deep_merge(data, over), str(config))
+    if budget_minutes is not None and cfg.plan != "adaptive":
+        raise SpecbenchError("--budget-minutes bounds the adaptive plan: add --adaptive")
     out_dir = Path(cfg.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
@@ -154,7 +175,14 @@ def run(
     try:
         with RichRunEvents(console) as events:
             opts: dict[str, Any] = {"resume": resume, "force": force, "events": events}
-            if cfg.backend == "transformers":
+            outcome: RunOutcome
+            if cfg.plan == "adaptive":
+                from specbench.harness.adaptive import run_adaptive
+
+                outcome = run_adaptive(
+                    cfg, out_dir, base_dir=config.parent, budget_minutes=budget_minutes, **opts
+                )
+            elif cfg.backend == "transformers":
                 outcome = runner.run(cfg, out_dir, base_dir=config.parent, **opts)
             else:  # vllm / openai: a serving engine
                 from specbench.harness.serving.driver import run_engine

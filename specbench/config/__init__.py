@@ -4,7 +4,7 @@ Public API (see each module for details):
 
 - `RunConfig`, `SCHEMA_VERSION` (`config.run`)
 - the sections every backend reads: `ModelSpec`, `DraftSpec`, `PolicySpec`, `DatasetSpec`,
-  `WorkloadSpec`, `SamplingSpec`, `DecisionSpec`, `EconomicsSpec`, `ConformanceSpec`, the size
+  `WorkloadSpec`, `SamplingSpec`, `DecisionSpec`, `AdaptiveSpec`, `EconomicsSpec`, `ConformanceSpec`, the size
   bounds `MAX_*` and the names `DRAFT_METHODS`, `POLICY_NAMES` (`config.sections`)
 - the backend sections: `EngineSpec`, `SpeculativeSpec` (vllm), `ServerSpec`, `EndpointSpec`
   (openai) (`config.backends`)
@@ -31,6 +31,7 @@ from specbench.config.sections import (
     MAX_PROMPTS,
     MAX_REPEATS,
     POLICY_NAMES,
+    AdaptiveSpec,
     ConformanceSpec,
     DatasetSpec,
     DecisionSpec,
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_REPEATS",
     "POLICY_NAMES",
     "SCHEMA_VERSION",
+    "AdaptiveSpec",
     "ConformanceSpec",
     "DatasetSpec",
     "DecisionSpec",

@@ -23,6 +23,7 @@ from specbench.config.sections import (
     MAX_GAMMA,
     MAX_NEW_TOKENS,
     MAX_REPEATS,
+    AdaptiveSpec,
     ConformanceSpec,
     DecisionSpec,
     DraftSpec,
@@ -63,6 +64,10 @@ class RunConfig(StrictModel):
     cpu_threads: int | None = Field(default=None, ge=1, le=1024)
     output_dir: str = "reports/run"
     decision: DecisionSpec = Field(default_factory=DecisionSpec)
+    # full: every prompt at every setting; adaptive: baseline and γ_max, then the predicted best
+    # γ, stopping each cell when the sequential verdict is settled (docs/theory.md §14)
+    plan: Literal["full", "adaptive"] = "full"
+    adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     engine: EngineSpec = Field(default_factory=EngineSpec)  # backend: vllm
     speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)  # backend: vllm
     # engine backends: the numbers of requests kept in flight
@@ -107,6 +112,12 @@ class RunConfig(StrictModel):
                 f"workload '{logged[0]}': dataset.sampling: logged sends each request's own "
                 f"{fixed[0]}, which server.extra_body overrides; remove it from extra_body"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _adaptive_backend(self) -> RunConfig:
+        if self.plan == "adaptive" and self.backend != "transformers":
+            raise ValueError("plan: adaptive needs backend: transformers (it reads every round)")
         return self
 
     @model_validator(mode="after")

@@ -189,6 +189,7 @@ class Unit:
     key: UnitKey
     prompt: Prompt
     warmup: bool = False
+    plan_step: str | None = None  # the adaptive plan's step (harness/adaptive.py); None = full
 
 
 def plan_units(
@@ -231,6 +232,10 @@ def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
     for key in ("output_dir", "economics"):  # economics only prices the report
         stored.pop(key, None)
         new.pop(key, None)
+    # a run stored before the adaptive plan existed ran the full grid
+    stored.setdefault("plan", "full")
+    if "adaptive" not in stored and new.get("plan") == "full":
+        new.pop("adaptive", None)
     return bool(stored == new)
 
 

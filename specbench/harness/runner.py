@@ -106,6 +106,10 @@ class Session:
         self.device = target.device
         self.clock = Clock(target.device)
         self.target_lm = CachedLM(target.model, vocab_size)
+        # every call of the target's forward (prefill, decode step, verify) is counted, so a
+        # plan's cost can be stated in target forwards (benchmarks/bench_adaptive.py)
+        self.target_forwards = 0
+        target.model.register_forward_pre_hook(self._count_target_forward)
         self.draft_specs = {d.label: d for d in cfg.drafters}
         self.draft_lms = {
             label: CachedLM(m.model, vocab_size) for label, m in drafts.items() if m is not None
@@ -114,6 +118,9 @@ class Session:
         self.stop = make_stop_check(self.tokenizer, cfg.stop)
         max_pos = getattr(target.model.config, "max_position_embeddings", None)
         self.max_context = None if max_pos is None else max(1, int(max_pos) - cfg.max_new_tokens)
+
+    def _count_target_forward(self, module: Any, args: Any) -> None:
+        self.target_forwards += 1
 
     def params(self, temperature: float, top_p: float | None = None) -> SamplingParams:
         s = self.cfg.sampling
@@ -228,6 +235,46 @@ class Session:
         return body, notes
 
 
+def measure_unit(session: Session, unit: Unit, temp: float) -> tuple[dict[str, Any], list[str]]:
+    """Run one unit: its record (kind "failed" when it raised, e.g. out of memory) and any
+    truncation notes."""
+    cfg, k = session.cfg, unit.key
+    seed = unit_seed(cfg.seed, *astuple(k)[1:])
+    head: dict[str, Any] = {
+        "kind": k.kind,
+        "unit_kind": k.kind,
+        "workload": k.workload,
+        "temperature": k.temperature,
+        "top_p": cfg.sampling.top_p,
+        "top_k": cfg.sampling.top_k,
+        "gamma": k.gamma,
+        "drafter": k.drafter,
+        "policy": k.policy,
+        "prompt_id": k.prompt_id,
+        "repeat": k.repeat,
+        "seed": seed,
+    }
+    if unit.plan_step is not None:
+        head["plan_step"] = unit.plan_step
+    try:
+        st = unit.setting
+        body, notes = session.run_prompt(unit.prompt, temp, k.gamma, seed, st.drafter, st.policy)
+        return {**head, "status": "ok", **body}, notes
+    except (KeyboardInterrupt, SpecbenchError):
+        raise
+    except Exception as exc:  # a failed prompt is recorded and the run goes on
+        if session.device.type == "cuda":
+            torch.cuda.empty_cache()
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        failed = {
+            **head,
+            "kind": "failed",
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {msg}"[:300],
+        }
+        return failed, []
+
+
 def execute(
     session: Session,
     out_dir: Path,
@@ -248,7 +295,6 @@ def execute(
     ev.planned(
         todo_total, sum(1 for _, _, us in plan for u in us if not u.warmup and u.key in done)
     )
-    cfg = session.cfg
     with (
         RecordWriter(out_dir / RECORDS_FILE) as writer,
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
@@ -262,48 +308,16 @@ def execute(
                 if not unit.warmup and unit.key in done:
                     outcome.skipped += 1
                     continue
-                k = unit.key
                 label = unit.setting.label
                 if unit.warmup:
                     label = f"warm-up {label}"
-                ev.unit_started(workload, temp, label, k.prompt_id)
-                seed = unit_seed(cfg.seed, *astuple(k)[1:])
-                head = {
-                    "kind": k.kind,
-                    "unit_kind": k.kind,
-                    "workload": k.workload,
-                    "temperature": k.temperature,
-                    "top_p": cfg.sampling.top_p,
-                    "top_k": cfg.sampling.top_k,
-                    "gamma": k.gamma,
-                    "drafter": k.drafter,
-                    "policy": k.policy,
-                    "prompt_id": k.prompt_id,
-                    "repeat": k.repeat,
-                    "seed": seed,
-                }
-                try:
-                    st = unit.setting
-                    body, notes = session.run_prompt(
-                        unit.prompt, temp, k.gamma, seed, st.drafter, st.policy
-                    )
-                    outcome.warnings.extend(notes)
-                    record = {**head, "status": "ok", **body}
-                except (KeyboardInterrupt, SpecbenchError):
-                    raise
-                except Exception as exc:  # a failed prompt is recorded and the run goes on
-                    if session.device.type == "cuda":
-                        torch.cuda.empty_cache()
-                    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    record = {
-                        **head,
-                        "kind": "failed",
-                        "status": "failed",
-                        "error": f"{type(exc).__name__}: {msg}"[:300],
-                    }
+                ev.unit_started(workload, temp, label, unit.key.prompt_id)
+                record, notes = measure_unit(session, unit, temp)
+                outcome.warnings.extend(notes)
+                if record["status"] == "failed":
                     outcome.failures.append(record)
                 if unit.warmup:
-                    warm_writer.write({**record, "kind": f"warmup_{k.kind}"})
+                    warm_writer.write({**record, "kind": f"warmup_{unit.key.kind}"})
                     continue
                 writer.write(record)
                 outcome.written += 1
@@ -341,6 +355,21 @@ def run(
     stop_after: Callable[[int], bool] | None = None,
 ) -> RunOutcome:
     """Validate inputs, load the pair (unless a session is given), and measure every unit."""
+    prompts, session, done = start_run(cfg, out_dir, resume, force, base_dir, session)
+    plan = plan_units(cfg, prompts)
+    return execute(session, out_dir, plan, done, events, stop_after)
+
+
+def start_run(
+    cfg: RunConfig,
+    out_dir: Path,
+    resume: bool,
+    force: bool,
+    base_dir: Path | None,
+    session: Session | None,
+) -> tuple[dict[str, list[Prompt]], Session, set[UnitKey]]:
+    """Load the prompts and the pair, prepare DIR and write env.json: what every plan starts
+    with. Returns the prompts, the session and the units already complete."""
     prompts = load_prompts(cfg, base_dir)
     session = session or load_session(cfg)
     done = prepare_run_dir(cfg, out_dir, resume, force)
@@ -357,5 +386,4 @@ def run(
     write_env(
         out_dir, transformers_environment(cfg, session.device, session.target_loaded.dtype, memory)
     )
-    plan = plan_units(cfg, prompts)
-    return execute(session, out_dir, plan, done, events, stop_after)
+    return prompts, session, done

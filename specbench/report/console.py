@@ -101,6 +101,9 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
         )
     console.print(table)
     for e in results.workloads:
+        if e.adaptive:  # an adaptive run: the sequential verdict each cell stopped on (§14)
+            console.print(f"  adaptive {e.workload} T={e.temperature:g}: {e.adaptive.summary}")
+    for e in results.workloads:
         if e.request_sampling:
             console.print(request_mix_line(e), markup=False)
     _print_costs(console, results)

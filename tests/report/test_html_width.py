@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from specbench.harness.rundir import write_reports
 
 from specbench.analysis.spec_counters import SpecCounters
+from specbench.harness.rundir import write_reports
 from tests.unit.test_engine_metrics import _metrics, _minimal, _req, synthetic_engine_run
 
 CHROMIUM = Path("/usr/bin/chromium")

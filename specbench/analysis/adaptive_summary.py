@@ -1,0 +1,108 @@
+"""The sequential verdict of one cell of an adaptive run, from its records (docs/theory.md §14).
+
+The harness (`harness.adaptive`) calls `cell_decision` after every prompt to decide whether to
+stop; `report` calls it on the stored records, so results.json states the same verdict the run
+stopped on: "decided ON γ=g after n prompts", "decided OFF after n prompts" or "undecided: needs
+about N more prompts".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.latency import pair
+from specbench.analysis.recommend import SettingKey
+from specbench.analysis.sequential import (
+    MORE_CAP,
+    SequenceSettings,
+    SequentialDecision,
+    decide,
+)
+from specbench.analysis.serialize import json_num
+from specbench.analysis.validity import assess
+
+Record = dict[str, Any]
+
+
+def is_adaptive(records: list[Record]) -> bool:
+    """Records written by the adaptive plan carry the plan step that produced them."""
+    return any(r.get("plan_step") for r in records)
+
+
+def sequence_settings(config: Mapping[str, Any]) -> SequenceSettings:
+    """The sequential rule's settings from a run's (stored) config: margin, level and the fixed
+    number of candidates K = max_candidates × drafters the sequences are split over."""
+    decision = config.get("decision") or {}
+    adaptive = config.get("adaptive") or {}
+    drafters = 1 + len(config.get("extra_drafters") or [])
+    return SequenceSettings(
+        margin=float(decision.get("margin", 0.05)),
+        candidates=int(adaptive.get("max_candidates", 3)) * drafters,
+        alpha=1.0 - float(decision.get("ci_level", 0.95)),
+    )
+
+
+def setting_label(rec: Record) -> str:
+    pol = rec.get("policy") or "fixed"
+    return f"{rec.get('drafter') or 'model'} {pol} γ={rec['gamma']}"
+
+
+def cell_decision(
+    baseline: list[Record], spec: list[Record], s: SequenceSettings
+) -> SequentialDecision:
+    """The verdict over every speculative setting measured in the cell, each paired with the
+    baseline on the non-degenerate prompts both measured (as the full analysis, docs/theory.md
+    §13: a prompt whose answers loop says nothing about deployed speed)."""
+    by_setting: dict[SettingKey, list[Record]] = {}
+    for rec in spec:
+        key = (rec.get("drafter") or "", rec.get("policy") or "fixed", int(rec["gamma"]))
+        by_setting.setdefault(key, []).append(rec)
+    valid = assess(baseline, by_setting)
+    candidates: dict[str, Sequence[np.ndarray]] = {}
+    for key, recs in sorted(valid.clean_settings.items()):
+        candidates[setting_label(recs[0] if recs else by_setting[key][0])] = pair(
+            valid.clean_base, recs
+        ).arrays()
+    return decide(candidates, s)
+
+
+def adaptive_summary(
+    baseline: list[Record], spec: list[Record], config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """results.json's `adaptive` of one entry: the state, n prompts, each candidate's sequence."""
+    s = sequence_settings(config)
+    d = cell_decision(baseline, spec, s)
+    n = len({str(r["prompt_id"]) for r in baseline})
+    if d.state == "on":
+        text = f"decided ON {d.chosen} after {n} prompts"
+    elif d.state == "off":
+        text = f"decided OFF after {n} prompts"
+    else:
+        if d.more_prompts is None:
+            need = "too few usable (non-degenerate, paired) prompts to say how many more"
+        elif d.more_prompts >= MORE_CAP:
+            need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
+        else:
+            need = f"needs about {d.more_prompts} more prompts"
+        text = f"undecided after {n} prompts: {need}"
+    return {
+        "state": d.state,
+        "chosen": d.chosen,
+        "n_prompts": n,
+        "more_prompts": d.more_prompts,
+        "summary": text,
+        "level": json_num(1.0 - s.alpha),
+        "candidates_k": s.candidates,
+        "sequences": [
+            {
+                "setting": b.label,
+                "n": b.n,
+                "speedup": json_num(b.speedup),
+                "interval": [json_num(b.lo), json_num(b.hi)],
+            }
+            for b in d.bounds
+        ],
+    }

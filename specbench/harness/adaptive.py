@@ -1,0 +1,239 @@
+"""The adaptive plan of `specbench run` (`plan: adaptive` or `--adaptive`; docs/theory.md §14):
+measure only what the verdict needs, and stop each cell when it is settled.
+
+    specbench run configs/tiny.yaml --adaptive --budget-minutes 5
+
+Per workload × temperature ("cell"), on the workload's prompts in a seeded order:
+  pilot    the baseline and γ_max of each drafter on the first PILOT_PROMPTS prompts;
+  choose   from γ_max's truncation curve (`analysis.acceptance.truncation_curve`) and the timing
+           fit (`analysis.timing_model`), the predicted best γ of the grid and its neighbours
+           whose predictions are within NEIGHBOUR_TOL of it, with γ_max: at most
+           `adaptive.max_candidates` settings per drafter;
+  backfill those candidates on the pilot prompts (every candidate is paired on every prompt);
+  measure  prompt by prompt the baseline and every candidate; after each prompt the cell's
+           confidence sequences are updated (`analysis.adaptive_summary.cell_decision`) and the
+           cell stops when decided ON or OFF, at its last prompt, or when the budget is spent.
+Cells take turns prompt by prompt, so the budget is spread evenly over the undecided cells.
+Every record carries its `plan_step`; the plan is a function of the records, so `--resume`
+continues it where it stopped. γ policies and repeats are not part of the adaptive plan.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.acceptance import truncation_curve
+from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
+from specbench.analysis.sequential import SequentialDecision
+from specbench.analysis.timing_model import fit_from_records
+from specbench.config import RunConfig
+from specbench.data import Prompt
+from specbench.harness.plan import (
+    DecodingSetting,
+    RunEvents,
+    RunOutcome,
+    SilentEvents,
+    Unit,
+    unit_seed,
+    workload_temperatures,
+)
+from specbench.harness.runner import Session, measure_unit, start_run
+from specbench.records import RECORDS_FILE, RecordWriter, iter_records
+
+PILOT_PROMPTS = 2
+NEIGHBOUR_TOL = 0.05  # a neighbour γ predicted within 5 % of the best is measured too
+
+Record = dict[str, Any]
+
+
+@dataclass
+class Cell:
+    """One workload × temperature and what its plan has measured."""
+
+    workload: str
+    temp: float
+    prompts: list[Prompt]  # seeded order, capped at adaptive.max_prompts
+    records: dict[tuple[int, str, str], Record] = field(default_factory=dict)  # (γ, drafter, id)
+    candidates: list[DecodingSetting] | None = None
+    next_prompt: int = 0
+    state: str = "measuring"  # measuring | on | off | budget spent | prompts exhausted
+    decision: SequentialDecision | None = None
+    warmed: bool = False
+
+    def ok(self, setting: DecodingSetting) -> list[Record]:
+        return [
+            r
+            for (g, d, _), r in self.records.items()
+            if g == setting.gamma and d == setting.drafter and r.get("status") == "ok"
+        ]
+
+
+@dataclass
+class AdaptiveOutcome(RunOutcome):
+    cells: list[Cell] = field(default_factory=list)
+
+
+def grid(cfg: RunConfig, drafter: str) -> list[DecodingSetting]:
+    return [DecodingSetting(g, drafter) for g in cfg.gammas]
+
+
+def choose_candidates(cfg: RunConfig, cell: Cell) -> list[DecodingSetting]:
+    """γ_max and the predicted best γ of each drafter, with neighbours whose predicted speedup
+    is within NEIGHBOUR_TOL of the best, capped at adaptive.max_candidates per drafter."""
+    cap = cfg.adaptive.max_candidates
+    base = cell.ok(DecodingSetting(0))
+    out: list[DecodingSetting] = []
+    for d in cfg.drafters:
+        settings = grid(cfg, d.label)
+        top = settings[-1]
+        spec = cell.ok(top)
+        curve = truncation_curve(spec, top.gamma) if spec else {}
+        model = fit_from_records(base, spec).model if spec and base else None
+        pred: dict[int, float] = {}
+        if model is not None and model.finite:
+            pred = {
+                g: model.speedup(g, curve[g])
+                for g in cfg.gammas
+                if g in curve and math.isfinite(curve[g])
+            }
+        if not pred:  # nothing to predict from: the largest γs of the grid
+            out += settings[-cap:]
+            continue
+        best = max(pred, key=lambda g: pred[g])
+        chosen = [top.gamma, best]
+        i = cfg.gammas.index(best)
+        near = [g for g in cfg.gammas[max(i - 1, 0) : i + 2] if g != best]
+        near = [g for g in near if pred.get(g, -math.inf) >= pred[best] * (1 - NEIGHBOUR_TOL)]
+        chosen += sorted(near, key=lambda g: -pred[g])
+        picked = list(dict.fromkeys(chosen))[:cap]
+        out += [DecodingSetting(g, d.label) for g in sorted(picked)]
+    return out
+
+
+def in_pilot(cell: Cell) -> bool:
+    return cell.candidates is None and cell.next_prompt < min(PILOT_PROMPTS, len(cell.prompts))
+
+
+def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
+    """The next batch of the cell's plan (module docstring): one prompt's units, or a backfill."""
+    wl, t = cell.workload, cell.temp
+
+    def unit(st: DecodingSetting, p: Prompt, step: str) -> Unit:
+        return Unit(st, st.key(wl, t, p.id, 0), p, plan_step=step)
+
+    base = DecodingSetting(0)
+    if in_pilot(cell):
+        p = cell.prompts[cell.next_prompt]
+        tops = [grid(cfg, d.label)[-1] for d in cfg.drafters]
+        return [unit(base, p, "pilot")] + [unit(st, p, "pilot") for st in tops]
+    if cell.candidates is None:
+        cell.candidates = choose_candidates(cfg, cell)
+        top_keys = {(grid(cfg, d.label)[-1].gamma, d.label) for d in cfg.drafters}
+        extra = [st for st in cell.candidates if (st.gamma, st.drafter) not in top_keys]
+        pilots = cell.prompts[: cell.next_prompt]
+        return [unit(st, p, "backfill") for p in pilots for st in extra]
+    p = cell.prompts[cell.next_prompt]
+    return [unit(base, p, "measure")] + [unit(st, p, "measure") for st in cell.candidates]
+
+
+def update(cfg: RunConfig, cell: Cell) -> None:
+    """The cell's sequential verdict over the candidates measured so far."""
+    if cell.candidates is None:
+        return
+    base = cell.ok(DecodingSetting(0))
+    spec = [r for st in cell.candidates for r in cell.ok(st)]
+    cell.decision = cell_decision(base, spec, sequence_settings(cfg.model_dump(mode="json")))
+    if cell.decision.state in ("on", "off"):
+        cell.state = cell.decision.state
+    elif cell.next_prompt >= len(cell.prompts):
+        cell.state = "prompts exhausted"
+
+
+def make_cells(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[Cell]:
+    cells = []
+    for wl in cfg.workloads:
+        items = prompts[wl.name]
+        for temp in workload_temperatures(cfg, wl, items):
+            order = np.random.default_rng(unit_seed(cfg.seed, wl.name, temp, "adaptive"))
+            ordered = [items[i] for i in order.permutation(len(items))]
+            cap = cfg.adaptive.max_prompts or len(ordered)
+            cells.append(Cell(wl.name, temp, ordered[:cap]))
+    return cells
+
+
+def run_adaptive(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    base_dir: Path | None = None,
+    events: RunEvents | None = None,
+    session: Session | None = None,
+    budget_minutes: float | None = None,
+) -> AdaptiveOutcome:
+    """Run the adaptive plan (module docstring); records go to DIR/records.jsonl as they exist."""
+    prompts, session, done = start_run(cfg, out_dir, resume, force, base_dir, session)
+    ev = events or SilentEvents()
+    cells = make_cells(cfg, prompts)
+    by_cell = {(c.workload, c.temp): c for c in cells}
+    spent_ms = 0.0
+    for rec in iter_records(out_dir / RECORDS_FILE) if (out_dir / RECORDS_FILE).exists() else []:
+        cell = by_cell.get((str(rec.get("workload")), float(rec.get("temperature") or 0.0)))
+        if cell is not None and rec.get("kind") in ("baseline", "spec", "failed"):
+            cell.records[(int(rec["gamma"]), rec.get("drafter") or "", str(rec["prompt_id"]))] = rec
+            spent_ms += float(rec.get("wall_ms") or 0.0)
+    budget = cfg.adaptive.budget_minutes if budget_minutes is None else budget_minutes
+    deadline = math.inf if budget is None else time.monotonic() + budget * 60 - spent_ms / 1000
+    per_prompt = 1 + cfg.adaptive.max_candidates * len(cfg.drafters)
+    ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
+    outcome = AdaptiveOutcome(out_dir, cells=cells)
+    with (
+        RecordWriter(out_dir / RECORDS_FILE) as writer,
+        RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
+    ):
+        while any(c.state == "measuring" for c in cells):
+            for cell in (c for c in cells if c.state == "measuring"):
+                if time.monotonic() > deadline:
+                    cell.state = "budget spent"
+                    continue
+                pilot_or_measure = cell.candidates is not None or in_pilot(cell)
+                units = next_units(cfg, cell)
+                for unit in units:
+                    k = unit.key
+                    if k in done:
+                        outcome.skipped += 1
+                        continue
+                    if not cell.warmed:
+                        _warm_up(session, cfg, cell, warm_writer)
+                    ev.unit_started(cell.workload, cell.temp, unit.setting.label, k.prompt_id)
+                    record, notes = measure_unit(session, unit, cell.temp)
+                    outcome.warnings.extend(notes)
+                    if record["status"] == "failed":
+                        outcome.failures.append(record)
+                    writer.write(record)
+                    cell.records[(k.gamma, k.drafter, k.prompt_id)] = record
+                    outcome.written += 1
+                    ev.unit_finished(record)
+                if pilot_or_measure:
+                    cell.next_prompt += 1
+                update(cfg, cell)
+    return outcome
+
+
+def _warm_up(session: Session, cfg: RunConfig, cell: Cell, writer: RecordWriter) -> None:
+    """The config's warm-up prompts (baseline and γ_max), to warmup.jsonl, before a cell's first
+    measured unit in this invocation."""
+    cell.warmed = True
+    top = grid(cfg, cfg.draft.label)[-1]
+    for p in cell.prompts[: cfg.warmup]:
+        for st in (DecodingSetting(0), top):
+            unit = Unit(st, st.key(cell.workload, cell.temp, p.id, 0), p, True)
+            record, _ = measure_unit(session, unit, cell.temp)
+            writer.write({**record, "kind": f"warmup_{unit.key.kind}"})

@@ -1,0 +1,113 @@
+"""The adaptive plan on the tiny pair (harness/adaptive.py, docs/theory.md §14): its steps, the
+plan step on every record, resume continuing the same plan, report reproducing its verdict, and
+the target-forward counter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specbench.harness.rundir import write_reports
+
+from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
+from specbench.config import parse_config
+from specbench.errors import SpecbenchError
+from specbench.harness import runner
+from specbench.harness.adaptive import PILOT_PROMPTS, run_adaptive
+from specbench.harness.plan import DecodingSetting, Unit
+from specbench.records import UnitKey, read_records
+
+
+def tiny_config(out: Path, **over: object) -> dict:
+    cfg = {
+        "name": "t",
+        "target": {"model": "tiny-target", "dtype": "float32", "device": "cpu"},
+        "draft": {"model": "tiny-draft", "dtype": "float32", "device": "cpu"},
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 4}],
+        "sampling": {"temperatures": [1.0]},
+        "gammas": [1, 2, 4],
+        "max_new_tokens": 8,
+        "warmup": 0,
+        "plan": "adaptive",
+        "adaptive": {"max_candidates": 2},
+        "output_dir": str(out),
+    }
+    cfg.update(over)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def session(tiny_pair):  # type: ignore[no-untyped-def]
+    cfg = parse_config(tiny_config(Path("unused")))
+    return runner.Session(
+        cfg,
+        tiny_pair.target,
+        {"model": tiny_pair.draft},
+        tiny_pair.vocab.real_vocab_size,
+        tiny_pair.eos_ids,
+    )
+
+
+def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]
+    cfg = parse_config(tiny_config(tmp_path))
+    out = run_adaptive(cfg, tmp_path, session=session)
+    recs = read_records(tmp_path / "records.jsonl")
+    assert out.written == len(recs) and all(r["plan_step"] for r in recs)
+    pilot = [r for r in recs if r["plan_step"] == "pilot"]
+    # the pilot: baseline and γ_max on the first prompts, nothing else
+    assert sorted({r["gamma"] for r in pilot}) == [0, 4]
+    assert len({r["prompt_id"] for r in pilot}) == PILOT_PROMPTS
+    (cell,) = out.cells
+    assert cell.candidates is not None and 4 in [c.gamma for c in cell.candidates]
+    assert len(cell.candidates) <= 2  # adaptive.max_candidates
+    measured = {r["gamma"] for r in recs if r["kind"] == "spec"}
+    assert measured == {c.gamma for c in cell.candidates}  # only the candidates are measured
+    # every prompt measured has the baseline and every candidate (backfill pairs the pilots)
+    by_prompt: dict[str, set[int]] = {}
+    for r in recs:
+        by_prompt.setdefault(r["prompt_id"], set()).add(r["gamma"])
+    assert all(g == {0} | measured for g in by_prompt.values())
+    n = len(by_prompt)
+    assert cell.state in ("on", "off", "prompts exhausted")
+    assert (n == 4) == (cell.state == "prompts exhausted")
+    # report reproduces the verdict the plan stopped on
+    write_reports(tmp_path)
+    entry = json.loads((tmp_path / "results.json").read_text())["workloads"][0]
+    assert cell.decision is not None
+    assert entry["adaptive"]["state"] == cell.decision.state
+    assert entry["adaptive"]["n_prompts"] == n
+    # resume after losing the last prompt's records: the same plan, the same units
+    keys = [UnitKey.of(r) for r in recs]
+    lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
+    keep = len(lines) - (1 + len(cell.candidates))
+    (tmp_path / "records.jsonl").write_text("".join(lines[:keep]))
+    again = run_adaptive(cfg, tmp_path, resume=True, session=session)
+    assert again.written == len(lines) - keep
+    resumed = [UnitKey.of(r) for r in read_records(tmp_path / "records.jsonl")]
+    assert len(resumed) == len(keys) and set(resumed) == set(keys)
+
+
+def test_sequential_verdict_from_records_matches_the_recorded_state(session) -> None:  # type: ignore[no-untyped-def]
+    """cell_decision on too few prompts is undecided, whatever the speedup."""
+    cfg = parse_config(tiny_config(Path("unused")))
+    s = sequence_settings(cfg.model_dump(mode="json"))
+    assert s.candidates == 2 and s.margin == cfg.decision.margin
+    assert cell_decision([], [], s).state == "undecided"
+
+
+def test_target_forwards_are_counted(session) -> None:  # type: ignore[no-untyped-def]
+    """A greedy baseline of L new tokens calls the target once per token: prefill + L − 1."""
+    from specbench.data import Prompt
+
+    prompt = Prompt(id="p", workload="w", turns=["def add(a, b):"])
+    base = DecodingSetting(0)
+    before = session.target_forwards
+    record, _ = runner.measure_unit(session, Unit(base, base.key("w", 0.0, "p", 0), prompt), 0.0)
+    assert record["status"] == "ok"
+    assert session.target_forwards - before == record["new_tokens"]
+
+
+def test_adaptive_needs_the_transformers_backend(tmp_path: Path) -> None:
+    with pytest.raises(SpecbenchError, match="plan: adaptive needs backend: transformers"):
+        parse_config(tiny_config(tmp_path, backend="openai", server={"url": "http://x/v1"}))
