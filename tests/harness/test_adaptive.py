@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from specbench.harness.rundir import write_reports
 
 from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
 from specbench.config import parse_config
@@ -16,6 +15,7 @@ from specbench.errors import SpecbenchError
 from specbench.harness import runner
 from specbench.harness.adaptive import PILOT_PROMPTS, run_adaptive
 from specbench.harness.plan import DecodingSetting, Unit
+from specbench.harness.rundir import write_reports
 from specbench.records import UnitKey, read_records
 
 

@@ -67,13 +67,6 @@ def test_a_synthetic_engine_run_validates(engine_results: dict[str, Any]) -> Non
     assert e.timing.engine_round_fit is not None and e.methods is None
 
 
-def test_reports_tiny_validates_when_present() -> None:
-    path = ROOT / "reports" / "tiny" / "results.json"
-    if not path.is_file():
-        pytest.skip("reports/tiny is generated (make demo); not present in this checkout")
-    _validates(json.loads(path.read_text()))
-
-
 def test_an_unknown_or_missing_key_fails(example_results: dict[str, Any]) -> None:
     doc = _round_trip(example_results)
     doc["workloads"][0]["recommendation"]["verdikt"] = "on"
