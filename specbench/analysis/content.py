@@ -24,7 +24,7 @@ its threshold); early EOS and the length limit are recorded and counted but are 
 their own (short answers and cut-off long answers are real text).
 
 The target's mean log-probability of its own answer is measured by the decoding loops (they hold
-the target's distribution at every emitted position; `engine.generate`) and passed in here; engine
+the target's distribution at every emitted position; `spec.generate`) and passed in here; engine
 backends (vllm / openai) do not report it, so their answers have None.
 """
 

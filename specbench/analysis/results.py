@@ -9,7 +9,7 @@
     ─▶ per temperature: one setting for a pool serving every workload (`recommend`)
     ─▶ economics (`serving_cost`), failures, the run's header
 
-Conventions (docs/theory.md; the README's results.json section):
+Conventions (docs/theory.md; docs/results.md):
 - per-token latency (ITL) is decode time ÷ decode tokens (TPOT), TTFT apart; a setting's speedup
   is its pooled decode throughput over the baseline's on the same prompts (`analysis.latency`);
 - predictions: ITL_eff(γ) = round(γ) / ā(γ) with the round cost from the one timing fit

@@ -16,7 +16,7 @@ Conventions: a field without a default is written for every workload of every ba
 defaulting to None is written only by one backend or in one case (named in its comment). Numbers
 the analysis could not compute are null (`analysis.serialize.json_num`). Dict keys that are γ
 values are strings, as JSON writes them (the verify fit's residuals by drafted count: int). The
-fields' meanings are in the README's results.json section and docs/theory.md.
+fields' meanings are in docs/results.md and docs/theory.md.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def tokenize_requests(
     source: str,
 ) -> list[tuple[LoggedRequest, list[int], list[int]]]:
     """(request, prompt ids, response ids): the prompt rendered as `run` renders it, the response
-    encoded without special tokens (text is re-tokenized: see the README's caveat)."""
+    encoded without special tokens (text is re-tokenized: see docs/accept.md's caveat)."""
     from specbench.data import build_context_ids
 
     out = []

@@ -28,7 +28,7 @@ def scenario_title(sc: Scenario) -> str:
 
 
 def verdict_line(sc: Scenario, relative: bool) -> str:
-    """One plain sentence per scenario (the README shows these)."""
+    """One plain sentence per scenario (docs/roi.md shows these)."""
     u = " ms" if not relative else "×T_ar"
     base = _fmt_time(sc.t_target_ms, relative)
     if sc.best.gamma > 0:

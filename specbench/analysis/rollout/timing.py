@@ -59,7 +59,7 @@ def time_model_relative(cost_ratio: float, slope: float, source: str) -> TimeMod
 
 
 def time_model_from_measurement(measured: dict[str, Any]) -> TimeModel:
-    """`engine.teacher_forced.measure_forward_latency` output; T_t(k) = t0 + t1·k fitted over k."""
+    """`spec.timing.measure_forward_latency` output; T_t(k) = t0 + t1·k fitted over k."""
     ks = np.asarray(sorted(measured["verify_ms"]), float)
     ts = np.asarray([measured["verify_ms"][int(k)] for k in ks], float)
     t0, t1, _ = linear_fit(ks, ts)
