@@ -174,3 +174,66 @@ def test_engine_that_fails_to_start_keeps_the_records(tmp_path: Path, vllm_insta
     assert "full log:" in line and "Traceback" not in res.stderr
     recs = read_records(tmp_path / "out" / "records.jsonl")
     assert len([r for r in recs if r["kind"] == "baseline"]) == 4
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_inprocess_logged_sampling_runs_each_request_as_logged(
+    tmp_path: Path, vllm_installed: None
+) -> None:
+    """`dataset.sampling: logged` on vLLM in-process: each request gets its own SamplingParams
+    (temperature, top_p, max tokens from its row; the config's where the row has none), so the
+    engine stops every request at its own max tokens, and the greedy row decodes the same tokens
+    with and without speculation."""
+    rows = [("a", 0.0, 1.0, 4), ("b", 0.7, 0.9, 7), ("c", 1.0, None, 50), ("d", None, 0.5, None)]
+    expected_max = {"a": 4, "b": 7, "c": 12, "d": 12}  # max_new_tokens 12 caps and fills in
+    lines = []
+    for rid, t, p, m in rows:
+        request: dict[str, Any] = {"messages": [{"role": "user", "content": f"def f_{rid}(x):"}]}
+        for key, value in (("temperature", t), ("top_p", p), ("max_tokens", m)):
+            if value is not None:
+                request[key] = value
+        lines.append(json.dumps({"id": rid, "request": request}))
+    data = tmp_path / "logs.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    dataset = {
+        "path": str(data),
+        "messages_field": "request.messages",
+        "sampling": "logged",
+        "temperature_field": "request.temperature",
+        "top_p_field": "request.top_p",
+        "max_tokens_field": "request.max_tokens",
+    }
+    cfg = write_config(
+        tmp_path,
+        workloads=[{"name": "logs", "dataset": dataset}],
+        sampling={"temperatures": [0.7], "top_p": 0.95},
+        concurrency=[1, 2],
+        max_new_tokens=12,
+    )
+    res = specbench("run", str(cfg))
+    assert res.returncode == 0, res.stderr[-3000:]
+    reqs = [
+        r
+        for r in read_records(tmp_path / "out" / "records.jsonl")
+        if r["kind"] in ("baseline", "spec")
+    ]
+    assert len(reqs) == 2 * 2 * 4  # (no speculation, γ = 3) × concurrency levels × prompts
+    for r in reqs:
+        assert (
+            r["sampling"] == "logged" and r["request"]["max_tokens"] == expected_max[r["prompt_id"]]
+        )
+        assert 0 < r["new_tokens"] <= expected_max[r["prompt_id"]]
+    # the engine honoured each request's own limit (the tiny pair rarely stops early)
+    at_limit = sum(r["new_tokens"] == expected_max[r["prompt_id"]] for r in reqs)
+    assert at_limit >= len(reqs) - 2, [(r["prompt_id"], r["new_tokens"]) for r in reqs]
+    greedy = {
+        (r["gamma"], r["concurrency"]): r["output_ids"] for r in reqs if r["prompt_id"] == "a"
+    }
+    # temperature 0 for row a: alone in its batch, speculation is lossless (the same tokens)
+    assert greedy[(0, 1)] == greedy[(3, 1)]
+    assert greedy[(0, 1)] == greedy[(0, 2)]  # batching does not change the greedy baseline
+    mix = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0][
+        "request_sampling"
+    ]
+    assert mix["prompts"] == 4 and mix["max_tokens_capped"] == 1
