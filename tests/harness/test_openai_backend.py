@@ -510,3 +510,37 @@ def test_real_vllm_server(tmp_path: Path, vllm_server: str) -> None:
     assert mem["source"] == "engine", mem
     (cap,) = mem["kv_capacity"]
     assert cap["gamma"] == 2 and cap["tokens"] == cap["num_gpu_blocks"] * cap["block_size"] > 0
+
+
+def test_logged_tools_and_system_prompt_reach_the_server(
+    tmp_path: Path, servers: dict[str, FakeServer]
+) -> None:
+    """A logged conversation keeps its system prompt and tool calls, and its `tools` list goes in
+    the chat request (`server.chat: true`: the server's template renders them), as in production."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Oslo?"},
+    ]
+    data = tmp_path / "logs.jsonl"
+    data.write_text(
+        json.dumps({"id": "w", "request": {"messages": messages, "tools": tools}}) + "\n"
+    )
+    dataset = {
+        "path": str(data),
+        "messages_field": "request.messages",
+        "tools_field": "request.tools",
+    }
+    endpoints = [{"url": servers["base"].url, "gamma": 0}, {"url": servers["spec"].url, "gamma": 2}]
+    cfg = write_config(
+        tmp_path,
+        {"endpoints": endpoints, "chat": True},
+        workloads=[{"name": "logs", "dataset": dataset}],
+        concurrency=[1],
+    )
+    res = runner.invoke(app, ["run", str(cfg)])
+    assert res.exit_code == 0, res.output
+    for server in servers.values():
+        assert server.bodies, "no request reached the server"
+        for body in server.bodies:
+            assert body["messages"] == messages and body["tools"] == tools

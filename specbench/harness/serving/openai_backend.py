@@ -142,7 +142,14 @@ class OpenAISession:
 
     def _turn(self, conv: Conversation, messages: list[dict[str, str]], seed: int) -> TurnResult:
         path, body, prompt_tokens, truncated = request_body(
-            self.cfg, self.model, self.b.tokenizer, self.max_context, messages, conv.params, seed
+            self.cfg,
+            self.model,
+            self.b.tokenizer,
+            self.max_context,
+            messages,
+            conv.params,
+            seed,
+            conv.prompt.tools,
         )
 
         def once() -> TurnResult:

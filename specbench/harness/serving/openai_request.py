@@ -24,10 +24,12 @@ def request_body(
     messages: list[dict[str, str]],
     params: RequestParams,
     seed: int,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[str, dict[str, Any], int, bool]:
     """(path under /v1, JSON body, prompt tokens if known here, truncated) for one turn.
     `tokenizer()` gives the target's tokenizer or None (called only when the prompt is rendered
-    here)."""
+    here). A logged request's `tools` go where its chat template sees them: in the chat body
+    (the server renders them), or to the target's template when the prompt is rendered here."""
     s = cfg.server
     body: dict[str, Any] = {
         "model": model,
@@ -46,15 +48,17 @@ def request_body(
     if s.chat:
         path = "/chat/completions"
         body["messages"] = messages
+        if tools:
+            body["tools"] = tools
     else:
         path = "/completions"
         tok = tokenizer()
         if s.prompt_format == "tokens":
-            ids, truncated = build_context_ids(tok, messages, cfg.chat_template, max_context)
+            ids, truncated = build_context_ids(tok, messages, cfg.chat_template, max_context, tools)
             body["prompt"], prompt_tokens = ids, len(ids)
         elif tok is not None and cfg.chat_template != "off" and getattr(tok, "chat_template", None):
             body["prompt"] = tok.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=False
+                messages, tools=tools, add_generation_prompt=True, tokenize=False
             )
         else:
             if cfg.chat_template == "on":

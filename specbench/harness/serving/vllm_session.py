@@ -89,7 +89,11 @@ class VllmSession:
             conv = convs[i]
             messages = conversation_messages(conv.prompt, answers[i], turn)
             ids, truncated = build_context_ids(
-                self.tokenizer, messages, self.cfg.chat_template, self.max_context
+                self.tokenizer,
+                messages,
+                self.cfg.chat_template,
+                self.max_context,
+                conv.prompt.tools,
             )
             self._ids += 1
             rid = f"sb-{self._ids}"
