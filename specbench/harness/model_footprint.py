@@ -6,8 +6,8 @@ draft's memory that the transformers runner measures from loaded parameters
 (`models.memory_profile`) is computed here instead, with the same keys plus `n_params`, `dtype`
 and `source: "computed"`:
 
-- weights: the parameter count from the safetensors headers (8-byte little-endian header length,
-  then a JSON map of tensor → dtype, shape, offsets; nothing past the header is read), or the
+- weights: the parameter count from the safetensors headers (read through the safetensors
+  library's `safe_open`, which maps the file and reads no tensor), or the
   index's `metadata.total_size` when the shards are not local, times the bytes of the dtype the
   engine serves in (the stored dtype when unknown or `auto`);
 - KV bytes per token: 2 (K and V) × layers × KV heads × head dim × bytes of the KV-cache dtype.
@@ -19,9 +19,10 @@ Hugging Face hub cache; nothing is downloaded. Anything missing is None.
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
+
+from safetensors import SafetensorError, safe_open
 
 from specbench.errors import SpecbenchError
 
@@ -33,7 +34,6 @@ ELEMENT_BYTES = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
 }  # fmt: skip
 TORCH_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-MAX_HEADER_BYTES = 100 * 2**20  # a safetensors header is JSON metadata, never this large
 
 
 def local_model_dir(name: str, revision: str | None = None) -> Path | None:
@@ -58,13 +58,26 @@ def local_model_dir(name: str, revision: str | None = None) -> Path | None:
 
 
 def safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a .safetensors file (tensor name → dtype, shape, data_offsets)."""
-    with path.open("rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        if n > MAX_HEADER_BYTES:
-            raise ValueError(f"{path}: implausible safetensors header length {n}")
-        header: dict[str, Any] = json.loads(fh.read(n))
-    return header
+    """Tensor name → {dtype, shape, nbytes} from a .safetensors file's header, through the
+    safetensors library (`safe_open` reads the header only; no tensor is loaded)."""
+    out: dict[str, Any] = {}
+    with safe_open(str(path), framework="numpy") as fh:
+        for name in fh.keys():  # noqa: SIM118 (a safe_open handle is not a mapping)
+            tensor = fh.get_slice(name)
+            shape, dtype = [int(d) for d in tensor.get_shape()], str(tensor.get_dtype())
+            out[name] = {
+                "dtype": dtype,
+                "shape": shape,
+                "nbytes": _numel(shape) * ELEMENT_BYTES.get(dtype, 0),
+            }
+    return out
+
+
+def _numel(shape: list[int]) -> int:
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    return numel
 
 
 def _weights(model_dir: Path) -> tuple[int | None, int | None, str | None]:
@@ -82,14 +95,10 @@ def _weights(model_dir: Path) -> tuple[int | None, int | None, str | None]:
         n_params, n_bytes = 0, 0
         by_dtype: dict[str, int] = {}
         for f in files if not shards else [model_dir / s for s in sorted(shards)]:
-            for name, t in safetensors_header(f).items():
-                if name == "__metadata__":
-                    continue
-                numel = 1
-                for dim in t["shape"]:
-                    numel *= int(dim)
+            for t in safetensors_header(f).values():
+                numel = _numel(t["shape"])
                 n_params += numel
-                n_bytes += int(t["data_offsets"][1]) - int(t["data_offsets"][0])
+                n_bytes += t["nbytes"]
                 by_dtype[t["dtype"]] = by_dtype.get(t["dtype"], 0) + numel
         main = max(by_dtype, key=lambda k: by_dtype[k]) if by_dtype else None
         return n_params, n_bytes, TORCH_NAMES.get(main, main) if main else None
@@ -112,7 +121,7 @@ def model_footprint(
     try:
         cfg = json.loads((model_dir / "config.json").read_text())
         n_params, stored_bytes, stored = _weights(model_dir)
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError):
         return None
     cfg = cfg.get("text_config") or cfg  # multimodal configs nest the language model's
     stored_name = stored or cfg.get("dtype") or cfg.get("torch_dtype")

@@ -9,9 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from safetensors import safe_open
 from safetensors.numpy import save_file
-from specbench.tinypair import tiny_model_dir
 
 from specbench.harness.model_footprint import model_footprint, safetensors_header
 from specbench.harness.serving.engine_memory import (
@@ -22,6 +20,7 @@ from specbench.harness.serving.engine_memory import (
     with_earlier_capacity,
 )
 from specbench.harness.serving.metrics import parse_prometheus
+from specbench.models.tinypair import tiny_model_dir
 
 # vLLM's cache_config_info as two data-parallel engines print it (labels abridged): the front
 # end's CacheConfig, so both carry the same num_gpu_blocks
@@ -81,9 +80,12 @@ def test_kv_capacity_from_the_in_process_engine() -> None:
 
 
 def _n_params(model_dir: Path) -> int:
-    """The parameter count by the safetensors library itself (an independent reader)."""
-    with safe_open(str(model_dir / "model.safetensors"), "np") as f:
-        return sum(int(np.prod(f.get_slice(k).get_shape())) for k in f.keys())  # noqa: SIM118 (not iterable)
+    """The parameter count of the model as transformers loads it (an independent count: the
+    footprint reads only the file headers)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    return sum(p.numel() for p in model.parameters())
 
 
 def test_footprint_of_the_tiny_pair_from_its_files() -> None:
