@@ -4,6 +4,11 @@ transformers 5.x: `DynamicCache.crop(-n)` removes the last n positions (a positi
 deprecated "keep this many" form); positions are derived from the cache length, so a cropped cache
 continues at the right position with no recomputation of the prefix.
 
+The cache is passed as `cache=` where the model's forward takes it (transformers ≥ 5.24, which
+deprecates `past_key_values=` and removes it in 5.40) and as `past_key_values=` before
+(`cache_kwargs`): the vLLM CPU build pins transformers below 5.20, so both must work. Every caller
+owns its `DynamicCache` (updated in place), so no output field is read back.
+
 `MemoizedLM` is the same interface with `feed` memoized by token history: a forward is a
 deterministic function of the tokens before it, so `specbench verify`, which replays one round
 from the same state many times, runs far fewer forwards.
@@ -11,10 +16,26 @@ from the same state many times, runs far fewer forwards.
 
 from __future__ import annotations
 
+import inspect
+from functools import cache
+from typing import Any
+
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 MEMO_MAX_BYTES = 1 << 30  # logits a MemoizedLM keeps, at most
+
+
+@cache
+def _cache_argument(forward: Any) -> str:
+    params = inspect.signature(forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def cache_kwargs(model: PreTrainedModel, kv_cache: DynamicCache) -> dict[str, Any]:
+    """The forward's KV-cache argument: {"cache": c} where the model takes it, else
+    {"past_key_values": c} (module docstring)."""
+    return {_cache_argument(type(model).forward): kv_cache}
 
 
 class CachedLM:
@@ -35,7 +56,10 @@ class CachedLM:
         """Run the model over token_ids after the cached prefix; return the last `keep` logits (keep, V)."""
         ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)
         out = self.model(
-            input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=keep
+            input_ids=ids,
+            use_cache=True,
+            logits_to_keep=keep,
+            **cache_kwargs(self.model, self.cache),
         )
         self.length += len(token_ids)
         return out.logits[0, :, : self.vocab_size]  # (keep, V)

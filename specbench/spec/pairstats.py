@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 
 from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import exact_beta
+from specbench.spec.lm import cache_kwargs
 from specbench.spec.sampling import process_logits
 
 
@@ -43,7 +45,8 @@ def greedy_continuation(model: Any, prompt_ids: Sequence[int], n_new: int) -> li
         return []
     device = next(model.parameters()).device
     x = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
-    out = model(input_ids=x, use_cache=True)
+    kv_cache = DynamicCache(config=model.config)
+    out = model(input_ids=x, use_cache=True, **cache_kwargs(model, kv_cache))
     new: list[int] = []
     while True:
         tok = int(out.logits[0, -1].argmax())
@@ -51,7 +54,7 @@ def greedy_continuation(model: Any, prompt_ids: Sequence[int], n_new: int) -> li
         if len(new) == n_new:
             return new
         step = torch.tensor([[tok]], dtype=torch.long, device=device)
-        out = model(input_ids=step, past_key_values=out.past_key_values, use_cache=True)
+        out = model(input_ids=step, use_cache=True, **cache_kwargs(model, kv_cache))
 
 
 @torch.inference_mode()
@@ -202,8 +205,13 @@ def decode_step_latencies(
 
     def prefill(name: str) -> None:
         m = models[name]
-        out = m(input_ids=ctx.to(next(m.parameters()).device), use_cache=True)
-        state[name] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
+        kv_cache = DynamicCache(config=m.config)
+        out = m(
+            input_ids=ctx.to(next(m.parameters()).device),
+            use_cache=True,
+            **cache_kwargs(m, kv_cache),
+        )
+        state[name] = (kv_cache, out.logits[:, -1:].argmax(-1))
 
     total = warmup + n_steps
     while any(n < total for n in done.values()):
@@ -213,10 +221,10 @@ def decode_step_latencies(
                     prefill(name)
                 cache, tok = state[name]
                 t0 = time.perf_counter()
-                out = m(input_ids=tok, past_key_values=cache, use_cache=True)
+                out = m(input_ids=tok, use_cache=True, **cache_kwargs(m, cache))
                 nxt = out.logits[:, -1:].argmax(-1)
                 dt = time.perf_counter() - t0
-                state[name] = (out.past_key_values, nxt)
+                state[name] = (cache, nxt)
                 if done[name] >= warmup:
                     times[name].append(dt * 1e3)
                 done[name] += 1

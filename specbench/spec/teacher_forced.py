@@ -27,6 +27,7 @@ from transformers import DynamicCache
 
 from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import exact_beta
+from specbench.spec.lm import cache_kwargs
 from specbench.spec.sampling import process_logits
 
 Overflow = Literal["window", "truncate"]
@@ -190,8 +191,8 @@ def _forward_tail(
             input_ids=ids[:, a:b],
             attention_mask=mask[:, :b],
             position_ids=positions[:, a:b],
-            past_key_values=cache,
             use_cache=True,
+            **cache_kwargs(model, cache),
             logits_to_keep=max(n_keep, 1),
         )
         if n_keep > 0:
