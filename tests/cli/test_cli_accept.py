@@ -9,66 +9,20 @@ from typing import Any
 
 import pandas as pd
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from specbench.cli.app import app
+from tests.accept_data import invoke, write_accept_config, write_traffic
 
-runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "logged" / "tiny_traffic.jsonl"
-
-
-def _prompts(name: str) -> list[str]:
-    path = Path(__file__).resolve().parents[2] / "datasets" / f"{name}.jsonl"
-    return [json.loads(line)["prompt"] for line in path.read_text().splitlines()[:4]]
 
 
 @pytest.fixture(scope="module")
 def traffic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Eight logged requests in two buckets; any in-domain text serves as a logged response."""
-    code, prose = _prompts("tiny_code"), _prompts("tiny_prose")
-    rows = []
-    for i in range(4):
-        rows.append(
-            {
-                "id": f"c{i}",
-                "category": "code",
-                "prompt": code[i],
-                "response": code[(i + 1) % 4][:160],
-                "temperature": 0.7,
-            }
-        )
-        rows.append(
-            {
-                "id": f"p{i}",
-                "category": "prose",
-                "prompt": prose[i],
-                "response": prose[(i + 1) % 4][:160],
-                "temperature": 0.0,
-            }
-        )
-    path = tmp_path_factory.mktemp("traffic") / "t.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+    return write_traffic(tmp_path_factory.mktemp("traffic"))
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = {
-        "name": "acc",
-        "target": {"model": "tiny-target", "dtype": "float32", "device": "cpu"},
-        "draft": {"model": "tiny-draft", "dtype": "float32", "device": "cpu"},
-        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}}],
-        "sampling": {"temperatures": [0.0, 1.0]},
-        "decision": {"margin": 0.05, "bootstrap": 500},
-    }
-    path = tmp_path_factory.mktemp("cfg") / "c.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def invoke(*args: str) -> Any:
-    return runner.invoke(app, ["accept", *args])
+    return write_accept_config(tmp_path_factory.mktemp("cfg"))
 
 
 def run_json(*args: str) -> dict[str, Any]:
@@ -156,7 +110,7 @@ def test_console_prints_alpha_and_the_rollout_plan(
     assert [s["label"] for s in stored["settings"]] == ["T=1"]
 
 
-def test_chat_messages_give_the_same_alpha_as_prompts(
+def test_chat_messages_give_the_same_alpha_asshipped_prompts(
     config: Path, traffic: Path, doc: dict[str, Any], tmp_path: Path
 ) -> None:
     df = pd.DataFrame([json.loads(line) for line in traffic.read_text().splitlines()])

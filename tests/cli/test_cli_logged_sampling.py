@@ -17,31 +17,12 @@ from specbench.cli.app import app
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import load_workload
 from specbench.errors import SpecbenchError
+from tests.logged_requests import write_logged_requests
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 
-# (id, temperature, top_p, max_tokens); None = not in the row. max_new_tokens is 10 below.
-ROWS: list[tuple[str, float | None, float | None, int | None]] = [
-    ("a", 0.0, 1.0, 4),
-    ("b", 0.7, 0.9, 7),
-    ("c", 1.0, None, 50),  # top_p from the config (0.95), max tokens capped at 10
-    ("d", None, 0.5, None),  # temperature from the config (0.7), max tokens 10
-]
 # what each request must be generated with: (temperature, top_p, max new tokens)
 EXPECTED = {"a": (0.0, 1.0, 4), "b": (0.7, 0.9, 7), "c": (1.0, 0.95, 10), "d": (0.7, 0.5, 10)}
-
-
-def _write_rows(tmp: Path) -> Path:
-    path = tmp / "logs.jsonl"
-    lines = []
-    for rid, t, p, m in ROWS:
-        request: dict[str, Any] = {"messages": [{"role": "user", "content": f"def f_{rid}(x):"}]}
-        for key, value in (("temperature", t), ("top_p", p), ("max_tokens", m)):
-            if value is not None:
-                request[key] = value
-        lines.append(json.dumps({"id": rid, "request": request}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _config(tmp: Path) -> Path:
@@ -52,14 +33,7 @@ def _config(tmp: Path) -> Path:
         "workloads": [
             {
                 "name": "logs",
-                "dataset": {
-                    "path": str(_write_rows(tmp)),
-                    "messages_field": "request.messages",
-                    "sampling": "logged",
-                    "temperature_field": "request.temperature",
-                    "top_p_field": "request.top_p",
-                    "max_tokens_field": "request.max_tokens",
-                },
+                "dataset": write_logged_requests(tmp / "logs.jsonl"),
             }
         ],
         # the grid is not used by a logged workload (it runs once); its first value is the

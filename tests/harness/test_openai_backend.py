@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from specbench.cli.app import app
 from specbench.records import read_records
+from tests.logged_requests import ROWS, write_logged_requests
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 
@@ -355,30 +356,8 @@ def test_logged_requests_are_sent_as_sampled(
     """`dataset.sampling: logged`: each request carries its own temperature, top_p and max
     tokens (the config's where the row has none, max tokens capped at max_new_tokens), every
     setting alike; the records say how each was sampled and results.json reports the mix."""
-    rows = [  # (id, temperature, top_p, max_tokens); None = not in the row
-        ("a", 0.0, 1.0, 4),
-        ("b", 0.7, 0.9, 7),
-        ("c", 1.0, None, 50),
-        ("d", None, 0.5, None),
-    ]
     expected = {"a": (0.0, 1.0, 4), "b": (0.7, 0.9, 7), "c": (1.0, 0.95, 13), "d": (0.7, 0.5, 13)}
-    lines = []
-    for rid, t, p, m in rows:
-        request: dict[str, Any] = {"messages": [{"role": "user", "content": f"def f_{rid}(x):"}]}
-        for key, value in (("temperature", t), ("top_p", p), ("max_tokens", m)):
-            if value is not None:
-                request[key] = value
-        lines.append(json.dumps({"id": rid, "request": request}))
-    data = tmp_path / "logs.jsonl"
-    data.write_text("\n".join(lines) + "\n")
-    dataset = {
-        "path": str(data),
-        "messages_field": "request.messages",
-        "sampling": "logged",
-        "temperature_field": "request.temperature",
-        "top_p_field": "request.top_p",
-        "max_tokens_field": "request.max_tokens",
-    }
+    dataset = write_logged_requests(tmp_path / "logs.jsonl")
     endpoints = [{"url": servers["base"].url, "gamma": 0}, {"url": servers["spec"].url, "gamma": 2}]
     cfg = write_config(
         tmp_path,
@@ -392,7 +371,7 @@ def test_logged_requests_are_sent_as_sampled(
     for server in servers.values():
         assert len(server.bodies) == 2 * 4  # concurrency levels × prompts, once
         for body in server.bodies:
-            rid = next(r for r, *_ in rows if f"def f_{r}(x):" in body["prompt"])
+            rid = next(r for r, *_ in ROWS if f"def f_{r}(x):" in body["prompt"])
             sent = (body["temperature"], body["top_p"], body["max_tokens"])
             assert sent == expected[rid]
     recs = read_records(tmp_path / "out" / "records.jsonl")

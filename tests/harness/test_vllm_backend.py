@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from specbench.cli.app import app
 from specbench.records import read_records
+from tests.logged_requests import write_logged_requests
 
 from .test_openai_backend import tiny_pair_dirs
 
@@ -185,25 +186,8 @@ def test_inprocess_logged_sampling_runs_each_request_as_logged(
     (temperature, top_p, max tokens from its row; the config's where the row has none), so the
     engine stops every request at its own max tokens, and the greedy row decodes the same tokens
     with and without speculation."""
-    rows = [("a", 0.0, 1.0, 4), ("b", 0.7, 0.9, 7), ("c", 1.0, None, 50), ("d", None, 0.5, None)]
     expected_max = {"a": 4, "b": 7, "c": 12, "d": 12}  # max_new_tokens 12 caps and fills in
-    lines = []
-    for rid, t, p, m in rows:
-        request: dict[str, Any] = {"messages": [{"role": "user", "content": f"def f_{rid}(x):"}]}
-        for key, value in (("temperature", t), ("top_p", p), ("max_tokens", m)):
-            if value is not None:
-                request[key] = value
-        lines.append(json.dumps({"id": rid, "request": request}))
-    data = tmp_path / "logs.jsonl"
-    data.write_text("\n".join(lines) + "\n")
-    dataset = {
-        "path": str(data),
-        "messages_field": "request.messages",
-        "sampling": "logged",
-        "temperature_field": "request.temperature",
-        "top_p_field": "request.top_p",
-        "max_tokens_field": "request.max_tokens",
-    }
+    dataset = write_logged_requests(tmp_path / "logs.jsonl")
     cfg = write_config(
         tmp_path,
         workloads=[{"name": "logs", "dataset": dataset}],
