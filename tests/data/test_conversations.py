@@ -11,6 +11,7 @@ from specbench.data import build_context_ids
 from specbench.data.logged_rows import FieldNames, parse_row
 from specbench.data.sources import Row
 from specbench.models.tinypair import TINY_PAIR_DIR
+from tests.unit.test_conversations import EXPECTED, LOGGED, TOOLS
 
 # The tiny pair's tokenizer has no chat template; this one renders roles, tool calls, tool
 # results and tool definitions the way real templates do (tojson of arguments / tools). Newlines
@@ -23,60 +24,6 @@ TEMPLATE = (
     "{% if m.get('tool_call_id') %}[{{ m['tool_call_id'] }}]{% endif %}{{ '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-
-
-LOGGED = [
-    {"role": "system", "content": "Be brief."},
-    {
-        "role": "user",
-        "content": [
-            {"type": "text", "text": "What is in this file?"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-            {"type": "text", "text": "And what is the weather?"},
-        ],
-    },
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
-]
-
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-]
-
-
-EXPECTED = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "What is in this file?\nAnd what is the weather?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "weather", "arguments": {"city": "Paris"}},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"},
-]
 
 
 @pytest.fixture(scope="module")
