@@ -19,6 +19,7 @@ Hugging Face hub cache; nothing is downloaded. Anything missing is None.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,8 @@ def local_model_dir(name: str, revision: str | None = None) -> Path | None:
 
 def safetensors_header(path: Path) -> dict[str, Any]:
     """Tensor name → {dtype, shape, nbytes} from a .safetensors file's header, through the
-    safetensors library (`safe_open` reads the header only; no tensor is loaded)."""
+    safetensors library (`safe_open` reads the header only; no tensor is loaded). `nbytes` is None
+    for a dtype whose element size is not in ELEMENT_BYTES (never guessed as 0)."""
     out: dict[str, Any] = {}
     with safe_open(str(path), framework="numpy") as fh:
         for name in fh.keys():  # noqa: SIM118 (a safe_open handle is not a mapping)
@@ -68,16 +70,11 @@ def safetensors_header(path: Path) -> dict[str, Any]:
             out[name] = {
                 "dtype": dtype,
                 "shape": shape,
-                "nbytes": _numel(shape) * ELEMENT_BYTES.get(dtype, 0),
+                "nbytes": math.prod(shape) * ELEMENT_BYTES[dtype]
+                if dtype in ELEMENT_BYTES
+                else None,
             }
     return out
-
-
-def _numel(shape: list[int]) -> int:
-    numel = 1
-    for dim in shape:
-        numel *= dim
-    return numel
 
 
 def _weights(model_dir: Path) -> tuple[int | None, int | None, str | None]:
@@ -93,15 +90,17 @@ def _weights(model_dir: Path) -> tuple[int | None, int | None, str | None]:
         total_size = (meta.get("metadata") or {}).get("total_size")
     if files and (not shards or shards <= {f.name for f in files}):
         n_params, n_bytes = 0, 0
+        sized = True  # every tensor's dtype has a known element size
         by_dtype: dict[str, int] = {}
         for f in files if not shards else [model_dir / s for s in sorted(shards)]:
             for t in safetensors_header(f).values():
-                numel = _numel(t["shape"])
+                numel = math.prod(t["shape"])
                 n_params += numel
-                n_bytes += t["nbytes"]
+                sized = sized and t["nbytes"] is not None
+                n_bytes += t["nbytes"] or 0
                 by_dtype[t["dtype"]] = by_dtype.get(t["dtype"], 0) + numel
         main = max(by_dtype, key=lambda k: by_dtype[k]) if by_dtype else None
-        return n_params, n_bytes, TORCH_NAMES.get(main, main) if main else None
+        return n_params, n_bytes if sized else None, TORCH_NAMES.get(main, main) if main else None
     return None, int(total_size) if total_size else None, None
 
 

@@ -227,3 +227,14 @@ def test_resume_keeps_the_capacity_of_settings_not_started_again(tmp_path: Path)
     plain = with_earlier_capacity({"memory": None}, earlier)
     assert plain["memory"]["source"] == "engine" and plain["memory"]["kv_capacity"] == [base]
     assert earlier_capacity(tmp_path / "missing") == []
+
+
+def test_a_dtype_of_unknown_size_leaves_the_stored_bytes_unknown(tmp_path: Path) -> None:
+    from specbench.harness.model_footprint import _weights
+
+    _config(tmp_path)
+    save_file({"a": np.zeros((3, 5), np.uint16)}, str(tmp_path / "model.safetensors"))
+    header = safetensors_header(tmp_path / "model.safetensors")
+    assert header["a"] == {"dtype": "U16", "shape": [3, 5], "nbytes": None}
+    n_params, stored_bytes, _ = _weights(tmp_path)
+    assert n_params == 15 and stored_bytes is None  # not 0: the size is not guessed
