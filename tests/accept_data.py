@@ -59,5 +59,26 @@ def write_accept_config(folder: Path) -> Path:
     return path
 
 
+# a well-formed logged row, for the bad-input tests to break one field of
+GOOD = {"prompt": "def f(x):\n    return", "response": " x + 1\n", "category": "code"}
+
+
+def write_rows(folder: Path, rows: list[dict[str, Any]]) -> str:
+    """Logged rows as FOLDER/bad.jsonl; the path as text."""
+    path = folder / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def fails_one_line(res: Any, *needles: str) -> None:
+    """Exit code 2 with one `error:` line on stderr holding every needle, no traceback."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    line = res.stderr.strip()
+    assert line.startswith("error: ") and "\n" not in line, line
+    for n in needles:
+        assert n in line, line
+
+
 def invoke(*args: str) -> Any:
     return runner.invoke(app, ["accept", *args])

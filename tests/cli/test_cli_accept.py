@@ -10,7 +10,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.accept_data import invoke, write_accept_config, write_traffic
+from tests.accept_data import (
+    GOOD,
+    fails_one_line,
+    invoke,
+    write_accept_config,
+    write_rows,
+    write_traffic,
+)
 
 SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "logged" / "tiny_traffic.jsonl"
 
@@ -225,31 +232,13 @@ def test_the_shipped_logged_traffic_file(config: Path) -> None:
 # ------------------------------------------------------------------ bad input
 
 
-def _write(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
-    path = tmp_path / "bad.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
-def _fails(res: Any, *needles: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    line = res.stderr.strip()
-    assert line.startswith("error: ") and "\n" not in line, line
-    for n in needles:
-        assert n in line, line
-
-
-GOOD = {"prompt": "def f(x):\n    return", "response": " x + 1\n", "category": "code"}
-
-
 def test_a_malformed_row_names_its_line_and_is_skipped_only_on_request(
     config: Path, tmp_path: Path
 ) -> None:
-    data = _write(
+    data = write_rows(
         tmp_path, [GOOD, {**GOOD, "response": "  "}, {**GOOD, "temperature": "hot"}, GOOD]
     )
-    _fails(
+    fails_one_line(
         invoke("--config", str(config), "--data", data),
         "line 2",
         "response",
@@ -296,8 +285,8 @@ def foreign_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_an_incompatible_pair_is_one_line(
     config: Path, tmp_path: Path, foreign_model: Path
 ) -> None:
-    data = _write(tmp_path, [GOOD])
-    _fails(
+    data = write_rows(tmp_path, [GOOD])
+    fails_one_line(
         invoke("--config", str(config), "--draft", str(foreign_model), "--data", data),
         "vocabularies differ",
     )
@@ -417,8 +406,8 @@ def test_drafters_teacher_forcing_cannot_score_are_named(config: Path, tmp_path:
     head = tmp_path / "eagle-head"
     head.mkdir()
     (head / "config.json").write_text(json.dumps({"architectures": ["EagleLlamaForCausalLM"]}))
-    data = _write(tmp_path, [GOOD])
-    _fails(
+    data = write_rows(tmp_path, [GOOD])
+    fails_one_line(
         invoke("--config", str(config), "--draft", str(head), "--data", data),
         "'eagle' drafter",
         "engine backend",

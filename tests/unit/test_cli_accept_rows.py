@@ -10,7 +10,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.accept_data import invoke, write_accept_config, write_traffic
+from tests.accept_data import (
+    GOOD,
+    fails_one_line,
+    invoke,
+    write_accept_config,
+    write_rows,
+    write_traffic,
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,53 +51,39 @@ def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -
     assert parsed(tmp_path / "t.parquet") == want
 
 
-def _write(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
-    path = tmp_path / "bad.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
-def _fails(res: Any, *needles: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    line = res.stderr.strip()
-    assert line.startswith("error: ") and "\n" not in line, line
-    for n in needles:
-        assert n in line, line
-
-
-GOOD = {"prompt": "def f(x):\n    return", "response": " x + 1\n", "category": "code"}
-
-
 def test_missing_columns_are_one_line(config: Path, tmp_path: Path) -> None:
-    data = _write(tmp_path, [{"prompt": "a", "answer": "b"}])
-    _fails(
+    data = write_rows(tmp_path, [{"prompt": "a", "answer": "b"}])
+    fails_one_line(
         invoke("--config", str(config), "--data", data),
         "no column 'response'",
         "--response-field",
         "answer",
     )
-    data = _write(tmp_path, [GOOD])
-    _fails(
+    data = write_rows(tmp_path, [GOOD])
+    fails_one_line(
         invoke("--config", str(config), "--data", data, "--bucket-by", "team"), "no column 'team'"
     )
-    _fails(
+    fails_one_line(
         invoke("--config", str(config), "--data", data, "--prompt-field", "question"),
         "no column 'question'",
     )
 
 
 def test_unknown_bucket_and_empty_data(config: Path, tmp_path: Path) -> None:
-    data = _write(tmp_path, [GOOD])
-    _fails(
+    data = write_rows(tmp_path, [GOOD])
+    fails_one_line(
         invoke(
             "--config", str(config), "--data", data, "--bucket-by", "category", "--buckets", "chat"
         ),
         "bucket 'chat' has no rows",
         "code",
     )
-    data = _write(tmp_path, [{**GOOD, "response": ""}])
-    _fails(invoke("--config", str(config), "--data", data, "--skip-bad-rows"), "no usable rows")
-    _fails(invoke("--config", str(config), "--data", str(tmp_path / "nope.jsonl")), "not found")
-    _fails(invoke("--data", data), "--config", "--target")
-    _fails(invoke("--config", str(config), "--data", data, "--t-target", "5"), "--t-draft")
+    data = write_rows(tmp_path, [{**GOOD, "response": ""}])
+    fails_one_line(
+        invoke("--config", str(config), "--data", data, "--skip-bad-rows"), "no usable rows"
+    )
+    fails_one_line(
+        invoke("--config", str(config), "--data", str(tmp_path / "nope.jsonl")), "not found"
+    )
+    fails_one_line(invoke("--data", data), "--config", "--target")
+    fails_one_line(invoke("--config", str(config), "--data", data, "--t-target", "5"), "--t-draft")
