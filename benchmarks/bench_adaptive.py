@@ -4,6 +4,7 @@ wall time, and each cell's verdict under both plans.
 
     .venv/bin/python benchmarks/bench_adaptive.py                              # configs/tiny.yaml
     .venv/bin/python benchmarks/bench_adaptive.py configs/tiny-policies.yaml --out /tmp/b
+    .venv/bin/python benchmarks/bench_adaptive.py configs/tiny.yaml --n 24     # every prompt
 
 A verdict agrees when both plans say ON with the same γ, or both are not ON (the full grid's OFF
 means "not shown ON", which an undecided adaptive cell also is). Where they differ, the line
@@ -32,19 +33,18 @@ def verdicts(out_dir: Path) -> dict[tuple[str, float], dict[str, Any]]:
 
 
 def label(entry: dict[str, Any]) -> str:
-    """The full grid's verdict: ON with its drafter and γ, or OFF / NOT_MEASURED."""
+    """The full grid's verdict: ON with its drafter, policy and γ, or OFF / NOT_MEASURED."""
     rec = entry["recommendation"]
     if rec["verdict"] == "on":
-        return f"ON {rec.get('drafter') or 'model'} γ={rec['gamma']}"
+        return f"ON {rec.get('drafter') or 'model'} {rec.get('policy') or 'fixed'} γ={rec['gamma']}"
     return rec["verdict"].upper()
 
 
 def adaptive_label(entry: dict[str, Any]) -> str:
-    """The adaptive plan's sequential verdict: ON with its drafter and γ, OFF or UNDECIDED."""
+    """The adaptive plan's sequential verdict: ON with its setting, OFF or UNDECIDED."""
     seq = entry.get("adaptive") or {}
     if seq.get("state") == "on":
-        drafter, _, gamma = str(seq["chosen"]).partition(" fixed ")
-        return f"ON {drafter} {gamma}"
+        return f"ON {seq['chosen']}"
     return str(seq.get("state", "not_measured")).upper()
 
 
@@ -53,9 +53,12 @@ def main() -> None:
     ap.add_argument("config", nargs="?", default="configs/tiny.yaml")
     ap.add_argument("--out", default="/tmp/bench_adaptive")
     ap.add_argument("--budget-minutes", type=float, default=None)
+    ap.add_argument("--n", type=int, default=None, help="prompts per workload (default: config's)")
     args = ap.parse_args()
     path = Path(args.config)
     data = read_yaml(path)
+    if args.n is not None:
+        data["workloads"] = [{**w, "n": args.n} for w in data["workloads"]]
     full_cfg = parse_config(deep_merge(data, {"output_dir": f"{args.out}/full"}), str(path))
     ad_cfg = parse_config(
         deep_merge(data, {"output_dir": f"{args.out}/adaptive", "plan": "adaptive"}), str(path)
@@ -105,7 +108,7 @@ def main() -> None:
             )
             note += " (full verdict's speedup inside the adaptive interval)" if inside else ""
         agree += same
-        print(f"  {key[0]:16s} T={key[1]:g}  full {fv:14s} adaptive {av:14s} {note}; {summary}")
+        print(f"  {key[0]:16s} T={key[1]:g}  full {fv:24s} adaptive {av:24s} {note}; {summary}")
     print(f"  verdicts agree in {agree} of {len(full)} cells")
 
 

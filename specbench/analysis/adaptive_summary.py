@@ -45,6 +45,17 @@ def sequence_settings(config: Mapping[str, Any]) -> SequenceSettings:
     )
 
 
+CANDIDATE_STEPS = ("backfill", "measure")
+
+
+def candidate_records(spec: list[Record]) -> list[Record]:
+    """The records of the settings the plan chose as candidates: those it measured past the
+    pilot (a γ_max measured in the pilot only served to predict, and is not tested)."""
+    key = lambda r: (r.get("drafter") or "", r.get("policy") or "fixed", int(r["gamma"]))  # noqa: E731
+    chosen = {key(r) for r in spec if r.get("plan_step") in CANDIDATE_STEPS}
+    return [r for r in spec if key(r) in chosen]
+
+
 def setting_label(rec: Record) -> str:
     pol = rec.get("policy") or "fixed"
     return f"{rec.get('drafter') or 'model'} {pol} γ={rec['gamma']}"
@@ -74,7 +85,7 @@ def adaptive_summary(
 ) -> dict[str, Any]:
     """results.json's `adaptive` of one entry: the state, n prompts, each candidate's sequence."""
     s = sequence_settings(config)
-    d = cell_decision(baseline, spec, s)
+    d = cell_decision(baseline, candidate_records(spec), s)
     n = len({str(r["prompt_id"]) for r in baseline})
     if d.state == "on":
         text = f"decided ON {d.chosen} after {n} prompts"

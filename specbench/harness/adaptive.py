@@ -29,10 +29,15 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.acceptance import truncation_curve
-from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
+from specbench.analysis.adaptive_summary import (
+    candidate_records,
+    cell_decision,
+    sequence_settings,
+)
 from specbench.analysis.sequential import SequentialDecision
+from specbench.analysis.simulate import replay
 from specbench.analysis.timing_model import fit_from_records
-from specbench.config import RunConfig
+from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt
 from specbench.harness.plan import (
     DecodingSetting,
@@ -45,9 +50,11 @@ from specbench.harness.plan import (
 )
 from specbench.harness.runner import Session, measure_unit, start_run
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
+from specbench.spec.policies import Policy
 
 PILOT_PROMPTS = 2
-NEIGHBOUR_TOL = 0.05  # a neighbour γ predicted within 5 % of the best is measured too
+NEIGHBOUR_TOL = 0.05  # a setting predicted within 5 % of the best is measured too
+PREDICT_BOOT = 1  # a policy's replay is used for its point prediction only
 
 Record = dict[str, Any]
 
@@ -59,7 +66,8 @@ class Cell:
     workload: str
     temp: float
     prompts: list[Prompt]  # seeded order, capped at adaptive.max_prompts
-    records: dict[tuple[int, str, str], Record] = field(default_factory=dict)  # (γ, drafter, id)
+    # (γ, drafter, policy name, prompt id) → the unit's record
+    records: dict[tuple[int, str, str, str], Record] = field(default_factory=dict)
     candidates: list[DecodingSetting] | None = None
     next_prompt: int = 0
     state: str = "measuring"  # measuring | on | off | budget spent | prompts exhausted
@@ -69,8 +77,9 @@ class Cell:
     def ok(self, setting: DecodingSetting) -> list[Record]:
         return [
             r
-            for (g, d, _), r in self.records.items()
-            if g == setting.gamma and d == setting.drafter and r.get("status") == "ok"
+            for (g, d, pol, _), r in self.records.items()
+            if (g, d, pol) == (setting.gamma, setting.drafter, setting.policy_name)
+            and r.get("status") == "ok"
         ]
 
 
@@ -83,36 +92,54 @@ def grid(cfg: RunConfig, drafter: str) -> list[DecodingSetting]:
     return [DecodingSetting(g, drafter) for g in cfg.gammas]
 
 
+def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[DecodingSetting, float]:
+    """Predicted speedup of each of the drafter's settings from the pilot: fixed γ from γ_max's
+    truncation curve and the timing fit, γ policies by replaying them on γ_max's rounds
+    (`analysis.simulate.replay`). Empty when the pilot gives nothing to predict from."""
+    top = grid(cfg, drafter.label)[-1]
+    base, spec = cell.ok(DecodingSetting(0)), cell.ok(top)
+    if not spec or not base:
+        return {}
+    model = fit_from_records(base, spec).model
+    if not model.finite:
+        return {}
+    curve = truncation_curve(spec, top.gamma)
+    pred = {
+        DecodingSetting(g, drafter.label): model.speedup(g, curve[g])
+        for g in cfg.gammas
+        if g in curve and math.isfinite(curve[g])
+    }
+    for pol in cfg.policies:
+        policy = Policy(pol, cell.temp)
+        if policy.max_gamma > top.gamma:  # the trace cannot replay it: not a candidate
+            continue
+        rep = replay(
+            policy,
+            spec,
+            model,
+            top.gamma,
+            n_boot=PREDICT_BOOT,
+            position_level=drafter.method == "model",
+        )
+        if math.isfinite(rep.speedup.value):
+            pred[DecodingSetting(policy.max_gamma, drafter.label, pol)] = rep.speedup.value
+    return pred
+
+
 def choose_candidates(cfg: RunConfig, cell: Cell) -> list[DecodingSetting]:
-    """γ_max and the predicted best γ of each drafter, with neighbours whose predicted speedup
-    is within NEIGHBOUR_TOL of the best, capped at adaptive.max_candidates per drafter."""
+    """Per drafter, the setting (fixed γ or γ policy) with the best predicted speedup and those
+    predicted within NEIGHBOUR_TOL of it, best first, at most adaptive.max_candidates. γ_max is
+    measured on from here only when it is among them: the pilot's job was to predict."""
     cap = cfg.adaptive.max_candidates
-    base = cell.ok(DecodingSetting(0))
     out: list[DecodingSetting] = []
     for d in cfg.drafters:
-        settings = grid(cfg, d.label)
-        top = settings[-1]
-        spec = cell.ok(top)
-        curve = truncation_curve(spec, top.gamma) if spec else {}
-        model = fit_from_records(base, spec).model if spec and base else None
-        pred: dict[int, float] = {}
-        if model is not None and model.finite:
-            pred = {
-                g: model.speedup(g, curve[g])
-                for g in cfg.gammas
-                if g in curve and math.isfinite(curve[g])
-            }
+        pred = predictions(cfg, cell, d)
         if not pred:  # nothing to predict from: the largest γs of the grid
-            out += settings[-cap:]
+            out += grid(cfg, d.label)[-cap:]
             continue
-        best = max(pred, key=lambda g: pred[g])
-        chosen = [top.gamma, best]
-        i = cfg.gammas.index(best)
-        near = [g for g in cfg.gammas[max(i - 1, 0) : i + 2] if g != best]
-        near = [g for g in near if pred.get(g, -math.inf) >= pred[best] * (1 - NEIGHBOUR_TOL)]
-        chosen += sorted(near, key=lambda g: -pred[g])
-        picked = list(dict.fromkeys(chosen))[:cap]
-        out += [DecodingSetting(g, d.label) for g in sorted(picked)]
+        ranked = sorted(pred, key=lambda st: -pred[st])
+        best = pred[ranked[0]]
+        out += [st for st in ranked if pred[st] >= best * (1 - NEIGHBOUR_TOL)][:cap]
     return out
 
 
@@ -134,8 +161,8 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
         return [unit(base, p, "pilot")] + [unit(st, p, "pilot") for st in tops]
     if cell.candidates is None:
         cell.candidates = choose_candidates(cfg, cell)
-        top_keys = {(grid(cfg, d.label)[-1].gamma, d.label) for d in cfg.drafters}
-        extra = [st for st in cell.candidates if (st.gamma, st.drafter) not in top_keys]
+        pilot_settings = {grid(cfg, d.label)[-1] for d in cfg.drafters}
+        extra = [st for st in cell.candidates if st not in pilot_settings]
         pilots = cell.prompts[: cell.next_prompt]
         return [unit(st, p, "backfill") for p in pilots for st in extra]
     p = cell.prompts[cell.next_prompt]
@@ -147,7 +174,8 @@ def update(cfg: RunConfig, cell: Cell) -> None:
     if cell.candidates is None:
         return
     base = cell.ok(DecodingSetting(0))
-    spec = [r for st in cell.candidates for r in cell.ok(st)]
+    spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
+    spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
     cell.decision = cell_decision(base, spec, sequence_settings(cfg.model_dump(mode="json")))
     if cell.decision.state in ("on", "off"):
         cell.state = cell.decision.state
@@ -187,13 +215,18 @@ def run_adaptive(
     for rec in iter_records(out_dir / RECORDS_FILE) if (out_dir / RECORDS_FILE).exists() else []:
         cell = by_cell.get((str(rec.get("workload")), float(rec.get("temperature") or 0.0)))
         if cell is not None and rec.get("kind") in ("baseline", "spec", "failed"):
-            cell.records[(int(rec["gamma"]), rec.get("drafter") or "", str(rec["prompt_id"]))] = rec
+            g, d, pol = int(rec["gamma"]), rec.get("drafter") or "", rec.get("policy") or ""
+            key = (g, d, pol, str(rec["prompt_id"]))
+            cell.records[key] = rec
             spent_ms += float(rec.get("wall_ms") or 0.0)
     budget = cfg.adaptive.budget_minutes if budget_minutes is None else budget_minutes
     deadline = math.inf if budget is None else time.monotonic() + budget * 60 - spent_ms / 1000
     per_prompt = 1 + cfg.adaptive.max_candidates * len(cfg.drafters)
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
+    line = 1.0 + cfg.decision.margin
+    for cell in cells:
+        ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
     with (
         RecordWriter(out_dir / RECORDS_FILE) as writer,
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
@@ -202,6 +235,7 @@ def run_adaptive(
             for cell in (c for c in cells if c.state == "measuring"):
                 if time.monotonic() > deadline:
                     cell.state = "budget spent"
+                    ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
                     continue
                 pilot_or_measure = cell.candidates is not None or in_pilot(cell)
                 units = next_units(cfg, cell)
@@ -218,12 +252,13 @@ def run_adaptive(
                     if record["status"] == "failed":
                         outcome.failures.append(record)
                     writer.write(record)
-                    cell.records[(k.gamma, k.drafter, k.prompt_id)] = record
+                    cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = record
                     outcome.written += 1
                     ev.unit_finished(record)
                 if pilot_or_measure:
                     cell.next_prompt += 1
                 update(cfg, cell)
+                ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
     return outcome
 
 

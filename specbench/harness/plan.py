@@ -38,6 +38,11 @@ class RunEvents(Protocol):
         self, workload: str, temperature: float, label: str, prompt_id: str
     ) -> None: ...
     def unit_finished(self, record: dict[str, Any]) -> None: ...
+    def cell_updated(
+        self, workload: str, temperature: float, state: str, decision: Any, line: float
+    ) -> None:
+        """The adaptive plan (harness/adaptive.py): a cell's state and its sequential decision
+        (`analysis.sequential.SequentialDecision`, None before the first) against 1 + margin."""
 
 
 class SilentEvents:
@@ -50,6 +55,11 @@ class SilentEvents:
         pass
 
     def unit_finished(self, record: dict[str, Any]) -> None:
+        pass
+
+    def cell_updated(
+        self, workload: str, temperature: float, state: str, decision: Any, line: float
+    ) -> None:
         pass
 
 

@@ -1,18 +1,110 @@
-"""Rich progress bars for `specbench run` (the engine reports through RunEvents callbacks)."""
+"""Rich progress for `specbench run` (the engine reports through RunEvents callbacks): one overall
+bar, a line naming the unit in flight and, for the adaptive plan, one row per workload ×
+temperature with its always-valid interval drawn against the 1 + margin line and its state."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from specbench.analysis.sequential import SequentialDecision
+
+AXIS = (0.5, 3.0)  # the speedup range the interval bar spans (log scale)
+BAR_WIDTH = 28
+
+
+def interval_bar(lo: float, hi: float, line: float, width: int = BAR_WIDTH) -> str:
+    """The interval [lo, hi] as '━' on a log axis over AXIS, the 1 + margin line as '│';
+    an end beyond the axis is drawn as an arrow ('◀' / '▶')."""
+    a, b = (math.log(x) for x in AXIS)
+
+    def col(x: float) -> int:
+        if not x > 0:
+            return 0
+        return min(width - 1, max(0, round((math.log(x) - a) / (b - a) * (width - 1))))
+
+    cells = ["·"] * width
+    left, right = col(lo), col(hi if math.isfinite(hi) else AXIS[1])
+    for i in range(left, right + 1):
+        cells[i] = "━"
+    cells[col(line)] = "│"
+    if not lo > AXIS[0]:
+        cells[0] = "◀"
+    if not hi < AXIS[1]:
+        cells[-1] = "▶"
+    return "".join(cells)
+
+
+def state_text(state: str, decision: SequentialDecision | None) -> str:
+    """measuring / decided ON <setting> / decided OFF / budget spent / prompts exhausted."""
+    if state == "on" and decision is not None:
+        return f"[green]decided ON {decision.chosen}[/green]"
+    if state == "off":
+        return "[red]decided OFF[/red]"
+    if state == "measuring":
+        return "measuring"
+    more = decision.more_prompts if decision is not None else None
+    tail = f" (needs about {more} more prompts)" if more is not None else ""
+    return f"[yellow]{state}[/yellow]{tail}"
+
+
+class _CellProgress(Progress):
+    """A Progress that draws the adaptive plan's cell table above its bars."""
+
+    def __init__(self, *columns: Any, **kwargs: Any) -> None:
+        self.cells: dict[tuple[str, float], tuple[str, SequentialDecision | None, float]] = {}
+        super().__init__(*columns, **kwargs)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        if self.cells:
+            yield cell_table(self.cells)
+        yield from super().get_renderables()
+
+
+def cell_table(
+    cells: dict[tuple[str, float], tuple[str, SequentialDecision | None, float]],
+) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    for col in (
+        "workload",
+        "T",
+        "n",
+        "best speedup [always-valid interval]",
+        "vs 1+margin",
+        "state",
+    ):
+        table.add_column(col)
+    for (workload, temp), (state, decision, line) in cells.items():
+        bound = None
+        if decision is not None and decision.bounds:
+            finite = [b for b in decision.bounds if math.isfinite(b.speedup)]
+            bound = max(finite, key=lambda b: b.speedup) if finite else None
+        if bound is None:
+            table.add_row(workload, f"{temp:g}", "–", "pilot", "", state_text(state, decision))
+            continue
+        hi = f"{bound.hi:.2f}" if math.isfinite(bound.hi) else "∞"
+        table.add_row(
+            workload,
+            f"{temp:g}",
+            str(bound.n),
+            f"{bound.speedup:.2f}× [{bound.lo:.2f}, {hi}] {bound.label}",
+            interval_bar(bound.lo, bound.hi, line),
+            state_text(state, decision),
+        )
+    return table
 
 
 class RichRunEvents:
-    """One overall bar plus a line naming the workload, temperature, γ and prompt in flight."""
+    """One overall bar plus a line naming the workload, temperature, γ and prompt in flight; the
+    adaptive plan adds its cell table (module docstring)."""
 
     def __init__(self, console: Console) -> None:
-        self.progress = Progress(
+        self.progress = _CellProgress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -46,3 +138,9 @@ class RichRunEvents:
                 f"{record['prompt_id']}: {record.get('error')}"
             )
         self.progress.advance(self.task)
+
+    def cell_updated(
+        self, workload: str, temperature: float, state: str, decision: Any, line: float
+    ) -> None:
+        self.progress.cells[(workload, temperature)] = (state, decision, line)
+        self.progress.refresh()

@@ -13,7 +13,7 @@ from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness import runner
-from specbench.harness.adaptive import PILOT_PROMPTS, run_adaptive
+from specbench.harness.adaptive import PILOT_PROMPTS, predictions, run_adaptive
 from specbench.harness.plan import DecodingSetting, Unit
 from specbench.harness.rundir import write_reports
 from specbench.records import UnitKey, read_records
@@ -59,15 +59,17 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     assert sorted({r["gamma"] for r in pilot}) == [0, 4]
     assert len({r["prompt_id"] for r in pilot}) == PILOT_PROMPTS
     (cell,) = out.cells
-    assert cell.candidates is not None and 4 in [c.gamma for c in cell.candidates]
-    assert len(cell.candidates) <= 2  # adaptive.max_candidates
-    measured = {r["gamma"] for r in recs if r["kind"] == "spec"}
-    assert measured == {c.gamma for c in cell.candidates}  # only the candidates are measured
-    # every prompt measured has the baseline and every candidate (backfill pairs the pilots)
+    assert cell.candidates is not None and 1 <= len(cell.candidates) <= 2  # max_candidates
+    chosen = {c.gamma for c in cell.candidates}
+    past_pilot = {r["gamma"] for r in recs if r["kind"] == "spec" and r["plan_step"] != "pilot"}
+    assert past_pilot == chosen - {4} or past_pilot == chosen  # only the candidates after it
+    # every prompt measured has the baseline and every candidate (backfill pairs the pilots);
+    # γ_max stays on the pilot prompts unless it was chosen
     by_prompt: dict[str, set[int]] = {}
     for r in recs:
         by_prompt.setdefault(r["prompt_id"], set()).add(r["gamma"])
-    assert all(g == {0} | measured for g in by_prompt.values())
+    pilots = {r["prompt_id"] for r in pilot}
+    assert all(g == {0} | chosen | ({4} if p in pilots else set()) for p, g in by_prompt.items())
     n = len(by_prompt)
     assert cell.state in ("on", "off", "prompts exhausted")
     assert (n == 4) == (cell.state == "prompts exhausted")
@@ -80,7 +82,7 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     # resume after losing the last prompt's records: the same plan, the same units
     keys = [UnitKey.of(r) for r in recs]
     lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
-    keep = len(lines) - (1 + len(cell.candidates))
+    keep = len(lines) - (1 + len(cell.candidates))  # the last prompt: baseline + candidates
     (tmp_path / "records.jsonl").write_text("".join(lines[:keep]))
     again = run_adaptive(cfg, tmp_path, resume=True, session=session)
     assert again.written == len(lines) - keep
@@ -111,3 +113,21 @@ def test_target_forwards_are_counted(session) -> None:  # type: ignore[no-untype
 def test_adaptive_needs_the_transformers_backend(tmp_path: Path) -> None:
     with pytest.raises(SpecbenchError, match="plan: adaptive needs backend: transformers"):
         parse_config(tiny_config(tmp_path, backend="openai", server={"url": "http://x/v1"}))
+
+
+def test_policies_are_predicted_from_the_pilot_and_can_be_chosen(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]
+    """A γ policy is a candidate like a fixed γ: replayed on γ_max's pilot rounds, ranked by its
+    predicted speedup; one whose max_gamma exceeds the trace's γ_max is not predicted."""
+    policies = [
+        {"name": "heuristic", "gamma": 2, "max_gamma": 4},
+        {"name": "adaptive", "gamma": 2, "max_gamma": 8},
+    ]
+    cfg = parse_config(tiny_config(tmp_path, policies=policies, adaptive={"max_prompts": 2}))
+    out = run_adaptive(cfg, tmp_path, session=session)
+    (cell,) = out.cells
+    pred = predictions(cfg, cell, cfg.draft)
+    names = {st.policy_name for st in pred}
+    assert names == {"fixed", "heuristic"}  # adaptive's max_gamma 8 > γ_max 4
+    assert all(v > 0 for v in pred.values())
+    ranked = sorted(pred, key=lambda st: -pred[st])
+    assert cell.candidates is not None and cell.candidates[0] == ranked[0]

@@ -23,7 +23,7 @@ from specbench.analysis.groups import unresolved_failures
 from specbench.cli.app import app
 from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config
-from specbench.harness.plan import RunOutcome, load_prompts
+from specbench.harness.plan import RunOutcome, SilentEvents, load_prompts
 from specbench.harness.serving.driver import run_engine
 from specbench.records import read_records
 from tests.fault_server import FaultServer
@@ -168,7 +168,7 @@ def test_server_without_metrics_is_measured_without_acceptance(tmp_path: Path) -
 # records as they happen, and --resume
 
 
-class DiskCheck:
+class DiskCheck(SilentEvents):
     """Run events that read records.jsonl whenever a request finishes: its record must be the
     file's last line already, with no metrics record for the batch yet."""
 
