@@ -36,6 +36,7 @@ from specbench.analysis.serving_acceptance import (
     counter_units,
     pooled_alpha,
 )
+from specbench.analysis.schedule_section import schedule_parts
 from specbench.analysis.serving_concurrency import concurrency_table
 from specbench.analysis.settings import AnalysisSettings
 from specbench.analysis.stats import NAN_ESTIMATE, mean_ci
@@ -192,6 +193,10 @@ def analyse_engine_group(
         "stops_paying": stops,
         "metrics_available": all(m.get("metrics_available", True) for m in metrics),
     }
+    # the step-cost model and the γ schedule by concurrency (docs/theory.md §15)
+    out["engine"]["batch_model"], out["engine"]["schedule"] = schedule_parts(
+        base, specs, metrics, per_gamma, s
+    )
     if metrics and not out["engine"]["metrics_available"]:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
     out["warnings"] = list(dict.fromkeys(warnings))
