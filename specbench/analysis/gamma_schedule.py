@@ -31,6 +31,7 @@ not a measured decision, and the output says which rule set each boundary.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -162,7 +163,7 @@ def schedule_ranges(
     ranges: list[list[int]] = []
     boundaries: list[dict[str, Any]] = []
     lo, k = 1, pts[0][1]
-    for (c0, k0), (c1, k1) in zip(pts, pts[1:], strict=False):
+    for (c0, k0), (c1, k1) in itertools.pairwise(pts):
         if k1 == k0:
             continue
         s, rule = switch(c0, c1, k0, k1)

@@ -102,7 +102,9 @@ def naive_schedule_false_on_rate(
         for c in concurrencies:
             b = [x for x in base if x["concurrency"] == c]
             ests = [
-                speedup_of(pair(b, [x for x in specs[g] if x["concurrency"] == c], True), n_boot, 0.95)
+                speedup_of(
+                    pair(b, [x for x in specs[g] if x["concurrency"] == c], True), n_boot, 0.95
+                )
                 for g in gammas
             ]
             best = max((e for e in ests if e is not None), key=lambda e: e.value)

@@ -29,6 +29,7 @@ from specbench.analysis.groups import Group, Record
 from specbench.analysis.latency import pooled_itl, tokens_per_s
 from specbench.analysis.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.recommend import SettingKey, decide_entry
+from specbench.analysis.schedule_section import schedule_parts
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import (
     concurrency_of,
@@ -36,7 +37,6 @@ from specbench.analysis.serving_acceptance import (
     counter_units,
     pooled_alpha,
 )
-from specbench.analysis.schedule_section import schedule_parts
 from specbench.analysis.serving_concurrency import concurrency_table
 from specbench.analysis.settings import AnalysisSettings
 from specbench.analysis.stats import NAN_ESTIMATE, mean_ci

@@ -73,7 +73,9 @@ def schedule(
     fmt: Annotated[
         Format, typer.Option("--format", help="vllm (speculative_config JSON), trtllm, json.")
     ] = "json",
-    workload: Annotated[str | None, typer.Option(help="The workload (needed when several).")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="The workload (needed when several).")
+    ] = None,
     temperature: Annotated[
         float | None, typer.Option(min=0.0, max=100.0, help="The temperature (when several).")
     ] = None,
