@@ -133,7 +133,8 @@ def fit_step_costs(cells: Sequence[StepCell]) -> StepCostModel | None:
     _, coef, knee = best
     if coef[2] == 0.0:
         knee = NO_KNEE  # no compute-bound term was needed
-    return StepCostModel(*(float(v) for v in coef), knee_tokens=knee)
+    v0, vb, vc, d0, db = (float(v) for v in coef)
+    return StepCostModel(v0, vb, vc, d0, db, knee)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,12 @@ def _pick(results: Any, workload: str | None, temperature: float | None) -> Any:
             f"{entry.workload} T={entry.temperature:g}: no schedule (no baseline or no γ measured "
             "at the same concurrencies)"
         )
+    levels = [r.concurrency for r in entry.engine.schedule.concurrencies]
+    if len(levels) < 2:
+        raise SpecbenchError(
+            f"{entry.workload} T={entry.temperature:g} was measured at one concurrency only "
+            f"({levels[0]}): a schedule needs at least two (config key `concurrency`)"
+        )
     return entry
 
 
