@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-PARAMS = ("v0_ms", "vb_ms", "vc_ms", "d0_ms", "db_ms")
 MIN_CELLS = 4  # fewer measured cells: no fit
 NO_KNEE = math.inf
 

@@ -110,8 +110,10 @@ def schedule(
             vllm_installed,
         )
 
-        base = {k: v for k, v in (env.get("speculative_config") or {}).items()}
-        text = json.dumps(ex.vllm_speculative_config(ranges, base), indent=2)
+        base = dict(env.get("speculative_config") or {})  # the run's method, draft, options
+        text = json.dumps(ex.vllm_speculative_config(ranges, base), ensure_ascii=False)
+        if not base:
+            notes.append("the run stored no speculative_config: add your method and draft model")
         if vllm_installed():
             notes.append(f"accepted by the installed vLLM {check_with_installed_vllm(ranges)}")
         else:
@@ -122,7 +124,7 @@ def schedule(
         doc = ex.neutral_document(
             sched, entry.workload, entry.temperature, _provenance(run_dir, env, config)
         )
-        text = json.dumps(doc, indent=2, allow_nan=False)
+        text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     if out_file is not None:
         out_file.write_text(text.rstrip("\n") + "\n")
         notes.append(f"wrote {out_file}")
