@@ -55,7 +55,11 @@ def model_text(m: BatchModel | None) -> list[str]:
     if not m.fitted:
         return [f"step-cost model not fitted: {m.reason}"]
     p = m.params_ms or {}
-    knee = "never (memory-bound throughout)" if m.knee_tokens is None else f"{m.knee_tokens:g}"
+    knee = (
+        "the verify stays memory-bound over the measured cells"
+        if m.knee_tokens is None
+        else f"compute-bound from {m.knee_tokens:g} tokens a step"
+    )
     worst = (
         f"median |error| {m.loo_median_abs_rel_error:.1%}, worst {m.loo_max_abs_rel_error:.1%}"
         if m.loo_median_abs_rel_error is not None and m.loo_max_abs_rel_error is not None
@@ -64,7 +68,7 @@ def model_text(m: BatchModel | None) -> list[str]:
     return [
         f"step-cost model {m.form}: v0 {num_text(p.get('v0'))}, vb {num_text(p.get('vb'))}, "
         f"vc {num_text(p.get('vc'))}, d0 {num_text(p.get('d0'))}, db {num_text(p.get('db'))} "
-        f"ms, compute-bound from {knee} tokens a step",
+        f"ms; {knee}",
         f"its error, measured leave-one-out over this run's {m.n_cells} measured cells (each "
         f"cell predicted by the fit to the others): {worst}",
     ]
