@@ -84,6 +84,26 @@ def schedule_false_on_rate(
     return _rate(hits, reps)
 
 
+def schedule_power(
+    n: int,
+    gammas: Sequence[int],
+    concurrencies: Sequence[int],
+    ratio: float,
+    reps: int,
+    seed: int = 6,
+    n_boot: int = 600,
+) -> Rate:
+    """P(ON at a concurrency) when every cell's true ratio is `ratio` (the share of runs ×
+    concurrencies decided ON; all m at once is roughly this to the power m)."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for r in range(reps):
+        base, specs = grid_run(rng, n, gammas, concurrencies, ratio)
+        decisions, _ = decide_schedule(base, specs, 0.05, 0.95, n_boot, seed=seed * 7919 + r)
+        hits += sum(d.gamma > 0 for d in decisions)
+    return _rate(hits, reps * len(concurrencies))
+
+
 def naive_schedule_false_on_rate(
     n: int,
     gammas: Sequence[int],

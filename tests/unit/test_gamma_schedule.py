@@ -72,3 +72,10 @@ def test_schedule_false_on_rate_holds_at_the_boundary() -> None:
 def test_naive_per_concurrency_rule_would_fail_the_same_check() -> None:
     rate, se = cal.naive_schedule_false_on_rate(8, [2, 4], [1, 4, 16], reps=200, seed=11)
     assert rate > 0.025 + 2 * se, (rate, se)
+
+
+@pytest.mark.slow
+def test_schedule_has_power_on_a_clear_speedup() -> None:
+    """Every cell at a true 1.3×, 16 prompts: most concurrencies are decided ON."""
+    rate, _ = cal.schedule_power(16, [2, 4], [1, 4, 16], 1.3, reps=40, seed=13)
+    assert rate >= 0.7, rate
