@@ -41,6 +41,16 @@ def test_off_at_high_concurrency_when_the_data_say_so() -> None:
             assert d.lower_bounds[g] <= est["ci95"][0] + 1e-9
 
 
+def test_different_prompts_per_concurrency_fall_back_to_bonferroni() -> None:
+    ratio = {(1, 2): 1.6, (8, 2): 0.8}
+    base, specs = cal.grid_run(np.random.default_rng(4), 16, [2], [1, 8], ratio)
+    for r in [*base, *specs[2]]:
+        r["prompt_id"] = f"{r['prompt_id']}-c{r['concurrency']}"  # no prompt common to both
+    decisions, how = decide_schedule(base, specs, 0.05, 0.95, 1000)
+    assert "Bonferroni level 0.975" in how
+    assert [(d.concurrency, d.gamma) for d in decisions] == [(1, 2), (8, 0)]
+
+
 def test_ranges_switch_at_the_geometric_midpoint_without_a_model() -> None:
     ranges, bounds = schedule_ranges([(1, 4), (4, 2), (16, 2), (64, 0)], model_switch(None, {}))
     assert ranges == [[1, 1, 4], [2, 31, 2], [32, OPEN_END, 0]]  # √4 = 2, √(16·64) = 32
