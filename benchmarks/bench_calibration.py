@@ -22,6 +22,7 @@ from specbench.analysis import calibration as cal
 from specbench.analysis import compare_calibration as cc
 from specbench.analysis import conformance_calibration as conf
 from specbench.analysis import lossless_tests as lossless
+from specbench.analysis import schedule_calibration as sc
 
 Rate = tuple[float, float]
 
@@ -65,6 +66,15 @@ def rows(reps: int) -> list[tuple[str, Callable[[], Rate], str, Callable[[float,
             lambda r, se: True,
         )
     )
+    for n in (8, 16):
+        out.append(
+            (
+                f"false ON of the γ schedule (2 γ × 3 concurrencies, any concurrency), n = {n}",
+                lambda n=n: sc.schedule_false_on_rate(n, [2, 4], [1, 4, 16], reps, seed=606 + n),
+                "≤ 0.025",
+                at_most(0.025),
+            )
+        )
     out.append(
         (
             "power: ON at a true 1.3× with 4 candidates, n = 16",

@@ -75,6 +75,67 @@ class StopsPaying(ResultsModel):
     never_pays: bool
 
 
+class StepCellFit(ResultsModel):
+    """One measured cell of the step-cost model against its fit (`analysis.schedule_section`)."""
+
+    b: int
+    gamma: int
+    tau: Num
+    step_ms: Num
+    fitted_ms: Num
+    loo_ms: Num
+    loo_rel_error: Num
+
+
+class BatchModel(ResultsModel):
+    """The batch-aware step-cost model (docs/theory.md §15) and where its error was measured."""
+
+    form: str
+    n_cells: int
+    fitted: bool
+    reason: str | None = None  # not fitted only
+    params_ms: dict[str, Num] | None = None
+    knee_tokens: Num = None
+    error_measured: str | None = None
+    cells: list[StepCellFit] | None = None
+    loo_median_abs_rel_error: Num = None
+    loo_max_abs_rel_error: Num = None
+
+
+class ScheduleRow(ResultsModel):
+    """One measured concurrency of the γ schedule."""
+
+    concurrency: int
+    gamma: int  # 0 = off
+    verdict: Literal["on", "off"]
+    reason: str
+    goodput_ratio: dict[str, EstimateJSON | None]  # γ → ratio to no speculation
+    decision_lower_bound: dict[str, Num]
+    goodput_tok_s: dict[str, Num]  # "0" = no speculation
+    predicted_goodput_tok_s: dict[str, Num]
+
+
+class ScheduleBoundary(ResultsModel):
+    between: tuple[int, int]
+    at: int
+    rule: Literal["model", "geometric_midpoint"]
+
+
+class GammaSchedule(ResultsModel):
+    """The γ schedule by concurrency (`analysis.gamma_schedule`): ranges [lo, hi, k], k = 0 off."""
+
+    rule: str
+    family: str
+    false_on_rate: Num
+    margin: float
+    goodput: str
+    concurrencies: list[ScheduleRow]
+    ranges: list[tuple[int, int, int]]
+    boundaries: list[ScheduleBoundary]
+    measured_up_to: int
+    extrapolated_from: int
+
+
 class EngineSection(ResultsModel):
     backend: str | None
     reference_concurrency: int
@@ -86,6 +147,8 @@ class EngineSection(ResultsModel):
     metrics_available: bool
     chosen_gamma: int | None
     chosen_stops_paying_at: int | None
+    batch_model: BatchModel | None = None
+    schedule: GammaSchedule | None = None
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

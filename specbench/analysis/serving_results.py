@@ -29,6 +29,7 @@ from specbench.analysis.groups import Group, Record
 from specbench.analysis.latency import pooled_itl, tokens_per_s
 from specbench.analysis.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.recommend import SettingKey, decide_entry
+from specbench.analysis.schedule_section import schedule_parts
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import (
     concurrency_of,
@@ -192,6 +193,10 @@ def analyse_engine_group(
         "stops_paying": stops,
         "metrics_available": all(m.get("metrics_available", True) for m in metrics),
     }
+    # the step-cost model and the γ schedule by concurrency (docs/theory.md §15)
+    out["engine"]["batch_model"], out["engine"]["schedule"] = schedule_parts(
+        base, specs, metrics, per_gamma, s
+    )
     if metrics and not out["engine"]["metrics_available"]:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
     out["warnings"] = list(dict.fromkeys(warnings))

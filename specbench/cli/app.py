@@ -41,6 +41,7 @@ from specbench.cli.options import CheckedCommand
 from specbench.cli.report import report
 from specbench.cli.roi import roi
 from specbench.cli.run import run
+from specbench.cli.schedule import schedule
 from specbench.cli.schema import schema
 from specbench.cli.simulate import simulate
 from specbench.cli.validate import validate
@@ -56,6 +57,7 @@ COMMANDS: tuple[Callable[..., None], ...] = (
     compare,
     verify,
     simulate,
+    schedule,
     validate,
     schema,
 )

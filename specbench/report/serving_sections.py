@@ -15,6 +15,8 @@ from specbench.analysis.results_model_engine import Conformance, EngineSection
 from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.schedule_plot import plot_goodput_schedule
+from specbench.report.schedule_sections import schedule_blocks
 from specbench.report.text import entry_slug, num_text
 
 
@@ -39,6 +41,9 @@ def make_engine_plots(plot_dir: Path, results: RunResults) -> dict[str, str]:
             name = f"concurrency_{entry_slug(e)}"
             plots.plot_speedup_vs_concurrency(plot_dir / f"{name}.png", e)
             made[name] = f"plots/{name}.png"
+            if e.engine.schedule is not None:  # the γ schedule's goodput plot
+                made |= {f"schedule_{entry_slug(e)}": f"plots/schedule_{entry_slug(e)}.png"}
+                plot_goodput_schedule(plot_dir / f"schedule_{entry_slug(e)}.png", e)
     return made
 
 
@@ -159,6 +164,7 @@ def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
             blocks.append(
                 Image(images[f"concurrency_{slug}"], f"speedup against concurrency, {slug}")
             )
+        blocks += schedule_blocks(e, eng, images)
     blocks += conformance_blocks(results.conformance)
     return blocks
 

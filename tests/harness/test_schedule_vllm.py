@@ -1,0 +1,47 @@
+"""The exported γ schedule against the installed vLLM (harness/serving/vllm_schedule.py): its
+SpeculativeConfig knows `num_speculative_tokens_per_batch_size`, vLLM's own validator accepts the
+ranges, and vLLM's dense batch-size lookup gives specbench's k at every batch size. No engine is
+started (no flock needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench.analysis.gamma_schedule import OPEN_END, gamma_at
+from specbench.cli.app import app
+from specbench.errors import SpecbenchError
+from specbench.report.schedule_export import vllm_speculative_config
+from tests.unit.test_schedule_export import RANGES, _run_dir
+
+pytest.importorskip("vllm")
+
+
+@pytest.mark.vllm
+def test_installed_vllm_accepts_the_export_and_looks_it_up_the_same() -> None:
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    from specbench.harness.serving.vllm_schedule import check_with_installed_vllm
+
+    conf = json.loads(json.dumps(vllm_speculative_config(RANGES, {"method": "draft_model"})))
+    ranges = conf["num_speculative_tokens_per_batch_size"]
+    assert check_with_installed_vllm(ranges)
+    dense = build_dynamic_sd_schedule_lookup(ranges, 256, conf["num_speculative_tokens"])
+    assert [dense[b] for b in range(1, 257)] == [gamma_at(RANGES, b) for b in range(1, 257)]
+    assert RANGES[-1][1] == OPEN_END
+    with pytest.raises(SpecbenchError, match="refuses the schedule"):
+        check_with_installed_vllm([[2, 8, 1]])  # vLLM: the first range must start at 1
+
+
+@pytest.mark.vllm
+def test_schedule_command_vllm_format(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    res = CliRunner().invoke(app, ["schedule", str(run), "--format", "vllm"])
+    assert res.exit_code == 0, res.output
+    conf = json.loads(res.stdout)
+    assert conf["num_speculative_tokens"] == 3
+    assert conf["num_speculative_tokens_per_batch_size"][0][:1] == [1]
+    assert "accepted by the installed vLLM" in res.stderr
