@@ -13,6 +13,7 @@ from specbench.analysis.results_model_base import (
     Num,
     ResultsModel,
 )
+from specbench.analysis.results_model_load import LoadCell, SloJSON
 
 # --- engine runs ------------------------------------------------------------------------------
 
@@ -86,6 +87,8 @@ class EngineSection(ResultsModel):
     metrics_available: bool
     chosen_gamma: int | None
     chosen_stops_paying_at: int | None
+    load: list[LoadCell] | None = None  # per setting × load point (analysis.load_cells)
+    slo: SloJSON | None = None
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------
