@@ -105,7 +105,11 @@ class LoadServer:
                 for i in range(n):
                     if srv.closed.wait(srv.step_s):
                         return
-                    choice = {"index": 0, "text": "x", "finish_reason": "length" if i == n - 1 else None}
+                    choice = {
+                        "index": 0,
+                        "text": "x",
+                        "finish_reason": "length" if i == n - 1 else None,
+                    }
                     event = self._chunk(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
                     if srv.mode == "buffered":
                         held.append(event)
@@ -114,7 +118,9 @@ class LoadServer:
                         self.wfile.flush()
                 usage = {"prompt_tokens": 5, "completion_tokens": n}
                 tail = [
-                    self._chunk(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()),
+                    self._chunk(
+                        f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+                    ),
                     self._chunk(b"data: [DONE]\n\n"),
                     self._chunk(b""),
                 ]

@@ -14,8 +14,8 @@ Goodput (vLLM benchmark_serving's `--goodput`): a request is *good* when it succ
 every objective set (value ≤ objective; TPOT of a one-token answer is 0); goodput = good
 requests ÷ the cell's duration, and the same for their output tokens. Intervals condition on the
 duration: the share of good requests gets a Clopper–Pearson interval, the share of output tokens
-from good requests the prompt-bootstrap interval of `stats.proportion_ci`, each scaled by the
-cell's request or token throughput.
+from good requests a seeded percentile bootstrap over requests, each scaled by the cell's request
+or token throughput.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats as sps
 
 from specbench.analysis.serialize import json_num
-from specbench.analysis.stats import proportion_ci
+from specbench.analysis.stats import DEFAULT_SEED
 
 PERCENTILES = (50, 90, 99)
 
@@ -97,6 +97,19 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
+def token_share_ci(
+    tokens: np.ndarray, good: np.ndarray, level: float, n_boot: int
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval (requests resampled, seeded) of Σ tokens of good requests ÷
+    Σ tokens."""
+    rng = np.random.default_rng(DEFAULT_SEED)
+    idx = rng.integers(0, len(tokens), size=(n_boot, len(tokens)))
+    tot = tokens[idx].sum(axis=1)
+    share = np.where(tot > 0, (tokens * good)[idx].sum(axis=1) / np.maximum(tot, 1e-300), 0.0)
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(share, tail)), float(np.quantile(share, 1.0 - tail))
+
+
 def goodput(
     good: Sequence[bool],
     tokens: Sequence[int],
@@ -128,8 +141,7 @@ def goodput(
     if total > 0 and math.isfinite(tps):
         tok_share = float((t * g).sum()) / total
         if 0.0 < tok_share < 1.0:
-            est = proportion_ci(t * g, t, n_boot, level)
-            t_lo, t_hi = est.lo, est.hi
+            t_lo, t_hi = token_share_ci(t, g, level, n_boot)
         else:  # all or none: no resample moves it; the request share's interval bounds it
             t_lo, t_hi = lo, hi
         out["output_tokens_per_s"] = {

@@ -21,6 +21,7 @@ from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, read_records
 from specbench.report.documents import write_documents
+from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.summary_csv import summary_frame, write_csv
 
 
@@ -170,5 +171,7 @@ def write_reports(
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     write_csv(run_dir / "summary.csv", summary_frame(results))
+    if (load := load_frame(results)) is not None:  # engine runs: one row per load cell
+        write_csv(run_dir / LOAD_CSV, load)
     write_documents(run_dir, results, records)
     return results, notes
