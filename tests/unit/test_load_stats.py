@@ -59,7 +59,9 @@ def test_read_trace_offsets_and_bad_rows(tmp_path: Path) -> None:
     assert read_trace(str(f), None) == [0.0, 2.0, 3.5]
     assert read_trace("trace.jsonl", tmp_path, speed=2.0) == [0.0, 1.0, 1.75]
     f.write_text('{"arrival_s": 1}\n{"when": 2}\n')
-    with pytest.raises(SpecbenchError, match="line 2: a trace row needs `arrival_s` or `timestamp`"):
+    with pytest.raises(
+        SpecbenchError, match="line 2: a trace row needs `arrival_s` or `timestamp`"
+    ):
         read_trace(str(f), None)
     f.write_text('{"timestamp": "yesterday"}\n')
     with pytest.raises(SpecbenchError, match="neither epoch seconds nor ISO 8601"):
@@ -85,7 +87,10 @@ BASE = {
         ({"load": {"max_duration_s": 10**6}}, "max_duration_s"),
         ({"load": {"arrival": "uniform"}}, "only 'poisson'"),
         ({"slo": {"ttft_ms": -1}}, "ttft_ms"),
-        ({"backend": "transformers", "draft": {"model": "y"}, "load": {"rates": [1]}}, "engine backend"),
+        (
+            {"backend": "transformers", "draft": {"model": "y"}, "load": {"rates": [1]}},
+            "engine backend",
+        ),
     ],
 )
 def test_load_config_bounds(extra: dict[str, object], message: str) -> None:
