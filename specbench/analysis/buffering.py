@@ -1,6 +1,6 @@
 """Buffered streams: a gateway (or server) that holds a response and delivers it at once makes
 TTFT ≈ end-to-end latency and TPOT meaningless (docs/serving.md "Buffered streams",
-docs/theory.md §21).
+docs/theory.md §15).
 
 A turn is *buffered* when its tokens needed at least two engine steps — more than γ + 1 tokens,
 the most one verification step can emit (γ + 1 also with no speculation: one token per step) —
