@@ -237,3 +237,49 @@ def test_unreachable_concurrency_is_stated() -> None:
     cells, notes = load_section([*recs, m], {}, 0.95, 200)
     assert cells[0]["effective_concurrency"] == 3
     assert any("concurrency 16 cannot be reached with 3 prompts" in n for n in notes)
+
+
+def _simulated_turn(
+    rng: np.random.Generator, tokens: int, gamma: int, starved: bool
+) -> tuple[int, float]:
+    """(content chunks, first → last span ms) of one honest stream: one chunk per engine step of
+    1..γ+1 tokens, steps lognormal around 3 ms (never below 0.6 ms); a starved client reads the
+    whole response at once (every chunk within 0.05 ms)."""
+    steps = []
+    left = tokens
+    while left > 0:
+        k = min(int(rng.integers(1, gamma + 2)), left)
+        steps.append(k)
+        left -= k
+    gaps = np.maximum(rng.lognormal(np.log(3.0), 0.5, len(steps) - 1), 0.6)
+    span = float(rng.uniform(0, 0.05)) if starved else float(gaps.sum())
+    return len(steps), span
+
+
+def test_buffered_cell_false_alarm_rate_by_simulation() -> None:
+    """Honest streams whose client is starved on 5 % of requests (reads a whole response at
+    once): each starved request is flagged, but a cell of 8 is flagged only when ≥ 4 are, with
+    probability P(Binomial(8, 0.05) ≥ 4) = 3.7e-4; over 2000 seeded cells the count must stay
+    within its Poisson 1e-3 quantile (≤ 5). Buffered cells (every response at once) are always
+    flagged."""
+    rng = np.random.default_rng(5)
+    bound = sps.binom.sf(3, 8, 0.05)
+    cells, flagged = 2000, 0
+    for _ in range(cells):
+        recs = []
+        for _ in range(8):
+            gamma = int(rng.integers(0, 5))
+            tokens = int(rng.integers(2 * (gamma + 1), 64))
+            starved = bool(rng.random() < 0.05)
+            chunks, span = _simulated_turn(rng, tokens, gamma, starved)
+            flag = buffered_turn(tokens, chunks, span, gamma)
+            assert flag == starved  # ≥ 2 steps each: only the starved reads are flagged
+            recs.append({"buffered": flag})
+        flagged += buffered_cell(recs)[1]
+    assert flagged <= sps.poisson.ppf(0.999, cells * bound)
+    for _ in range(200):  # a buffering gateway: one chunk or all chunks within 0.05 ms
+        gamma = int(rng.integers(0, 5))
+        tokens = int(rng.integers(2 * (gamma + 1), 64))
+        chunks, _ = _simulated_turn(rng, tokens, gamma, False)
+        assert buffered_turn(tokens, chunks, float(rng.uniform(0, 0.05)), gamma)
+        assert buffered_turn(tokens, 1, None, gamma)

@@ -22,6 +22,10 @@ successful line. `--resume` runs every unit not done — the ones a kill left un
 and the ones that failed — as the rest of their batch (a partial batch), so a killed run loses at
 most the requests in flight and each unit ends with exactly one successful line.
 
+Open-loop load points (`load.rates`, `load.trace`) run after each setting's closed-loop batches,
+one batch per workload × temperature × load point × repeat (`open_driver.py`: arrivals, records,
+and why `--resume` reruns an interrupted open-loop batch whole).
+
 A workload with `dataset.sampling: logged` runs once (under one temperature label, as on the
 transformers backend), each request at its own logged temperature, top_p and max tokens.
 """
