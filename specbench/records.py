@@ -132,6 +132,11 @@ class UnitRecord(Record):
     concurrency: int | None = Field(default=None, ge=1)
     backend: str | None = None
     endpoint: str | None = None
+    # engine backends, open loop (`harness.serving.open_driver`): the load point ("rate=2",
+    # "trace"; absent = closed loop), its rate and the batch attempt the request belongs to
+    load: str | None = None
+    rate: float | None = None
+    attempt: str | None = None
 
 
 class MeasuredRecord(UnitRecord):
@@ -156,6 +161,13 @@ class MeasuredRecord(UnitRecord):
     content: list[dict[str, Any]] | None = None  # answer checks (docs/theory.md §13)
     sampling: Literal["logged"] | None = None  # a logged request: its own settings in `request`
     request: dict[str, Any] | None = None
+    # engine backends: content chunks and first → last chunk span per turn, the buffered flag
+    # (analysis.buffering); open loop: the arrival offset and the client-side wait before sending
+    chunks: list[int] | None = None
+    stream_span_ms: list[float | None] | None = None
+    buffered: bool | None = None
+    arrival_s: float | None = None
+    queue_ms: float | None = None
 
 
 class BaselineRecord(MeasuredRecord):
@@ -196,6 +208,11 @@ class EngineMetricsRecord(Record):
     accept_length_gauge: float | None = None
     output_tokens_per_s: float | None = None
     partial: bool = False  # a resumed batch's rest (fewer prompts than planned)
+    load: str | None = None  # open loop: the load point, its rate and this run of the batch
+    rate: float | None = None
+    attempt: str | None = None
+    not_sent: int | None = None  # open loop: requests not sent before load.max_duration_s
+    hit_bound: bool | None = None
 
 
 KnownRecord = BaselineRecord | SpecRecord | WarmupRecord | FailedRecord | EngineMetricsRecord

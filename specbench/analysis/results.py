@@ -37,6 +37,7 @@ from typing import Any, cast
 from specbench.analysis.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.groups import Group, Record, failure_rows, group_records, is_engine_group
 from specbench.analysis.latency import pair
+from specbench.analysis.load_cells import attach_load, closed_loop
 from specbench.analysis.recommend import SettingKey, WorkloadInput, pool_recommendation
 from specbench.analysis.request_mix import request_mix
 from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
@@ -85,7 +86,7 @@ def build_results(
     entries = []
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
-    groups = group_records(records)
+    groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
     for (workload, temp), grp in sorted(
         groups.items(), key=lambda kv: (s.rank(kv[0][0]), kv[0][1])
     ):
@@ -118,6 +119,7 @@ def build_results(
                     own,
                 )
             )
+    attach_load(entries, records, config, s.ci_level, s.n_boot)  # tails, goodput per load point
     return {
         "schema": RESULTS_SCHEMA,
         "run": run_header(config, s),

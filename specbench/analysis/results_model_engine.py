@@ -13,6 +13,7 @@ from specbench.analysis.results_model_base import (
     Num,
     ResultsModel,
 )
+from specbench.analysis.results_model_load import LoadCell, SloJSON
 
 # --- engine runs ------------------------------------------------------------------------------
 
@@ -149,6 +150,8 @@ class EngineSection(ResultsModel):
     chosen_stops_paying_at: int | None
     batch_model: BatchModel | None = None
     schedule: GammaSchedule | None = None
+    load: list[LoadCell] | None = None  # per setting × load point (analysis.load_cells)
+    slo: SloJSON | None = None
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

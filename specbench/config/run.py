@@ -19,6 +19,7 @@ from specbench.config.backends import (
     SpeculativeSpec,
     engine_defaults,
 )
+from specbench.config.load import LoadSpec, SloSpec
 from specbench.config.sections import (
     MAX_GAMMA,
     MAX_NEW_TOKENS,
@@ -72,6 +73,8 @@ class RunConfig(StrictModel):
     speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)  # backend: vllm
     # engine backends: the numbers of requests kept in flight
     concurrency: list[int] = Field(default_factory=lambda: [1])
+    load: LoadSpec = Field(default_factory=LoadSpec)  # engine backends: open-loop arrivals
+    slo: SloSpec = Field(default_factory=SloSpec)  # engine backends: goodput's objectives
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
@@ -112,6 +115,12 @@ class RunConfig(StrictModel):
                 f"workload '{logged[0]}': dataset.sampling: logged sends each request's own "
                 f"{fixed[0]}, which server.extra_body overrides; remove it from extra_body"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _load(self) -> RunConfig:
+        if self.backend == "transformers" and (self.load.open_loop or self.slo.any):
+            raise ValueError("load and slo need an engine backend (backend: vllm or openai)")
         return self
 
     @model_validator(mode="after")

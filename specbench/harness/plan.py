@@ -23,7 +23,14 @@ from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_truncated_tail
 from specbench.spec.policies import Policy
 
-DERIVED_FILES = ("results.json", "report.md", "report.html", "summary.csv", "warmup.jsonl")
+DERIVED_FILES = (
+    "results.json",
+    "report.md",
+    "report.html",
+    "summary.csv",
+    "load_summary.csv",
+    "warmup.jsonl",
+)
 
 
 # ---------------------------------------------------------------------------------------------

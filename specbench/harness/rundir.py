@@ -16,11 +16,13 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from specbench.analysis.load_cells import closed_loop
 from specbench.analysis.results import build_results
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, read_records
 from specbench.report.documents import write_documents
+from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.summary_csv import summary_frame, write_csv
 
 
@@ -165,10 +167,12 @@ def write_reports(
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
-        results["conformance"] = check_against_reference(records, config, load_run)
+        results["conformance"] = check_against_reference(closed_loop(records), config, load_run)
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     write_csv(run_dir / "summary.csv", summary_frame(results))
-    write_documents(run_dir, results, records)
+    if (load := load_frame(results)) is not None:  # engine runs: one row per load cell
+        write_csv(run_dir / LOAD_CSV, load)
+    write_documents(run_dir, results, closed_loop(records))  # open-loop cells: results only
     return results, notes

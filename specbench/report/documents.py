@@ -15,6 +15,7 @@ from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
+from specbench.report.load_sections import load_blocks
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
 from specbench.report.text import entry_slug
 from specbench.report.workload_sections import appendix_blocks, workload_blocks
@@ -81,6 +82,7 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     for e in results.workloads:
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
+    blocks += load_blocks(results)  # engine runs: tails and goodput per load point
     if results.failures:
         blocks.append(Heading("Failures"))
         blocks.append(

@@ -48,6 +48,7 @@ class TurnResult:
     output_ids: list[int] | None = None
     chunks: int = 0
     truncated: bool = False
+    last_chunk_ms: float | None = None  # send → the last content-bearing chunk (buffering check)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class ConversationResult:
     turns: list[TurnResult] = field(default_factory=list)
     error: str | None = None
     counters: SpecCounters | None = None  # this conversation's deltas (concurrency 1 only)
+    queue_ms: float | None = None  # open loop: send time − scheduled arrival (`open_loop.py`)
 
 
 @dataclass(frozen=True)

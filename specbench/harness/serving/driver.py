@@ -22,6 +22,10 @@ successful line. `--resume` runs every unit not done — the ones a kill left un
 and the ones that failed — as the rest of their batch (a partial batch), so a killed run loses at
 most the requests in flight and each unit ends with exactly one successful line.
 
+Open-loop load points (`load.rates`, `load.trace`) run after each setting's closed-loop batches,
+one batch per workload × temperature × load point × repeat (`open_driver.py`: arrivals, records,
+and why `--resume` reruns an interrupted open-loop batch whole).
+
 A workload with `dataset.sampling: logged` runs once (under one temperature label, as on the
 transformers backend), each request at its own logged temperature, top_p and max tokens.
 """
@@ -46,6 +50,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
+from specbench.harness.serving.arrivals import effective_concurrency_notes
 from specbench.harness.serving.base import (
     Backend,
     Conversation,
@@ -62,6 +67,7 @@ from specbench.harness.serving.engine_records import (
     prepare_engine_dir,
     request_record,
 )
+from specbench.harness.serving.open_driver import OpenPlan, plan_open, run_open_batch
 from specbench.records import RECORDS_FILE, RecordWriter
 
 # one batch: (workload, temperature, concurrency, repeat)
@@ -110,6 +116,7 @@ def run_engine(
     outcome = RunOutcome(out_dir)
     settings = backend.settings()
     plan = plan_batches(cfg, prompts)
+    open_plan = plan_open(cfg, prompts, out_dir, base_dir)
     total = sum(len(prompts[w]) for s in settings for w, *_ in plan)
     already = sum(
         1
@@ -118,14 +125,24 @@ def run_engine(
         for p in prompts[w]
         if (BatchKey(s.gamma, s.label, w, t, c, r), p.id) in done
     )
+    total += sum(open_plan.n_requests(b, prompts) for s in settings for b in open_plan.batches)
+    already += sum(
+        open_plan.n_requests(b, prompts)
+        for s in settings
+        for b in open_plan.batches
+        if open_plan.key(s, b, cfg) in open_plan.done
+    )
     ev.planned(total, already)
+    reach = effective_concurrency_notes(cfg, {w: len(p) for w, p in prompts.items()})
+    outcome.warnings.extend(reach)
 
     def env() -> dict[str, Any]:
-        return with_earlier_capacity(serving_environment(cfg, backend.environment()), earlier)
+        env = with_earlier_capacity(serving_environment(cfg, backend.environment()), earlier)
+        return {**env, "load_warnings": reach} if reach else env
 
     write_env(out_dir, env())
     try:
-        _measure(cfg, out_dir, backend, settings, plan, done, prompts, ev, outcome)
+        _measure(cfg, out_dir, backend, settings, plan, done, prompts, ev, outcome, open_plan)
     finally:
         write_env(out_dir, env())  # now with what the engines reported about themselves
     return outcome
@@ -141,6 +158,7 @@ def _measure(
     prompts: dict[str, list[Prompt]],
     ev: RunEvents,
     outcome: RunOutcome,
+    open_plan: OpenPlan,
 ) -> None:
     with (
         RecordWriter(out_dir / RECORDS_FILE) as writer,
@@ -154,7 +172,8 @@ def _measure(
                 outcome.skipped += len(prompts[batch[0]]) - len(rest)
                 if rest:
                     todo.append((batch, rest))
-            if not todo:
+            open_todo = open_plan.todo(setting, cfg)
+            if not todo and not open_todo:
                 continue
             with backend.open(setting) as session:
                 try:
@@ -163,6 +182,14 @@ def _measure(
                         _run_batch(
                             cfg, setting, session, rest, len(prompts[workload]), workload, temp,
                             conc, rep, writer, ev, outcome,
+                        )  # fmt: skip
+                    for ob in open_todo:
+                        wl, t, _, r = ob
+                        run_open_batch(
+                            cfg, session,
+                            _head(cfg, setting, wl, t, cfg.load.max_in_flight, r),
+                            _conversations(cfg, prompts[wl], wl, t, setting, r),
+                            ob, open_plan.trace, writer, ev, outcome,
                         )  # fmt: skip
                 except (KeyboardInterrupt, SpecbenchError):
                     raise

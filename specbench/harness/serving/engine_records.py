@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.buffering import buffered_request
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
 from specbench.harness.plan import logged_fields, prepare_run_dir
@@ -30,6 +31,7 @@ class BatchKey:
     temperature: float
     concurrency: int
     repeat: int
+    load: str = "closed"  # or an open-loop load point: "rate=2", "trace" (`arrivals.py`)
 
 
 # A unit: one prompt of one batch.
@@ -44,6 +46,7 @@ def batch_key_of(rec: dict[str, Any]) -> BatchKey:
         float(rec["temperature"]),
         int(rec["concurrency"]),
         int(rec.get("repeat", 0)),
+        str(rec.get("load", "closed")),
     )
 
 
@@ -112,11 +115,21 @@ def request_record(
         "tokens_per_s": new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
         "tpot_ms": decode_ms / after_first if after_first > 0 else None,
         "chunks": [t.chunks for t in turns],
+        # first → last content chunk, per turn; `buffered` by analysis.buffering's rule
+        "stream_span_ms": [
+            _rounded(t.last_chunk_ms - t.ttft_ms) if t.last_chunk_ms is not None else None
+            for t in turns
+        ],
         "peak_memory_mb": None,
         "answers": [t.text for t in turns],
     }
     if keep_ids and all(t.output_ids is not None for t in turns):
         body["output_ids"] = [t.output_ids for t in turns]
+    body["buffered"] = buffered_request(
+        [t.new_tokens for t in turns], body["chunks"], body["stream_span_ms"], int(head["gamma"])
+    )
+    if res.queue_ms is not None:  # open loop: sent this late after its arrival
+        body["queue_ms"] = _rounded(res.queue_ms)
     if res.counters is not None:
         body["spec_counters"] = res.counters.to_dict()
     body.update(logged_fields(conv.prompt, conv.params))  # a logged request: how it was sampled

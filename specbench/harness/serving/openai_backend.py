@@ -48,6 +48,7 @@ from specbench.harness.serving.metrics import (
     parse_prometheus,
     spec_counters_from_samples,
 )
+from specbench.harness.serving.open_loop import OpenBatch, run_open_threaded
 from specbench.harness.serving.openai_http import (
     RequestFailed,
     get_text,
@@ -203,6 +204,17 @@ class OpenAISession:
                 deliver(i, res)
         return results
 
+    def run_open(
+        self,
+        convs: list[Conversation],
+        arrivals: list[float],
+        max_in_flight: int,
+        max_duration_s: float,
+        on_result: OnResult | None = None,
+    ) -> OpenBatch:
+        work = lambda c: self._conversation(c, False)  # noqa: E731
+        return run_open_threaded(work, convs, arrivals, max_in_flight, max_duration_s, on_result)
+
 
 class OpenAIBackend:
     """The servers of an openai run, one per setting."""
@@ -344,7 +356,9 @@ class OpenAIBackend:
     @contextmanager
     def open(self, setting: EngineSetting) -> Iterator[OpenAISession]:
         # room for the largest concurrency: a request never waits for a connection while timed
-        with make_client(self.cfg.server.timeout_s, max(self.cfg.concurrency) + 2) as client:
+        load = self.cfg.load
+        room = max(*self.cfg.concurrency, load.max_in_flight if load.open_loop else 0)
+        with make_client(self.cfg.server.timeout_s, room + 2) as client:
             model, max_context, metrics_ok = self._preflight(client, setting)
             yield OpenAISession(self, setting, model, max_context, metrics_ok, client)
 

@@ -81,6 +81,7 @@ def stream_turn(
     chunks = 0
     ended = False
     first: float | None = None
+    last: float | None = None
     t0 = time.perf_counter()
     try:
         with client.sse(url, method="POST", json=body, headers=headers) as source:
@@ -106,8 +107,9 @@ def stream_turn(
                         ids.extend(choice.token_ids)
                     if piece or choice.token_ids:
                         chunks += 1
+                        last = time.perf_counter()
                         if first is None:
-                            first = time.perf_counter()
+                            first = last
                         text.append(piece)
                     if choice.finish_reason:
                         finish = choice.finish_reason
@@ -138,4 +140,5 @@ def stream_turn(
         stop_reason=finish,
         output_ids=ids or None,
         chunks=chunks,
+        last_chunk_ms=(last - t0) * 1000.0 if last is not None else None,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from specbench.harness.serving.base import (
     TurnResult,
 )
 from specbench.harness.serving.metrics import spec_counters_from_vllm_metrics
+from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch
 from specbench.harness.serving.vllm_log import first_line
 
 
@@ -77,13 +79,38 @@ class VllmSession:
         concurrency: int,
         on_result: OnResult | None = None,
     ) -> list[ConversationResult]:
+        batch = self._run(convs, concurrency, on_result, None, 0.0)
+        return [r for r in batch.results if r is not None]  # all of them: a closed loop
+
+    def run_open(
+        self,
+        convs: list[Conversation],
+        arrivals: list[float],
+        max_in_flight: int,
+        max_duration_s: float,
+        on_result: OnResult | None = None,
+    ) -> OpenBatch:
+        """An open-loop batch (`open_loop.py`): conversation i enters the engine at arrivals[i]
+        s (late when `max_in_flight` are in it); none enters after `max_duration_s`, and those
+        still in the engine then are aborted and recorded failed."""
+        return self._run(convs, max_in_flight, on_result, arrivals, max_duration_s)
+
+    def _run(
+        self,
+        convs: list[Conversation],
+        concurrency: int,
+        on_result: OnResult | None,
+        arrivals: list[float] | None,
+        max_duration_s: float,
+    ) -> OpenBatch:
         results = [ConversationResult() for _ in convs]
         answers: list[list[str]] = [[] for _ in convs]
         pending = deque(range(len(convs)))
         inflight: dict[str, _Inflight] = {}
         start: dict[int, SpecCounters | None] = {}
-        per_request = concurrency == 1
+        per_request = concurrency == 1 and arrivals is None
         active = 0
+        waited: set[int] = set()  # open loop: sent late because `concurrency` were in flight
 
         def submit(i: int, turn: int) -> None:
             conv = convs[i]
@@ -111,9 +138,31 @@ class VllmSession:
             if on_result is not None:  # its record goes to disk now, not when the batch ends
                 on_result(i, results[i])
 
+        t0 = time.perf_counter()
+        batch = OpenBatch(results=list(results))
+        if arrivals is not None:
+            pending = deque(range(len(arrivals)))
+            batch.results = [None] * len(convs)
         while pending or inflight:
+            now = time.perf_counter()
+            if arrivals is not None and now - t0 >= max_duration_s:
+                batch.not_sent = len(pending)
+                for rid, cut in list(inflight.items()):
+                    with suppress(Exception):
+                        self.engine.abort_request([rid])
+                    del inflight[rid]
+                    results[cut.conv].error = IN_FLIGHT_AT_BOUND
+                    batch.cut_at_bound += 1
+                    finish(cut.conv)
+                break
             while pending and active < concurrency:
+                if arrivals is not None and now - t0 < arrivals[pending[0]]:
+                    break
                 i = pending.popleft()
+                if arrivals is not None:
+                    results[i].queue_ms = (now - t0 - arrivals[i]) * 1000.0
+                    batch.results[i] = results[i]
+                    batch.sent += 1
                 active += 1
                 if per_request:
                     start[i] = self.counters()
@@ -125,7 +174,12 @@ class VllmSession:
                     results[i].error = f"{type(exc).__name__}: {first_line(exc)}"
                     finish(i)
             if not inflight:
+                if pending and arrivals is not None:  # idle until the next arrival
+                    time.sleep(min(max(t0 + arrivals[pending[0]] - time.perf_counter(), 0.0), 0.1))
                 continue
+            late = arrivals is not None and pending and active >= concurrency
+            if late and time.perf_counter() - t0 >= arrivals[pending[0]]:  # type: ignore[index]
+                waited.add(pending[0])
             outputs = self.engine.step()
             now = time.perf_counter()
             for out in outputs:
@@ -151,6 +205,7 @@ class VllmSession:
                         output_ids=list(comp.token_ids),
                         chunks=req.chunks,
                         truncated=req.truncated,
+                        last_chunk_ms=(now - req.submitted) * 1000.0,
                     )
                 )
                 answers[req.conv].append(comp.text)
@@ -158,4 +213,7 @@ class VllmSession:
                     submit(req.conv, req.turn + 1)
                 else:
                     finish(req.conv)
-        return results
+        batch.wall_ms = (time.perf_counter() - t0) * 1000.0
+        batch.waited_for_slot = len(waited)
+        batch.queue_ms = [r.queue_ms for r in results if r.queue_ms is not None]
+        return batch
