@@ -48,6 +48,7 @@ class TurnResult:
     output_ids: list[int] | None = None
     chunks: int = 0
     truncated: bool = False
+    spec: SpecCounters | None = None  # the engine's own per-request acceptance (request_metrics)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class ConversationResult:
     turns: list[TurnResult] = field(default_factory=list)
     error: str | None = None
     counters: SpecCounters | None = None  # this conversation's deltas (concurrency 1 only)
+    attempts: int = 0  # requests sent for it, retries included (counter reconciliation)
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,15 @@ transformers backend), each request at its own logged temperature, top_p and max
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.counter_reconcile import polluted_message
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import Prompt
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.harness.env import serving_environment, write_env
 from specbench.harness.plan import (
     RunEvents,
@@ -264,9 +266,11 @@ def _run_batch(
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)
 
+    max_tokens = max(c.params.max_tokens for c in convs)
+
     def write(i: int, res: ConversationResult) -> None:
         conv = convs[i]
-        rec = request_record(head, conv, res, True)
+        rec = request_record(head, conv, res, True, max_tokens)
         if rec["kind"] == "failed":
             outcome.failures.append(rec)
         if any(t.truncated for t in res.turns):
@@ -280,7 +284,12 @@ def _run_batch(
     results = session.run_batch(convs, conc, write)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     after = session.snapshot()
-    mrec = metrics_record(head, before, after, wall_ms, results, n_planned)
+    mrec = metrics_record(head, before, after, wall_ms, results, n_planned, max_tokens)
     writer.write(mrec)
+    if mrec["counters_polluted"]:
+        where = f"{setting.endpoint or setting.label} {label} {workload}"
+        note = polluted_message(where, mrec["reconciliation"])
+        warnings.warn(note, SpecbenchWarning, stacklevel=1)  # now, during the run
+        outcome.warnings.append(note)
     counters = SpecCounters.from_dict(mrec["spec_counters"]) if mrec["spec_counters"] else None
     outcome.warnings.extend(label_checks(setting, counters, after.available))

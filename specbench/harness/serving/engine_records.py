@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.counter_reconcile import Reconciliation, reconcile
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
 from specbench.harness.plan import logged_fields, prepare_run_dir
@@ -17,6 +18,7 @@ from specbench.harness.serving.base import (
     Snapshot,
 )
 from specbench.harness.serving.endpoints import merged_server_config, without_server
+from specbench.harness.serving.request_metrics import summed
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
 
 ENGINE_METRICS_KIND = "engine_metrics"
@@ -84,7 +86,11 @@ def _rounded(x: float, digits: int = 4) -> float:
 
 
 def request_record(
-    head: dict[str, Any], conv: Conversation, res: ConversationResult, keep_ids: bool
+    head: dict[str, Any],
+    conv: Conversation,
+    res: ConversationResult,
+    keep_ids: bool,
+    max_tokens: int = 0,
 ) -> dict[str, Any]:
     """One prompt's record, the transformers backend's fields plus the engine's."""
     head = {**head, "prompt_id": conv.prompt.id, "seed": conv.seed}
@@ -119,6 +125,11 @@ def request_record(
         body["output_ids"] = [t.output_ids for t in turns]
     if res.counters is not None:
         body["spec_counters"] = res.counters.to_dict()
+        check = reconciled(res.counters, head, [res], max_tokens)
+        body["counters_polluted"] = check.polluted
+    spec = summed([t.spec for t in turns])
+    if spec is not None:  # the engine's own per-request acceptance (request_metrics.py)
+        body["response_spec"] = spec.to_dict()
     body.update(logged_fields(conv.prompt, conv.params))  # a logged request: how it was sampled
     return {**head, **body}
 
@@ -130,6 +141,7 @@ def metrics_record(
     wall_ms: float,
     results: list[ConversationResult],
     n_planned: int,
+    max_tokens: int = 0,
 ) -> dict[str, Any]:
     """A batch's `engine_metrics` line: the counters' deltas, its wall time and throughput."""
     counters = (
@@ -137,6 +149,7 @@ def metrics_record(
         if after.counters is not None and before.counters is not None
         else None
     )
+    check = reconciled(counters, head, results, max_tokens) if counters is not None else None
     tokens = sum(t.new_tokens for r in results for t in r.turns)
     if head.get("concurrency") == 1:  # sequential: leave out the gaps spent reading counters
         wall_ms = sum(t.e2e_ms for r in results for t in r.turns) or wall_ms
@@ -147,6 +160,8 @@ def metrics_record(
         "acceptance_available": counters is not None,
         "spec_counters": counters.to_dict() if counters is not None else None,
         "accept_length_gauge": after.accept_length,
+        "counters_polluted": check.polluted if check is not None else None,
+        "reconciliation": check.to_dict() if check is not None else None,
         "n_requests": len(results),
         "n_planned": n_planned,  # the workload's prompts; fewer ran in a resumed (partial) batch
         "partial": len(results) < n_planned,
@@ -155,6 +170,23 @@ def metrics_record(
         "batch_wall_ms": _rounded(wall_ms),
         "output_tokens_per_s": tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
     }
+
+
+def reconciled(
+    counters: SpecCounters, head: dict[str, Any], results: list[ConversationResult], max_tokens: int
+) -> Reconciliation:
+    """Counter deltas against the tokens received and requests sent (docs/theory.md §15)."""
+    turns = [t for r in results for t in r.turns]
+    sent = sum(max(r.attempts, len(r.turns) + (r.error is not None)) for r in results)
+    return reconcile(
+        counters,
+        tokens_after_first=sum(max(t.new_tokens - 1, 0) for t in turns),
+        turns=len(turns),
+        extra_attempts=sent - len(turns),
+        max_tokens=max_tokens,
+        gamma=int(head.get("gamma") or 0),
+        concurrency=int(head.get("concurrency") or 1),
+    )
 
 
 def label_checks(
