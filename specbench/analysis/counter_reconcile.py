@@ -21,11 +21,11 @@ counter deltas and E = Σ (n − 1) over the turns specbench received:
 
 Three more sources of honest excess are allowed for: a request that failed or was retried
 generated up to max_tokens (+ γ) that specbench did not receive; and the counters of the last
-step of up to `concurrency` requests of the previous batch (or warm-up) may land after that
-batch's closing scrape, each at most γ + 1. The rule:
+step of each request still in flight when the previous batch (or warm-up) ended may land after
+that batch's closing scrape, each at most γ + 1: at most C of them, C the largest concurrency
+of the run. The rule:
 
-    polluted  ⇔  W − E > slack,   slack = γ·turns + (max_tokens + γ)·extra_attempts
-                                          + (γ + 1)·concurrency
+    polluted  ⇔  W − E > slack,   slack = γ·turns + (max_tokens + γ)·extra_attempts + (γ + 1)·C
 
 Its false-alarm rate is 0 whenever the engine counts as described (the bound is not
 statistical: the slack covers the worst case, not a quantile); `tests/unit/test_counter_reconcile.py`
@@ -72,14 +72,15 @@ def reconcile(
     extra_attempts: int,
     max_tokens: int,
     gamma: int,
-    concurrency: int,
+    max_in_flight: int,
 ) -> Reconciliation:
     """Check counter deltas against what specbench received: `tokens_after_first` = Σ (n − 1)
     over the `turns` completed, `extra_attempts` = requests sent that returned nothing counted
-    (failed or retried), `max_tokens` their bound, `gamma` the draft length the setting runs."""
+    (failed or retried), `max_tokens` their bound, `gamma` the draft length the setting runs,
+    `max_in_flight` the largest concurrency of the run (C)."""
     g = max(gamma, 0)
     work = counters.accepted + counters.drafts
-    slack = g * turns + (max_tokens + g) * max(extra_attempts, 0) + (g + 1) * max(concurrency, 1)
+    slack = g * turns + (max_tokens + g) * max(extra_attempts, 0) + (g + 1) * max(max_in_flight, 1)
     return Reconciliation(
         float(work), float(tokens_after_first), float(slack), work - tokens_after_first > slack
     )

@@ -270,7 +270,7 @@ def _run_batch(
 
     def write(i: int, res: ConversationResult) -> None:
         conv = convs[i]
-        rec = request_record(head, conv, res, True, max_tokens)
+        rec = request_record(head, conv, res, True, max_tokens, max(cfg.concurrency))
         if rec["kind"] == "failed":
             outcome.failures.append(rec)
         if any(t.truncated for t in res.turns):
@@ -284,7 +284,9 @@ def _run_batch(
     results = session.run_batch(convs, conc, write)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     after = session.snapshot()
-    mrec = metrics_record(head, before, after, wall_ms, results, n_planned, max_tokens)
+    mrec = metrics_record(
+        head, before, after, wall_ms, results, n_planned, max_tokens, max(cfg.concurrency)
+    )
     writer.write(mrec)
     if mrec["counters_polluted"]:
         where = f"{setting.endpoint or setting.label} {label} {workload}"

@@ -91,6 +91,7 @@ def request_record(
     res: ConversationResult,
     keep_ids: bool,
     max_tokens: int = 0,
+    max_in_flight: int = 1,
 ) -> dict[str, Any]:
     """One prompt's record, the transformers backend's fields plus the engine's."""
     head = {**head, "prompt_id": conv.prompt.id, "seed": conv.seed}
@@ -125,7 +126,7 @@ def request_record(
         body["output_ids"] = [t.output_ids for t in turns]
     if res.counters is not None:
         body["spec_counters"] = res.counters.to_dict()
-        check = reconciled(res.counters, head, [res], max_tokens)
+        check = reconciled(res.counters, head, [res], max_tokens, max_in_flight)
         body["counters_polluted"] = check.polluted
     spec = summed([t.spec for t in turns])
     if spec is not None:  # the engine's own per-request acceptance (request_metrics.py)
@@ -142,6 +143,7 @@ def metrics_record(
     results: list[ConversationResult],
     n_planned: int,
     max_tokens: int = 0,
+    max_in_flight: int = 1,
 ) -> dict[str, Any]:
     """A batch's `engine_metrics` line: the counters' deltas, its wall time and throughput."""
     counters = (
@@ -149,7 +151,11 @@ def metrics_record(
         if after.counters is not None and before.counters is not None
         else None
     )
-    check = reconciled(counters, head, results, max_tokens) if counters is not None else None
+    check = (
+        reconciled(counters, head, results, max_tokens, max_in_flight)
+        if counters is not None
+        else None
+    )
     tokens = sum(t.new_tokens for r in results for t in r.turns)
     if head.get("concurrency") == 1:  # sequential: leave out the gaps spent reading counters
         wall_ms = sum(t.e2e_ms for r in results for t in r.turns) or wall_ms
@@ -173,7 +179,11 @@ def metrics_record(
 
 
 def reconciled(
-    counters: SpecCounters, head: dict[str, Any], results: list[ConversationResult], max_tokens: int
+    counters: SpecCounters,
+    head: dict[str, Any],
+    results: list[ConversationResult],
+    max_tokens: int,
+    max_in_flight: int,
 ) -> Reconciliation:
     """Counter deltas against the tokens received and requests sent (docs/theory.md §15)."""
     turns = [t for r in results for t in r.turns]
@@ -185,7 +195,7 @@ def reconciled(
         extra_attempts=sent - len(turns),
         max_tokens=max_tokens,
         gamma=int(head.get("gamma") or 0),
-        concurrency=int(head.get("concurrency") or 1),
+        max_in_flight=max_in_flight,
     )
 
 
