@@ -14,8 +14,8 @@ ends at `max_tokens` ("length") or, with probability `p_stop` per step, earlier 
 - `per_request_metrics=True`: vLLM's `metrics.speculative_decoding` on the final usage chunk
   (only when the request asked for `stream_options.include_usage`), as
   `--per-request-spec-decode-metrics summary` does;
-- `foreign_every=k`: after every k-th request, another client's request of `foreign_tokens`
-  tokens is decoded too (its counters land on `/metrics`, nothing is returned to specbench);
+- `foreign_every=k`: with every k-th request, another client's request of `foreign_tokens`
+  tokens is decoded too (counted before that request's stream ends) (its counters land on `/metrics`, nothing is returned to specbench);
 - `rate_limit=[…]`: the first requests are answered 429 with `Retry-After: <value>`;
 - `required_headers={name: value}`: a request without them is answered 401;
 - `/version` and `/v1/models` (with `root`, `owned_by`, `max_model_len`).
@@ -68,8 +68,10 @@ class SpecServer:
         self.drafts = self.draft_tokens = self.accepted = 0
         self.per_pos = [0] * gamma
         self.foreign_requests = 0
+        self.metrics_reads = 0
         self.closed = threading.Event()
         self.foreign_rng = np.random.default_rng(12345)
+        self.foreign_lock = threading.Lock()
         srv = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,6 +87,7 @@ class SpecServer:
                 elif self.path == "/version":
                     self._json(200, {"version": "0.0.sim"})
                 elif self.path == "/metrics":
+                    srv.metrics_reads += 1
                     self._send(200, srv.metrics_text().encode(), "text/plain")
                 else:
                     self._json(404, {"error": "not found"})
@@ -95,7 +98,10 @@ class SpecServer:
                     if len(srv.log) >= srv.max_requests:
                         self._json(503, {"error": {"message": "sim server: budget spent"}})
                         return
-                    srv.log.append({"t": time.monotonic(), "headers": dict(self.headers), "body": body})
+                    srv.log.append(
+                        {"t": time.monotonic(), "headers": dict(self.headers), "body": body}
+                    )
+                    number = len(srv.log)  # this POST's 1-based number
                     limited = srv.rate_limit.pop(0) if srv.rate_limit else None
                 for name, value in srv.required_headers.items():
                     if self.headers.get(name) != value:
@@ -104,7 +110,7 @@ class SpecServer:
                 if limited is not None:
                     self._json(429, {"error": {"message": "slow down"}}, {"Retry-After": limited})
                     return
-                self._stream(body)
+                self._stream(body, number)
 
             def _send(
                 self, code: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
@@ -125,7 +131,7 @@ class SpecServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-            def _stream(self, body: dict[str, Any]) -> None:
+            def _stream(self, body: dict[str, Any], number: int) -> None:
                 n_max = int(body.get("max_tokens", 16))
                 rng = np.random.default_rng(int(body.get("seed") or 0))
                 steps, n, finish = srv.decode(rng, n_max)
@@ -146,6 +152,7 @@ class SpecServer:
                     choice.update({"delta": {"content": text}} if chat else {"text": text})
                     self._event({"choices": [choice]})
                 srv.count(steps, foreign=False)
+                srv.foreign(number)  # foreign traffic decoded in the same window
                 if (body.get("stream_options") or {}).get("include_usage"):
                     final: dict[str, Any] = {
                         "choices": [],
@@ -156,7 +163,6 @@ class SpecServer:
                     self._event(final)
                 self._event("[DONE]")
                 self.wfile.write(b"0\r\n\r\n")
-                srv.after_request()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -207,11 +213,10 @@ class SpecServer:
             "num_spec_tokens": self.gamma,
         }
 
-    def after_request(self) -> None:
-        with self.lock:
-            n = len(self.log)
-        if self.foreign_every and n % self.foreign_every == 0:
-            steps, _, _ = self.decode(self.foreign_rng, self.foreign_tokens)
+    def foreign(self, number: int) -> None:
+        if self.foreign_every and number % self.foreign_every == 0:
+            with self.foreign_lock:  # one generator shared by the handler threads
+                steps, _, _ = self.decode(self.foreign_rng, self.foreign_tokens)
             self.count(steps, foreign=True)
 
     def metrics_text(self) -> str:

@@ -129,4 +129,3 @@ def test_detects_foreign_traffic() -> None:
     # a small foreign request (8 tokens) hides in the slack: detection then is not promised
     small = simulate_batches(seed=11, n_batches=1000, foreign_tokens=8)
     assert sum(flag for flag, _ in small) / len(small) < rate
-
