@@ -135,6 +135,16 @@ def counter_units(
     return batches, ("polluted" if polluted else "unavailable")
 
 
+def request_counts(r: Record) -> dict[str, Any] | None:
+    """A request's own acceptance counts: the engine's per-request figures, else its counter
+    deltas unless they were polluted; None without either."""
+    if r.get("response_spec"):
+        return dict(r["response_spec"])
+    if r.get("spec_counters") and not r.get("counters_polluted"):
+        return dict(r["spec_counters"])
+    return None
+
+
 def _prompt_key(r: Record) -> UnitKey:
     return (r["prompt_id"], r.get("repeat", 0))
 

@@ -14,9 +14,13 @@ Records (records.jsonl), each appended (flushed and fsynced) the moment it exist
   (tokens − 1) summed over turns, tokens_per_s, new_tokens, wall_ms…) plus `concurrency`,
   `e2e_ms`, `backend` and, at concurrency 1, `spec_counters`; a request that failed is a "failed"
   line with its error;
+  and, where the engine returns it, its own per-request acceptance (`response_spec`,
+  request_metrics.py);
 - then, last, one "engine_metrics" line for the batch: counter deltas (`spec_counters`, null with
   `acceptance_available: false` when the engine exports none), batch wall time, output tokens/s,
-  `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch.
+  `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch,
+  and the deltas reconciled with the tokens received (`reconciliation`, `counters_polluted`:
+  docs/theory.md §15; a polluted batch is warned about as it happens).
 A unit is (setting, workload, temperature, concurrency, repeat, prompt); it is done once it has a
 successful line. `--resume` runs every unit not done — the ones a kill left unstarted or in flight
 and the ones that failed — as the rest of their batch (a partial batch), so a killed run loses at

@@ -8,7 +8,8 @@ config what each runs (`server.url` + `server.gamma` + `server.label`, or severa
 that many conversations in flight.
 
 Prometheus `/metrics` is scraped before and after each batch (vLLM's current and V0 counter
-names, SGLang's accept-length gauge; `metrics.py`) and around each conversation at concurrency 1.
+names, SGLang's accept-length gauge; `metrics.py`) and around each conversation at concurrency 1;
+a server that returns each request's acceptance (`request_metrics.py`) is read per request too.
 A server without `/metrics` is still measured; acceptance is marked unavailable. Transient
 failures (connection errors, timeouts, a stream cut off, HTTP 408/429/5xx) are retried
 `server.retries` times; a request that still fails is recorded with kind "failed" and its error.
@@ -170,14 +171,8 @@ class OpenAISession:
         def once() -> TurnResult:
             self.b.spend_request()
             res.attempts += 1
-            turn = stream_turn(
-                self.client,
-                self.api + path,
-                body,
-                self.headers,
-                self._count_tokens,
-                self.gamma,
-            )
+            url = self.api + path
+            turn = stream_turn(self.client, url, body, self.headers, self._count_tokens, self.gamma)
             turn.prompt_tokens = turn.prompt_tokens or prompt_tokens
             turn.truncated = truncated
             return turn
