@@ -105,9 +105,7 @@ def get_text(client: httpx2.Client, url: str, headers: dict[str, str], timeout: 
     return resp.text
 
 
-def with_retries(
-    attempt_once: Callable[[], T], retries: int, max_retry_after_s: float = MAX_RETRY_AFTER_S
-) -> T:
+def with_retries(attempt_once: Callable[[], T], retries: int, max_retry_after_s: float = 60.0) -> T:
     """`attempt_once()`, tried again up to `retries` times while its failure is worth retrying,
     after the server's Retry-After (what it asked for, at most `max_retry_after_s`: the config's
     `server.max_retry_after_s`) or an exponential backoff; the last failure names how many
