@@ -12,10 +12,9 @@ Records (records.jsonl), each appended (flushed and fsynced) the moment it exist
 - one "baseline"/"spec" line per prompt, written when its conversation completes (not when its
   batch ends), with the transformers backend's fields (ttft_ms list, tpot_ms = (e2e − TTFT) /
   (tokens − 1) summed over turns, tokens_per_s, new_tokens, wall_ms…) plus `concurrency`,
-  `e2e_ms`, `backend` and, at concurrency 1, `spec_counters`; a request that failed is a "failed"
-  line with its error;
-  and, where the engine returns it, its own per-request acceptance (`response_spec`,
-  request_metrics.py);
+  `e2e_ms`, `backend`, at concurrency 1 `spec_counters` (with `counters_polluted`) and, where the
+  engine returns it, its own per-request acceptance (`response_spec`, request_metrics.py); a
+  request that failed is a "failed" line with its error;
 - then, last, one "engine_metrics" line for the batch: counter deltas (`spec_counters`, null with
   `acceptance_available: false` when the engine exports none), batch wall time, output tokens/s,
   `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch,
@@ -269,8 +268,7 @@ def _run_batch(
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)
-
-    max_tokens = max(c.params.max_tokens for c in convs)
+    max_tokens = max(c.params.max_tokens for c in convs)  # a failed attempt's most work (§15)
 
     def write(i: int, res: ConversationResult) -> None:
         conv = convs[i]
