@@ -80,7 +80,7 @@ def test_per_request_acceptance_reconciles_with_counters(tmp_path: Path, server:
         "name": "vllm-per-request",
         "backend": "openai",
         "target": {"model": "tiny-target"},
-        "server": {"url": server, "gamma": GAMMA, "label": "draft_model γ=4", "chat": True},
+        "server": {"url": server, "gamma": GAMMA, "label": "draft_model γ=4"},
         "gammas": [GAMMA],
         "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 4}],
         "sampling": {"temperatures": [1.0]},
@@ -92,7 +92,8 @@ def test_per_request_acceptance_reconciles_with_counters(tmp_path: Path, server:
     run_engine(parse_config(cfg, "test"), tmp_path / "out")
     recs = read_records(tmp_path / "out" / "records.jsonl")
     spec = [r for r in recs if r["kind"] == "spec"]
-    assert len(spec) == 8 and all(r["response_spec"]["source"] == "vllm_response" for r in spec)
+    assert len(spec) == 8, [r.get("error") for r in recs if r["kind"] == "failed"][:2]
+    assert all(r["response_spec"]["source"] == "vllm_response" for r in spec)
     keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
     for r in spec:
         got = r["response_spec"]
