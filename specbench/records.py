@@ -157,6 +157,8 @@ class MeasuredRecord(UnitRecord):
     draft_prefill_ms: list[float] | None = None
     rounds: Rounds | None = None  # transformers spec records
     spec_counters: dict[str, Any] | None = None  # engine: per-request spec-decode counters
+    counters_polluted: bool | None = None  # those counters showed other traffic (§17)
+    response_spec: dict[str, Any] | None = None  # the engine's own per-request acceptance
     answers: list[str] | None = None
     content: list[dict[str, Any]] | None = None  # answer checks (docs/theory.md §13)
     sampling: Literal["logged"] | None = None  # a logged request: its own settings in `request`
@@ -206,6 +208,8 @@ class EngineMetricsRecord(Record):
     metrics_available: bool = True
     spec_counters: dict[str, Any] | None = None
     accept_length_gauge: float | None = None
+    counters_polluted: bool | None = None  # counter deltas show other traffic (theory.md §17)
+    reconciliation: dict[str, Any] | None = None  # work, expected, excess, slack, polluted
     output_tokens_per_s: float | None = None
     partial: bool = False  # a resumed batch's rest (fewer prompts than planned)
     load: str | None = None  # open loop: the load point, its rate and this run of the batch

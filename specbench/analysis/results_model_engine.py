@@ -140,7 +140,10 @@ class GammaSchedule(ResultsModel):
 class EngineSection(ResultsModel):
     backend: str | None
     reference_concurrency: int
-    acceptance_source: str | list[str]  # a list when γ settings had different sources
+    # per_request_response (the engine's own per-request figures), per_request_counters,
+    # batch_counters, polluted, unavailable; a list when γ settings had different sources
+    acceptance_source: str | list[str]
+    counters_polluted_batches: int = 0  # batches whose counters showed other traffic (§17)
     per_gamma: dict[str, EngineGammaCounters]
     accept_length_gauge: Num
     concurrency: list[ConcurrencyRow]

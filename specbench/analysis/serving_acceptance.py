@@ -3,8 +3,9 @@ counters, with specbench's estimators (docs/theory.md §2):
 
 - accepted / tested (the iid MLE), accepted / proposed, the mean accepted length τ and α solved
   from it, the per-position conditional curve and its truncation (docs/theory.md §3);
-- intervals bootstrap over the units: prompts when the counters were read per request
-  (concurrency 1), else batches; with a single batch there is no interval.
+- intervals bootstrap over the units: prompts when the engine reported each request's acceptance
+  (any concurrency) or the counters were read per request (concurrency 1), else batches; with a
+  single batch there is no interval. Counters found polluted by other traffic are left out.
 """
 
 from __future__ import annotations
@@ -97,25 +98,60 @@ def counter_estimators(
 def counter_units(
     recs: Sequence[Record], metrics: Sequence[Record], c_ref: int
 ) -> tuple[list[tuple[UnitKey, SpecCounters]], str]:
-    """(unit key, counters) and the source: per request at the reference concurrency, else per
-    batch ("unavailable" when the engine reported no counters)."""
+    """(unit key, counters) and the source, the first available of:
+    - "per_request_response": the engine's own per-request figures (`response_spec`, read from
+      each response by harness/serving/request_metrics.py) at the reference concurrency, whatever
+      it is, so the prompts are the bootstrap units at concurrency > 1 too;
+    - "per_request_counters": counter deltas read around each request (concurrency 1);
+    - "batch_counters": counter deltas per batch;
+    leaving out counters found polluted by other traffic (docs/theory.md §17); "polluted" when
+    every counter was, "unavailable" when the engine reported none."""
+    at_ref = [r for r in recs if concurrency_of(r) == c_ref]
+    response = [r for r in at_ref if r.get("response_spec")]
+    if response and len(response) == len(at_ref):
+        keyed = [(_prompt_key(r), SpecCounters.from_dict(r["response_spec"])) for r in response]
+        return keyed, "per_request_response"
     per_request = [
-        ((r["prompt_id"], r.get("repeat", 0)), SpecCounters.from_dict(r["spec_counters"]))
-        for r in recs
-        if concurrency_of(r) == c_ref and r.get("spec_counters")
+        (_prompt_key(r), SpecCounters.from_dict(r["spec_counters"]))
+        for r in at_ref
+        if r.get("spec_counters") and not r.get("counters_polluted")
     ]
     if per_request:
         return per_request, "per_request_counters"
     # a resumed batch adds a partial metrics record for the rest of its prompts: one unit per
     # (concurrency, repeat), its counters summed
     by_batch: dict[UnitKey, SpecCounters] = {}
+    polluted = False
     for m in metrics:
-        if m.get("spec_counters"):
+        if m.get("spec_counters") and m.get("counters_polluted"):
+            polluted = True
+        elif m.get("spec_counters"):
             key = (concurrency_of(m), m.get("repeat", 0))
             c = SpecCounters.from_dict(m["spec_counters"])
             by_batch[key] = by_batch[key].plus(c) if key in by_batch else c
     batches = list(by_batch.items())
-    return batches, ("batch_counters" if batches else "unavailable")
+    if batches:
+        return batches, "batch_counters"
+    return batches, ("polluted" if polluted else "unavailable")
+
+
+def request_counts(r: Record) -> dict[str, Any] | None:
+    """A request's own acceptance counts: the engine's per-request figures, else its counter
+    deltas unless they were polluted; None without either."""
+    if r.get("response_spec"):
+        return dict(r["response_spec"])
+    if r.get("spec_counters") and not r.get("counters_polluted"):
+        return dict(r["spec_counters"])
+    return None
+
+
+def _prompt_key(r: Record) -> UnitKey:
+    return (r["prompt_id"], r.get("repeat", 0))
+
+
+def polluted_batches(metrics: Sequence[Record]) -> int:
+    """How many batches' counter deltas showed other traffic (docs/theory.md §17)."""
+    return sum(1 for m in metrics if m.get("counters_polluted"))
 
 
 def pooled_alpha(

@@ -35,6 +35,7 @@ from specbench.analysis.serving_acceptance import (
     concurrency_of,
     counter_estimators,
     counter_units,
+    polluted_batches,
     pooled_alpha,
 )
 from specbench.analysis.serving_concurrency import concurrency_table
@@ -97,16 +98,25 @@ def analyse_engine_group(
     for g in sorted(specs):
         keyed, source = counter_units(specs[g], [m for m in metrics if int(m["gamma"]) == g], c_ref)
         sources.add(source)
+        n_polluted = polluted_batches([m for m in metrics if int(m["gamma"]) == g])
+        if n_polluted:
+            warnings.append(
+                f"γ={g}: {n_polluted} batch(es) of spec-decode counters showed other traffic on "
+                "the server (docs/theory.md §17); their counter acceptance is not used"
+            )
         if not keyed:
             warnings.append(
                 f"γ={g}: the engine reported no spec-decode counters; acceptance unavailable"
+                if source == "unavailable"
+                else f"γ={g}: every counter delta was polluted by other traffic; acceptance "
+                "unavailable"
             )
             continue
         per_gamma[str(g)] = {
             **counter_estimators([u for _, u in keyed], g, n_boot, level),
             "source": source,
         }
-        if source == "per_request_counters":
+        if source in ("per_request_counters", "per_request_response"):
             per_request.append((keyed, g))
     g_max = max((int(k) for k in per_gamma), default=0)
     top = per_gamma.get(str(g_max))
@@ -187,6 +197,7 @@ def analyse_engine_group(
         "backend": next((r.get("backend") for r in all_recs if r.get("backend")), None),
         "reference_concurrency": c_ref,
         "acceptance_source": sorted(sources)[0] if len(sources) == 1 else sorted(sources),
+        "counters_polluted_batches": polluted_batches(metrics),
         "per_gamma": per_gamma,
         "accept_length_gauge": _mean_gauge(metrics),
         "concurrency": conc_rows,

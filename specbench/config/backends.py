@@ -8,9 +8,10 @@ plain fields of `RunConfig` rather than one union member per backend.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from specbench.config.sections import MAX_GAMMA, StrictModel
 
@@ -41,12 +42,37 @@ class SpeculativeSpec(StrictModel):
     options: dict[str, Any] = Field(default_factory=dict)  # any other speculative_config key
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")  # an HTTP token (RFC 9110 §5.1)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _header_names(headers: dict[str, str]) -> dict[str, str]:
+    """`headers`: header name → the NAME of the environment variable holding its value."""
+    if len(headers) > 32:
+        raise ValueError(f"at most 32 headers, got {len(headers)}")
+    for name, env in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"'{name[:100]}' is not an HTTP header name")
+        if not _ENV_NAME.fullmatch(env):
+            raise ValueError(
+                f"header {name}: give the name of an environment variable holding its value "
+                f"(letters, digits, _), not the value itself"
+            )
+    return headers
+
+
+# header name → environment variable name (values are never written in a config)
+Headers = Annotated[dict[str, str], AfterValidator(_header_names)]
+
+
 class EndpointSpec(StrictModel):
     """One OpenAI-compatible server and the speculation setting it was started with."""
 
     url: str
     gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)  # 0 = the server runs without speculation
     label: str | None = None  # e.g. "draft_model γ=4"; default "γ=<gamma>"
+    headers: Headers = Field(default_factory=dict)  # added to the server's `headers`
+    metrics_url: str | None = None  # this server's /metrics; default: <its origin>/metrics
 
 
 class ServerSpec(StrictModel):
@@ -66,6 +92,9 @@ class ServerSpec(StrictModel):
     prompt_format: Literal["text", "tokens"] = "text"
     metrics_url: str | None = None  # default: <server origin>/metrics
     extra_body: dict[str, Any] = Field(default_factory=dict)  # added to every request body
+    headers: Headers = Field(default_factory=dict)  # sent with every request, values from env
+    max_retry_after_s: float = Field(default=60.0, ge=0.0, le=3600.0)  # cap on a Retry-After wait
+    max_requests: int | None = Field(default=None, ge=1, le=10_000_000)  # requests sent, retries in
 
 
 def engine_defaults(data: dict[str, Any]) -> dict[str, Any]:

@@ -91,12 +91,29 @@ def _concurrency_table(eng: EngineSection) -> TableBlock:
     return TableBlock(header, table)
 
 
+SOURCE_TEXT = {
+    "per_request_response": "the engine's own per-request figures (per_request_response)",
+    "per_request_counters": "counter deltas per request (per_request_counters)",
+    "batch_counters": "counter deltas per batch (batch_counters)",
+    "polluted": "nothing: every counter delta was polluted by other traffic",
+    "unavailable": "nothing: the engine reported no spec-decode figures",
+}
+
+
 def _engine_notes(e: WorkloadResult, eng: EngineSection) -> list[str]:
     notes = [stops_paying_text(eng, eng.chosen_gamma)]
+    sources = eng.acceptance_source
+    names = [sources] if isinstance(sources, str) else sources
     notes.append(
-        f"acceptance from {eng.acceptance_source} (engine spec-decode counters); speedup and "
+        f"acceptance from {', '.join(SOURCE_TEXT.get(n, n) for n in names)}; speedup and "
         f"verdict at concurrency {eng.reference_concurrency}"
     )
+    if eng.counters_polluted_batches:
+        notes.append(
+            f"{eng.counters_polluted_batches} batch(es) of the server's spec-decode counters showed "
+            "more work than specbench sent (other traffic on a shared /metrics): their counter "
+            "acceptance is not used (docs/theory.md §17)"
+        )
     if eng.accept_length_gauge is not None:
         notes.append(f"the server's own accept-length gauge: {eng.accept_length_gauge:.3f}")
     fit = e.timing.engine_round_fit

@@ -11,6 +11,7 @@ from typing import Any
 
 from specbench.analysis.conformance.decision import Measured, judge, measure
 from specbench.analysis.conformance.units import engine_units, reference_units
+from specbench.analysis.serving_acceptance import request_counts
 from specbench.errors import SpecbenchError
 
 CAUSES = {
@@ -141,7 +142,7 @@ def check_against_reference(
     } - {""}
     groups: dict[tuple[str, float], set[int]] = defaultdict(set)
     for r in records:
-        if r.get("kind") == "spec" and r.get("spec_counters"):
+        if r.get("kind") == "spec" and request_counts(r) is not None:
             groups[(r["workload"], float(r["temperature"]))].add(int(r["gamma"]))
     measured: list[Measured] = []
     for (workload, temp), gammas in sorted(groups.items()):

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.serving_acceptance import request_counts
+
 Units = dict[str, tuple[float, float, np.ndarray]]
 
 
@@ -50,7 +52,8 @@ def reference_units(
 def engine_units(
     records: list[dict[str, Any]], workload: str, temp: float, gamma: int
 ) -> dict[str, tuple[float, float, np.ndarray]]:
-    """Per prompt from an engine run: the per-request counters at the lowest concurrency."""
+    """Per prompt from an engine run: each request's own counts (the engine's per-request
+    figures, else its unpolluted counter deltas) at the lowest concurrency."""
     mine = [
         r
         for r in records
@@ -58,7 +61,7 @@ def engine_units(
         and r["workload"] == workload
         and float(r["temperature"]) == temp
         and int(r["gamma"]) == gamma
-        and r.get("spec_counters")
+        and request_counts(r) is not None
     ]
     if not mine:
         return {}
@@ -67,7 +70,7 @@ def engine_units(
     for r in mine:
         if int(r.get("concurrency", 1)) != c_ref:
             continue
-        c = r["spec_counters"]
+        c = request_counts(r) or {}
         per = list(c.get("num_accepted_tokens_per_pos") or [])[:gamma]
         per += [0.0] * (gamma - len(per))
         rows.append((r["prompt_id"], float(c["num_accepted_tokens"]), float(c["num_drafts"]), per))

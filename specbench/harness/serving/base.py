@@ -49,6 +49,7 @@ class TurnResult:
     chunks: int = 0
     truncated: bool = False
     last_chunk_ms: float | None = None  # send → the last content-bearing chunk (buffering check)
+    spec: SpecCounters | None = None  # the engine's own per-request acceptance (request_metrics)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class ConversationResult:
     error: str | None = None
     counters: SpecCounters | None = None  # this conversation's deltas (concurrency 1 only)
     queue_ms: float | None = None  # open loop: send time − scheduled arrival (`open_loop.py`)
+    attempts: int = 0  # requests sent for it, retries included (counter reconciliation)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,14 @@ Records (records.jsonl), each appended (flushed and fsynced) the moment it exist
 - one "baseline"/"spec" line per prompt, written when its conversation completes (not when its
   batch ends), with the transformers backend's fields (ttft_ms list, tpot_ms = (e2e − TTFT) /
   (tokens − 1) summed over turns, tokens_per_s, new_tokens, wall_ms…) plus `concurrency`,
-  `e2e_ms`, `backend` and, at concurrency 1, `spec_counters`; a request that failed is a "failed"
-  line with its error;
+  `e2e_ms`, `backend`, at concurrency 1 `spec_counters` (with `counters_polluted`) and, where the
+  engine returns it, its own per-request acceptance (`response_spec`, request_metrics.py); a
+  request that failed is a "failed" line with its error;
 - then, last, one "engine_metrics" line for the batch: counter deltas (`spec_counters`, null with
   `acceptance_available: false` when the engine exports none), batch wall time, output tokens/s,
-  `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch.
+  `n_requests` run in it out of `n_planned`, `partial: true` when it ran only the rest of a batch,
+  and the deltas reconciled with the tokens received (`reconciliation`, `counters_polluted`:
+  docs/theory.md §17; a polluted batch is warned about as it happens).
 A unit is (setting, workload, temperature, concurrency, repeat, prompt); it is done once it has a
 successful line. `--resume` runs every unit not done — the ones a kill left unstarted or in flight
 and the ones that failed — as the rest of their batch (a partial batch), so a killed run loses at
@@ -33,13 +36,15 @@ transformers backend), each request at its own logged temperature, top_p and max
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.counter_reconcile import polluted_message
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import Prompt
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.harness.env import serving_environment, write_env
 from specbench.harness.plan import (
     RunEvents,
@@ -62,6 +67,7 @@ from specbench.harness.serving.engine_memory import earlier_capacity, with_earli
 from specbench.harness.serving.engine_records import (
     BatchKey,
     UnitId,
+    in_flight_cap,
     label_checks,
     metrics_record,
     prepare_engine_dir,
@@ -290,10 +296,11 @@ def _run_batch(
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)
+    max_tokens = max(c.params.max_tokens for c in convs)  # a failed attempt's most work (§17)
 
     def write(i: int, res: ConversationResult) -> None:
         conv = convs[i]
-        rec = request_record(head, conv, res, True)
+        rec = request_record(head, conv, res, True, max_tokens, in_flight_cap(cfg))
         if rec["kind"] == "failed":
             outcome.failures.append(rec)
         if any(t.truncated for t in res.turns):
@@ -307,7 +314,14 @@ def _run_batch(
     results = session.run_batch(convs, conc, write)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     after = session.snapshot()
-    mrec = metrics_record(head, before, after, wall_ms, results, n_planned)
+    mrec = metrics_record(
+        head, before, after, wall_ms, results, n_planned, max_tokens, in_flight_cap(cfg)
+    )
     writer.write(mrec)
+    if mrec["counters_polluted"]:
+        where = f"{setting.endpoint or setting.label} {label} {workload}"
+        note = polluted_message(where, mrec["reconciliation"])
+        warnings.warn(note, SpecbenchWarning, stacklevel=1)  # now, during the run
+        outcome.warnings.append(note)
     counters = SpecCounters.from_dict(mrec["spec_counters"]) if mrec["spec_counters"] else None
     outcome.warnings.extend(label_checks(setting, counters, after.available))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.buffering import buffered_request
+from specbench.analysis.counter_reconcile import Reconciliation, reconcile
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
 from specbench.harness.plan import logged_fields, prepare_run_dir
@@ -18,6 +19,7 @@ from specbench.harness.serving.base import (
     Snapshot,
 )
 from specbench.harness.serving.endpoints import merged_server_config, without_server
+from specbench.harness.serving.request_metrics import summed
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
 
 ENGINE_METRICS_KIND = "engine_metrics"
@@ -87,7 +89,12 @@ def _rounded(x: float, digits: int = 4) -> float:
 
 
 def request_record(
-    head: dict[str, Any], conv: Conversation, res: ConversationResult, keep_ids: bool
+    head: dict[str, Any],
+    conv: Conversation,
+    res: ConversationResult,
+    keep_ids: bool,
+    max_tokens: int = 0,
+    max_in_flight: int = 1,
 ) -> dict[str, Any]:
     """One prompt's record, the transformers backend's fields plus the engine's."""
     head = {**head, "prompt_id": conv.prompt.id, "seed": conv.seed}
@@ -132,6 +139,11 @@ def request_record(
         body["queue_ms"] = _rounded(res.queue_ms)
     if res.counters is not None:
         body["spec_counters"] = res.counters.to_dict()
+        check = reconciled(res.counters, head, [res], max_tokens, max_in_flight)
+        body["counters_polluted"] = check.polluted
+    spec = summed([t.spec for t in turns])
+    if spec is not None:  # the engine's own per-request acceptance (request_metrics.py)
+        body["response_spec"] = spec.to_dict()
     body.update(logged_fields(conv.prompt, conv.params))  # a logged request: how it was sampled
     return {**head, **body}
 
@@ -143,11 +155,18 @@ def metrics_record(
     wall_ms: float,
     results: list[ConversationResult],
     n_planned: int,
+    max_tokens: int = 0,
+    max_in_flight: int = 1,
 ) -> dict[str, Any]:
     """A batch's `engine_metrics` line: the counters' deltas, its wall time and throughput."""
     counters = (
         after.counters.minus(before.counters)
         if after.counters is not None and before.counters is not None
+        else None
+    )
+    check = (
+        reconciled(counters, head, results, max_tokens, max_in_flight)
+        if counters is not None
         else None
     )
     tokens = sum(t.new_tokens for r in results for t in r.turns)
@@ -160,6 +179,8 @@ def metrics_record(
         "acceptance_available": counters is not None,
         "spec_counters": counters.to_dict() if counters is not None else None,
         "accept_length_gauge": after.accept_length,
+        "counters_polluted": check.polluted if check is not None else None,
+        "reconciliation": check.to_dict() if check is not None else None,
         "n_requests": len(results),
         "n_planned": n_planned,  # the workload's prompts; fewer ran in a resumed (partial) batch
         "partial": len(results) < n_planned,
@@ -168,6 +189,33 @@ def metrics_record(
         "batch_wall_ms": _rounded(wall_ms),
         "output_tokens_per_s": tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
     }
+
+
+def reconciled(
+    counters: SpecCounters,
+    head: dict[str, Any],
+    results: list[ConversationResult],
+    max_tokens: int,
+    max_in_flight: int,
+) -> Reconciliation:
+    """Counter deltas against the tokens received and requests sent (docs/theory.md §17)."""
+    turns = [t for r in results for t in r.turns]
+    sent = sum(max(r.attempts, len(r.turns) + (r.error is not None)) for r in results)
+    return reconcile(
+        counters,
+        tokens_after_first=sum(max(t.new_tokens - 1, 0) for t in turns),
+        turns=len(turns),
+        extra_attempts=sent - len(turns),
+        max_tokens=max_tokens,
+        gamma=int(head.get("gamma") or 0),
+        max_in_flight=max_in_flight,
+    )
+
+
+def in_flight_cap(cfg: RunConfig) -> int:
+    """The most requests the run ever has in flight (the C of the reconciliation slack, §17):
+    the largest closed-loop concurrency, or the open loop's max_in_flight when it has one."""
+    return max(max(cfg.concurrency), cfg.load.max_in_flight if cfg.load.open_loop else 0)
 
 
 def label_checks(

@@ -35,6 +35,7 @@ from specbench.harness.serving.engine_records import (
     ENGINE_METRICS_KIND,
     BatchKey,
     batch_key_of,
+    in_flight_cap,
     metrics_record,
     request_record,
 )
@@ -127,7 +128,10 @@ def run_open_batch(
     out = session.run_open(convs, arrivals, cfg.load.max_in_flight, cfg.load.max_duration_s, write)
     after = session.snapshot()
     results = [r for r in out.results if r is not None]
-    mrec = metrics_record(head, before, after, out.wall_ms, results, len(arrivals))
+    max_tokens = max((c.params.max_tokens for c in convs), default=0)
+    mrec = metrics_record(
+        head, before, after, out.wall_ms, results, len(arrivals), max_tokens, in_flight_cap(cfg)
+    )
     span = arrivals[-1] if arrivals else 0.0
     mrec.update(
         {

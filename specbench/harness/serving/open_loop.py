@@ -67,7 +67,7 @@ def run_open_threaded(
     on_result: OnResult | None = None,
 ) -> OpenBatch:
     """Send `items[i]` at `arrivals[i]` s after the start, each in its own daemon thread (as
-    `openai_backend.run_threaded`, so Ctrl-C drops only the requests in flight); deliver each
+    `closed_loop.run_threaded`, so Ctrl-C drops only the requests in flight); deliver each
     result to `on_result` in the caller's thread as it completes."""
     n = len(arrivals)
     out = OpenBatch(results=[None] * len(items))

@@ -8,7 +8,8 @@ config what each runs (`server.url` + `server.gamma` + `server.label`, or severa
 that many conversations in flight.
 
 Prometheus `/metrics` is scraped before and after each batch (vLLM's current and V0 counter
-names, SGLang's accept-length gauge; `metrics.py`) and around each conversation at concurrency 1.
+names, SGLang's accept-length gauge; `metrics.py`) and around each conversation at concurrency 1;
+a server that returns each request's acceptance (`request_metrics.py`) is read per request too.
 A server without `/metrics` is still measured; acceptance is marked unavailable. Transient
 failures (connection errors, timeouts, a stream cut off, HTTP 408/429/5xx) are retried
 `server.retries` times; a request that still fails is recorded with kind "failed" and its error.
@@ -18,19 +19,17 @@ failures (connection errors, timeouts, a stream cut off, HTTP 408/429/5xx) are r
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from specbench.config import RunConfig
+from specbench.config import EndpointSpec, RunConfig
 from specbench.data import conversation_messages
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.base import (
@@ -41,7 +40,13 @@ from specbench.harness.serving.base import (
     Snapshot,
     TurnResult,
 )
-from specbench.harness.serving.endpoints import endpoint_label, endpoints_of
+from specbench.harness.serving.closed_loop import run_threaded
+from specbench.harness.serving.endpoints import (
+    endpoint_headers,
+    endpoint_label,
+    endpoints_of,
+    metrics_url_of,
+)
 from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_samples
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
@@ -58,53 +63,7 @@ from specbench.harness.serving.openai_http import (
 )
 from specbench.harness.serving.openai_request import request_body
 from specbench.harness.serving.openai_stream import stream_turn
-
-
-def run_threaded(
-    work: Callable[[Conversation], ConversationResult],
-    items: list[Conversation],
-    workers: int,
-) -> Iterator[tuple[int, ConversationResult]]:
-    """Run `work` over `items` with `workers` in flight (closed loop), yielding (index, result) in
-    the caller's thread as each completes.
-
-    Daemon threads rather than a ThreadPoolExecutor: on Ctrl-C (a KeyboardInterrupt in the caller)
-    no new item starts and the process exits at once, dropping only the requests in flight; an
-    executor's threads would be joined at exit, holding the process until their requests end.
-    """
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i in range(len(items)):
-        todo.put(i)
-    done: queue.SimpleQueue[tuple[int, ConversationResult | BaseException]] = queue.SimpleQueue()
-    stop = threading.Event()
-
-    def worker() -> None:
-        while not stop.is_set():
-            try:
-                i = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                done.put((i, work(items[i])))
-            except BaseException as exc:  # a bug: re-raised in the caller's thread
-                done.put((i, exc))
-                return
-
-    for _ in range(min(workers, len(items))):
-        threading.Thread(target=worker, daemon=True).start()
-    try:
-        for _ in range(len(items)):
-            while True:
-                try:
-                    i, res = done.get(timeout=0.1)  # short waits keep Ctrl-C responsive
-                    break
-                except queue.Empty:
-                    continue
-            if isinstance(res, BaseException):
-                raise res
-            yield i, res
-    finally:
-        stop.set()
+from specbench.harness.serving.server_facts import served_model, server_facts
 
 
 class OpenAISession:
@@ -126,12 +85,16 @@ class OpenAISession:
         self.model = model
         self.max_context = max_context
         self.metrics_ok = metrics_ok
+        self.endpoint = setting.endpoint
+        self.gamma = setting.gamma
+        self.headers = backend.ep_headers[setting.endpoint]
 
     def snapshot(self) -> Snapshot:
         if not self.metrics_ok:
             return Snapshot(False, None)
         try:
-            text = self.b.get_text(self.client, self.b.metrics_url_for(self.api), timeout=10.0)
+            url = self.b.metrics_url_for(self.endpoint)
+            text = self.b.get_text(self.client, url, timeout=10.0, endpoint=self.endpoint)
         except RequestFailed:
             return Snapshot(False, None)
         samples = parse_prometheus(text)
@@ -141,7 +104,13 @@ class OpenAISession:
         tok = self.b.tokenizer()
         return None if tok is None else len(tok(text, add_special_tokens=False)["input_ids"])
 
-    def _turn(self, conv: Conversation, messages: list[dict[str, str]], seed: int) -> TurnResult:
+    def _turn(
+        self,
+        conv: Conversation,
+        messages: list[dict[str, str]],
+        seed: int,
+        res: ConversationResult,
+    ) -> TurnResult:
         path, body, prompt_tokens, truncated = request_body(
             self.cfg,
             self.model,
@@ -154,14 +123,15 @@ class OpenAISession:
         )
 
         def once() -> TurnResult:
-            res = stream_turn(
-                self.client, self.api + path, body, self.b.headers(), self._count_tokens
-            )
-            res.prompt_tokens = res.prompt_tokens or prompt_tokens
-            res.truncated = truncated
-            return res
+            self.b.spend_request()
+            res.attempts += 1
+            url = self.api + path
+            turn = stream_turn(self.client, url, body, self.headers, self._count_tokens, self.gamma)
+            turn.prompt_tokens = turn.prompt_tokens or prompt_tokens
+            turn.truncated = truncated
+            return turn
 
-        return with_retries(once, self.cfg.server.retries)
+        return with_retries(once, self.cfg.server.retries, self.cfg.server.max_retry_after_s)
 
     def _conversation(self, conv: Conversation, per_request: bool) -> ConversationResult:
         res = ConversationResult()
@@ -170,7 +140,7 @@ class OpenAISession:
         try:
             for turn in range(len(conv.prompt.turns)):
                 messages = conversation_messages(conv.prompt, answers, turn)
-                t = self._turn(conv, messages, conv.seed + turn)
+                t = self._turn(conv, messages, conv.seed + turn, res)
                 res.turns.append(t)
                 answers.append(t.text)
         except RequestFailed as exc:
@@ -241,6 +211,10 @@ class OpenAIBackend:
                 raise SpecbenchError(
                     f"server.api_key_env names {s.api_key_env}, which is not set in the environment"
                 )
+        # each server's request headers, read from the environment now (a missing one: exit 2)
+        self.ep_headers = {ep.url: endpoint_headers(cfg, ep, self.api_key) for ep in self.endpoints}
+        self.sent = 0  # completion requests sent, retries included (server.max_requests)
+        self.sent_lock = threading.Lock()
         self._tokenizer: Any = None
         self._tokenizer_tried = False
         self.server_info: dict[str, Any] = {}
@@ -251,16 +225,25 @@ class OpenAIBackend:
                 "local model directory or a hub id"
             )
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def endpoint(self, url: str) -> EndpointSpec:
+        return next(ep for ep in self.endpoints if ep.url == url)
 
-    def get_text(self, client: httpx2.Client, url: str, timeout: float) -> str:
-        return get_text(client, url, self.headers(), timeout)
+    def get_text(self, client: httpx2.Client, url: str, timeout: float, endpoint: str) -> str:
+        return get_text(client, url, self.ep_headers[endpoint], timeout)
 
-    def metrics_url_for(self, api: str) -> str:
-        if self.cfg.server.metrics_url and len(self.endpoints) == 1:
-            return self.cfg.server.metrics_url
-        return api[: -len("/v1")] + "/metrics"
+    def metrics_url_for(self, endpoint: str) -> str:
+        return metrics_url_of(self.cfg, self.endpoint(endpoint), split_url(endpoint)[1])
+
+    def spend_request(self) -> None:
+        """Count one completion request against `server.max_requests`; past it, stop the run."""
+        budget = self.cfg.server.max_requests
+        with self.sent_lock:
+            if budget is not None and self.sent >= budget:
+                raise SpecbenchError(
+                    f"server.max_requests ({budget}) reached: no more requests are sent; the "
+                    "records so far are kept (raise it and rerun with --resume to finish)"
+                )
+            self.sent += 1
 
     def tokenizer(self) -> Any:
         """The target's tokenizer when one can be loaded (local dir or hub cache), else None."""
@@ -293,12 +276,12 @@ class OpenAIBackend:
         api, origin = split_url(setting.endpoint)
         s = self.cfg.server
         try:
-            text = self.get_text(client, api + "/models", timeout=min(s.timeout_s, 15.0))
+            text = self.get_text(client, api + "/models", min(s.timeout_s, 15.0), setting.endpoint)
         except RequestFailed as exc:
             if str(exc).startswith(("HTTP 401", "HTTP 403")):
                 raise SpecbenchError(
                     f"the server at {setting.endpoint} refused the request ({exc}); set the API key "
-                    "in the environment variable named by server.api_key_env"
+                    "in the environment variable named by server.api_key_env (or server.headers)"
                 ) from None
             if not str(exc).startswith("HTTP "):  # no answer at all
                 raise SpecbenchError(
@@ -306,41 +289,27 @@ class OpenAIBackend:
                     "server.url"
                 ) from None
             text = "{}"
-        try:
-            listing = json.loads(text)
-        except ValueError:
-            listing = {}
-        if not isinstance(listing, dict):
-            listing = {}
-        served = [m for m in listing.get("data", []) if isinstance(m, dict)]
-        names = [str(m.get("id")) for m in served]
-        model = s.model or (names[0] if len(names) == 1 else self.cfg.target.model)
-        if names and model not in names:
-            raise SpecbenchError(
-                f"the server at {setting.endpoint} serves {', '.join(names)}, not '{model}'; "
-                "set server.model"
-            )
-        max_len = next((m.get("max_model_len") for m in served if m.get("id") == model), None)
+        model, entry = served_model(text, s.model, self.cfg.target.model, setting.endpoint)
+        max_len = entry.get("max_model_len")
         max_context = max(1, int(max_len) - self.cfg.max_new_tokens) if max_len else None
         kv_capacity = None
         try:
-            metrics_text = self.get_text(client, self.metrics_url_for(api), timeout=10.0)
+            metrics_url = self.metrics_url_for(setting.endpoint)
+            metrics_text = self.get_text(client, metrics_url, 10.0, setting.endpoint)
             metrics_ok = True
             kv_capacity = kv_capacity_from_samples(parse_prometheus(metrics_text))
         except RequestFailed:
             metrics_ok = False
-        version = None
-        with suppress(Exception):
-            version = json.loads(self.get_text(client, origin + "/version", timeout=5.0)).get(
-                "version"
-            )
         self.server_info[setting.endpoint] = {
             "label": setting.label,
             "gamma": setting.gamma,
             "model": model,
             "max_model_len": max_len,
             "metrics": metrics_ok,
-            "server_version": version,
+            **server_facts(
+                lambda path: self.get_text(client, origin + path, 5.0, setting.endpoint),
+                entry,
+            ),
         }
         # vLLM's cache_config_info, kept apart from server_info: `compare` lists server_info
         # differences, and the capacity varies a little from one start of a server to the next

