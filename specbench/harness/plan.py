@@ -24,6 +24,7 @@ from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_trunca
 from specbench.spec.policies import Policy
 
 DERIVED_FILES = ("results.json", "report.md", "report.html", "summary.csv", "warmup.jsonl")
+RUN_FILES = (*DERIVED_FILES, "batch_timing.jsonl")  # what --force removes besides the records
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) ->
     new_cfg = dump_config(cfg)
     if records.exists() and records.stat().st_size > 0:
         if force:
-            for name in (RECORDS_FILE, "config.yaml", "env.json", *DERIVED_FILES):
+            for name in (RECORDS_FILE, "config.yaml", "env.json", *RUN_FILES):
                 (out_dir / name).unlink(missing_ok=True)
             shutil.rmtree(out_dir / "plots", ignore_errors=True)
         elif not resume:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specbench.analysis.results import build_results
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
-from specbench.records import RECORDS_FILE, read_records
+from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
 from specbench.report.documents import write_documents
 from specbench.report.summary_csv import summary_frame, write_csv
 
@@ -161,7 +161,9 @@ def write_reports(
     given = {k: v for k, v in (economics or {}).items() if v is not None}
     if given:
         config = {**config, "economics": {**(config.get("economics") or {}), **given}}
-    results = build_results(records, config, env)
+    timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§15)
+    timing = read_records(timing_path) if timing_path.is_file() else None
+    results = build_results(records, config, env, timing)
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
