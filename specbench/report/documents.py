@@ -12,6 +12,7 @@ from typing import Any
 
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.report.batch_sections import batch_prediction_blocks, prediction_check_blocks
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
@@ -54,7 +55,8 @@ def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]
         mine = [
             r
             for r in records
-            if r["workload"] == e.workload
+            if r["kind"] in ("baseline", "spec")
+            and r["workload"] == e.workload
             and float(r["temperature"]) == e.temperature
             and r.get("concurrency", 1) == c_ref
         ]
@@ -81,6 +83,7 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     for e in results.workloads:
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
+    blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §15
     if results.failures:
         blocks.append(Heading("Failures"))
         blocks.append(
