@@ -38,6 +38,7 @@ from specbench.cli.exit_codes import (
     one_line,
 )
 from specbench.cli.options import CheckedCommand
+from specbench.cli.predict_check import predict_check
 from specbench.cli.report import report
 from specbench.cli.roi import roi
 from specbench.cli.run import run
@@ -58,6 +59,7 @@ COMMANDS: tuple[Callable[..., None], ...] = (
     simulate,
     validate,
     schema,
+    predict_check,
 )
 
 

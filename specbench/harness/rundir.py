@@ -152,6 +152,32 @@ def read_env(path: Path) -> dict[str, Any]:
     return env
 
 
+def read_results(run_dir: Path) -> dict[str, Any]:
+    """A run directory's results.json, as written (one-line error when absent or unreadable)."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise SpecbenchError(f"{run_dir} has no results.json; run `specbench report {run_dir}`")
+    try:
+        doc = json.loads(_text(path))
+    except json.JSONDecodeError:
+        raise SpecbenchError(f"{path} is not valid JSON; rerun `specbench report {run_dir}`") from None
+    if not isinstance(doc, dict):
+        raise SpecbenchError(f"{path} is not a results document")
+    return doc
+
+
+def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
+    """An engine run's results against a transformers run's batch-size prediction; None when
+    the reference has no results.json or no prediction."""
+    from specbench.analysis.prediction_check import check_prediction
+
+    try:
+        reference = read_results(reference_dir)
+    except SpecbenchError:
+        return None
+    return check_prediction(engine, reference, str(reference_dir))
+
+
 def write_reports(
     run_dir: Path, economics: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -168,6 +194,9 @@ def write_reports(
         from specbench.analysis.conformance.reference_check import check_against_reference
 
         results["conformance"] = check_against_reference(records, config, load_run)
+        predicted = prediction_check_of(results, Path(config["conformance"]["reference_run"]))
+        if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §15)
+            results["prediction_check"] = predicted
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
