@@ -103,7 +103,9 @@ class PromptTokens:
             return Estimate(float("nan"), float("nan"), float("nan"))
         value = pooled_tokens_per_round(self.lengths[keep], per[keep])
         ids = [p for p, k in zip(self.prompt_ids, keep, strict=True) if k]
-        est = ratio_ci(self.lengths[keep], self.lengths[keep] / per[keep], n_boot, level, clusters=ids)
+        est = ratio_ci(
+            self.lengths[keep], self.lengths[keep] / per[keep], n_boot, level, clusters=ids
+        )
         return Estimate(value, est.lo, est.hi)
 
 

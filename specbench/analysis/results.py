@@ -40,8 +40,8 @@ from specbench.analysis.groups import Group, Record, failure_rows, group_records
 from specbench.analysis.latency import pair
 from specbench.analysis.recommend import SettingKey, WorkloadInput, pool_recommendation
 from specbench.analysis.request_mix import request_mix
-from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.serialize import json_safe
+from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.serving_results import serving_entry
 from specbench.analysis.settings import AnalysisSettings
 from specbench.analysis.transformers_results import transformers_entry
@@ -141,7 +141,9 @@ def build_results(
         ),
         "failures": failures,
     }
-    predicted = batch_prediction(batch_timing or [], groups, s.primary_drafter, s.n_boot, s.ci_level)
+    predicted = batch_prediction(
+        batch_timing or [], groups, s.primary_drafter, s.n_boot, s.ci_level
+    )
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §15)
         out["batch_prediction"] = json_safe(predicted)
     return out

@@ -69,6 +69,18 @@ class ConcurrencyRow(ResultsModel):
     gammas: dict[str, ConcurrencyCell]
 
 
+class ScheduleRow(ConcurrencyLatency):
+    """The vLLM schedule setting at one concurrency (`analysis.serving_schedule`)."""
+
+    concurrency: int
+    schedule: list[list[int]] | None
+    speedup: EstimateJSON | None  # against off, paired by prompt
+    throughput_ratio: Num
+    best_fixed_gamma: int | None  # the fixed γ with the highest output tokens/s here
+    vs_best_fixed: EstimateJSON | None  # paired decode speedup over that γ
+    throughput_vs_best_fixed: Num
+
+
 class StopsPaying(ResultsModel):
     pays_at: list[int]
     stops_paying_at: int | None
@@ -86,6 +98,7 @@ class EngineSection(ResultsModel):
     metrics_available: bool
     chosen_gamma: int | None
     chosen_stops_paying_at: int | None
+    schedule: list[ScheduleRow] | None = None  # vllm runs with speculative.schedule
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

@@ -135,6 +135,16 @@ class RunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _schedule_backend(self) -> RunConfig:
+        spec = self.speculative
+        if (spec.schedule is not None or spec.schedule_from) and self.backend != "vllm":
+            raise ValueError(
+                "speculative.schedule is measured by backend: vllm (an openai server runs its "
+                "own: give it an endpoint label)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _drafter_names(self) -> RunConfig:
         labels = [d.label for d in self.drafters]
         if len(set(labels)) != len(labels):

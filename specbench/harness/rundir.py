@@ -160,7 +160,9 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     try:
         doc = json.loads(_text(path))
     except json.JSONDecodeError:
-        raise SpecbenchError(f"{path} is not valid JSON; rerun `specbench report {run_dir}`") from None
+        raise SpecbenchError(
+            f"{path} is not valid JSON; rerun `specbench report {run_dir}`"
+        ) from None
     if not isinstance(doc, dict):
         raise SpecbenchError(f"{path} is not a results document")
     return doc

@@ -39,9 +39,7 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
         ),
     ]
     for e in pred.entries:
-        best = ", ".join(
-            f"b={b}: {'off' if g == 0 else f'γ={g}'}" for b, g in e.best_gamma.items()
-        )
+        best = ", ".join(f"b={b}: {'off' if g == 0 else f'γ={g}'}" for b, g in e.best_gamma.items())
         blocks.append(Heading(f"{e.workload} T={e.temperature:g}", 3))
         blocks.append(
             Para(
@@ -62,9 +60,7 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
             for c in e.cells
         ]
         blocks.append(
-            TableBlock(
-                ["b", "γ", "step ms", "ā per step", "goodput tok/s", "speedup vs off"], rows
-            )
+            TableBlock(["b", "γ", "step ms", "ā per step", "goodput tok/s", "speedup vs off"], rows)
         )
     return blocks
 
@@ -115,3 +111,42 @@ def prediction_check_blocks(results: RunResults) -> list[Block]:
         ),
         TableBlock(PREDICTION_CHECK_HEADER, prediction_check_rows(check)),
     ]
+
+
+def schedule_blocks(results: RunResults) -> list[Block]:
+    """vLLM runs with `speculative.schedule`: the schedule against off and the best fixed γ at
+    every concurrency (paired decode speedups, output tokens/s)."""
+    blocks: list[Block] = []
+    for e in results.workloads:
+        rows = e.engine.schedule if e.engine is not None else None
+        if not rows:
+            continue
+        if not blocks:
+            blocks.append(Heading("The γ schedule against fixed γ"))
+        blocks.append(Heading(f"{e.workload} T={e.temperature:g}: schedule {rows[0].schedule}", 3))
+        blocks.append(
+            TableBlock(
+                [
+                    "concurrency",
+                    "tok/s",
+                    "speedup vs off",
+                    "tok/s ÷ off",
+                    "best fixed γ",
+                    "speedup vs best fixed",
+                    "tok/s ÷ best fixed",
+                ],
+                [
+                    [
+                        str(r.concurrency),
+                        num_text(r.output_tokens_per_s, "{:.0f}"),
+                        _est(r.speedup, "{:.2f}"),
+                        num_text(r.throughput_ratio, "{:.2f}"),
+                        "–" if r.best_fixed_gamma is None else str(r.best_fixed_gamma),
+                        _est(r.vs_best_fixed, "{:.2f}"),
+                        num_text(r.throughput_vs_best_fixed, "{:.2f}"),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+    return blocks

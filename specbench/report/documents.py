@@ -12,8 +12,12 @@ from typing import Any
 
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.results_model_workload import WorkloadResult
-from specbench.report.batch_sections import batch_prediction_blocks, prediction_check_blocks
 from specbench.report import plots
+from specbench.report.batch_sections import (
+    batch_prediction_blocks,
+    prediction_check_blocks,
+    schedule_blocks,
+)
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
@@ -83,6 +87,7 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     for e in results.workloads:
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
+    blocks += schedule_blocks(results)  # vllm runs with speculative.schedule
     blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §15
     if results.failures:
         blocks.append(Heading("Failures"))

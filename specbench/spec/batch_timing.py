@@ -90,7 +90,9 @@ def time_batched_forwards(
     sizes = sorted(set(batch_sizes))
     grid = sorted(set(gammas))
     if contexts.shape[0] < sizes[-1]:
-        raise ValueError(f"contexts has {contexts.shape[0]} rows; batch size {sizes[-1]} needs more")
+        raise ValueError(
+            f"contexts has {contexts.shape[0]} rows; batch size {sizes[-1]} needs more"
+        )
     vocab = vocab_size or int(target.config.vocab_size)
     gen = torch.Generator().manual_seed(seed)
     caches = {
