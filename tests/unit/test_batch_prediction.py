@@ -3,6 +3,7 @@ hand-made timings and acceptance traces with hand-computed values."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -176,3 +177,51 @@ def test_prediction_check_errors_per_cell() -> None:
     assert check.median_abs_speedup_error == pytest.approx(0.25)
     assert check.median_abs_goodput_error == pytest.approx(np.median([0.6, 0.5]))
     assert check_prediction(engine, {"batch_prediction": None}, "ref") is None
+
+
+def test_predict_check_command(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from specbench.cli.app import app
+
+    cli = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+    ref, eng = tmp_path / "ref", tmp_path / "eng"
+    ref.mkdir()
+    eng.mkdir()
+    off = {**_cell(400.0, 1.0), "gamma": 0}
+    (ref / "results.json").write_text(
+        json.dumps(
+            {
+                "batch_prediction": {
+                    "entries": [
+                        {"workload": "w", "temperature": 0.0, "cells": [off, _cell(600.0, 1.5)]}
+                    ]
+                }
+            }
+        )
+    )
+    row = {
+        "concurrency": 4,
+        "baseline": {"output_tokens_per_s": 1000.0},
+        "gammas": {"2": {"output_tokens_per_s": 1200.0, "throughput_ratio": 1.2}},
+    }
+    engine = {
+        "workloads": [{"workload": "w", "temperature": 0.0, "engine": {"concurrency": [row]}}]
+    }
+    (eng / "results.json").write_text(json.dumps(engine))
+    res = cli.invoke(app, ["predict-check", str(eng), str(ref)])
+    assert res.exit_code == 0, res.output
+    assert "+25 %" in res.output  # the speedup error 1.5 / 1.2 − 1
+    assert "median |error|: speedup 25 %, goodput 55 %" in res.output
+    res = cli.invoke(app, ["predict-check", str(eng), str(ref), "--json"])
+    assert json.loads(res.output)["cells"][1]["speedup_error"] == pytest.approx(0.25)
+    # bad input: one line, exit 2
+    for args, message in (
+        ([str(ref), str(ref)], "is not an engine run"),
+        ([str(eng), str(eng)], "has no batch-size prediction"),
+        ([str(eng), str(tmp_path / "nope")], "has no results.json"),
+    ):
+        res = cli.invoke(app, ["predict-check", *args])
+        assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
