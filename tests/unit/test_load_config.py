@@ -66,7 +66,7 @@ def test_schedule_follows_vllms_rules() -> None:
 def test_schedule_refusals() -> None:
     with pytest.raises(SpecbenchError, match="not both"):
         vllm(schedule=[[1, 4, 2]], schedule_from="s.json")
-    with pytest.raises(SpecbenchError, match="give it as speculative.schedule"):
+    with pytest.raises(SpecbenchError, match=r"give it as speculative\.schedule"):
         vllm(options={"num_speculative_tokens_per_batch_size": [[1, 4, 2]]})
     with pytest.raises(SpecbenchError, match="measured by backend: vllm"):
         config(speculative={"schedule": [[1, 4, 2]]})
