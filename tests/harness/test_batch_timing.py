@@ -31,7 +31,7 @@ def session(tiny_pair):  # type: ignore[no-untyped-def]
 
 
 def test_batch_timing_records_resume_and_prediction(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]
-    cfg = parse_config(tiny_config(tmp_path, batch_timing=TIMING))
+    cfg = parse_config(tiny_config(tmp_path, batch_timing=TIMING, decision={"bootstrap": 200}))
     runner.run(cfg, tmp_path, session=session)
     path = tmp_path / "batch_timing.jsonl"
     typed = read_typed_records(path)
