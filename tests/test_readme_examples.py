@@ -103,7 +103,10 @@ SKIPPED: dict[str, str] = {
     ),
     "run configs/tiny-vllm-load.yaml": "needs vLLM (tests/harness/test_vllm_load.py)",
     "predict-check reports/tiny-vllm-load reports/tiny-load": (
-        "needs the vLLM run; its analysis is tests/unit/test_batch_prediction.py"
+        "needs the vLLM run; the command is tested in tests/unit/test_batch_prediction.py"
+    ),
+    "predict-check reports/tiny-vllm-load reports/tiny-load --json": (
+        "needs the vLLM run; the command is tested in tests/unit/test_batch_prediction.py"
     ),
     "run configs/tiny-openai.yaml": "needs a running OpenAI-compatible server",
     "validate configs/my-engine.yaml": (
