@@ -35,7 +35,7 @@ def predict_check(
     from specbench.analysis.prediction_check import check_prediction
     from specbench.analysis.results_model_batch import PredictionCheck
     from specbench.harness.rundir import read_results
-    from specbench.report.batch_sections import PREDICTION_CHECK_HEADER, prediction_check_rows
+    from specbench.report.batch_sections import PREDICTION_CHECK_SHORT, prediction_check_rows
     from specbench.report.console import make_console, table_box
 
     engine, reference = read_results(engine_run), read_results(transformers_run)
@@ -58,8 +58,13 @@ def predict_check(
     check = PredictionCheck.model_validate(doc)
     from rich.table import Table
 
-    table = Table(title="prediction (transformers) vs engine", box=table_box())
-    for col in PREDICTION_CHECK_HEADER:
+    table = Table(
+        title="measured (engine) vs predicted (transformers): goodput tok/s, speedup vs off; "
+        "error = predicted / measured − 1",
+        title_justify="left",
+        box=table_box(),
+    )
+    for col in PREDICTION_CHECK_SHORT:
         table.add_column(col, justify="left" if col == "workload" else "right")
     for row in prediction_check_rows(check):
         table.add_row(*row)

@@ -24,6 +24,10 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x * 100:+.0f} %"
 
 
+def _abs_pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.0f} %"
+
+
 def batch_prediction_blocks(results: RunResults) -> list[Block]:
     pred = results.batch_prediction
     if pred is None or not pred.entries:
@@ -83,6 +87,19 @@ def prediction_check_rows(check: PredictionCheck) -> list[list[str]]:
     ]
 
 
+# the console's narrower header, same columns
+PREDICTION_CHECK_SHORT = [
+    "workload",
+    "T",
+    "c",
+    "γ",
+    "tok/s",
+    "pred",
+    "err",
+    "speedup",
+    "pred",
+    "err",
+]
 PREDICTION_CHECK_HEADER = [
     "workload",
     "T",
@@ -106,8 +123,8 @@ def prediction_check_blocks(results: RunResults) -> list[Block]:
         Para(
             f"The transformers run {check.reference_run} predicted each cell from its batched "
             f"timings (batch size = concurrency). {check.note} Median |error|: speedup "
-            f"{_pct(check.median_abs_speedup_error)}, goodput "
-            f"{_pct(check.median_abs_goodput_error)}."
+            f"{_abs_pct(check.median_abs_speedup_error)}, goodput "
+            f"{_abs_pct(check.median_abs_goodput_error)}."
         ),
         TableBlock(PREDICTION_CHECK_HEADER, prediction_check_rows(check)),
     ]
