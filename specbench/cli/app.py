@@ -185,7 +185,8 @@ def _root(
 
 
 for _command in COMMANDS:  # the shared option checks and the exit codes, for every command
-    app.command(cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
+    name = _command.__name__.replace("_", "-")  # predict_check → predict-check
+    app.command(name, cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
 
 
 @functools.cache
