@@ -85,3 +85,39 @@ def test_load_grid_and_schedule_on_vllm_cpu(tmp_path: Path) -> None:
     )
     report = (out / "report.md").read_text()
     assert "The γ schedule against fixed γ" in report
+
+
+@pytest.mark.vllm
+def test_schedule_rules_agree_with_the_installed_vllm() -> None:
+    """specbench's check of `speculative.schedule` accepts exactly what vLLM's own validator
+    accepts, on seeded random schedules (beside its two extra bounds: k ≤ 64, some k > 0)."""
+    pytest.importorskip("vllm")
+    import random
+
+    from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+
+    from specbench.config.backends import check_schedule
+
+    rng = random.Random(0)
+    agreed = {True: 0, False: 0}
+    for _ in range(500):
+        entries, lo = [], rng.choice([1, 1, 1, 0, 2])
+        for _ in range(rng.randint(1, 4)):  # mostly well-formed, sometimes off by one
+            hi = lo + rng.randint(-1, 8)
+            entries.append((lo, hi, rng.randint(-1, 6)))
+            lo = hi + rng.choice([1, 1, 1, 0, 3])
+        rng.shuffle(entries)
+        try:
+            theirs = validate_and_normalize_dynamic_sd_schedule([list(e) for e in entries])
+        except ValueError:
+            theirs = None
+        try:
+            ours = check_schedule(entries)
+        except ValueError:
+            ours = None
+        if theirs is not None and max(k for _, _, k in theirs) == 0:
+            assert ours is None  # all zeros is the off engine: refused here, allowed by vLLM
+            continue
+        assert ours == theirs, entries
+        agreed[ours is not None] += 1
+    assert agreed[True] > 20 and agreed[False] > 20  # both outcomes were exercised
