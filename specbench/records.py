@@ -203,7 +203,7 @@ class EngineMetricsRecord(Record):
 
 class BatchTimingRecord(Record):
     """Transformers backend with `batch_timing`: one repetition of the batched forwards at one
-    batch size over one workload's contexts (`spec.batch_timing`, docs/theory.md §15)."""
+    batch size over one workload's contexts (`spec.batch_timing`, docs/theory.md §16)."""
 
     kind: Literal["batch_timing"]
     workload: str

@@ -1,4 +1,4 @@
-"""Predicted goodput by batch size (docs/theory.md §15): the transformers backend's batched
+"""Predicted goodput by batch size (docs/theory.md §16): the transformers backend's batched
 forward timings (`batch_timing` records) combined with the per-prompt acceptance of its batch-1
 run. A prediction, never a measurement: no engine ran these batches.
 
@@ -76,7 +76,7 @@ def step_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, StepCosts]:
 
 
 def goodput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
-    """Σ_i ā_i / step time: tokens per second of one step over the sequences in it (§15)."""
+    """Σ_i ā_i / step time: tokens per second of one step over the sequences in it (§16)."""
     return float(np.sum(np.asarray(accept_lengths, float)) / step_time_s)
 
 
@@ -200,6 +200,6 @@ def batch_prediction(
     return {
         "kind": "prediction",
         "basis": "batched forward timings (transformers backend) × per-prompt acceptance of the "
-        "batch-1 run; no engine ran these batches (docs/theory.md §15)",
+        "batch-1 run; no engine ran these batches (docs/theory.md §16)",
         "entries": entries,
     }

@@ -1,4 +1,4 @@
-"""The batch-size prediction of a transformers run (`batch_prediction`, docs/theory.md §15)
+"""The batch-size prediction of a transformers run (`batch_prediction`, docs/theory.md §16)
 against an engine run's measurement of the same pair and workloads: per workload × temperature ×
 concurrency × γ, the measured goodput (the batch's output tokens/s) and speedup against the engine
 without speculation at that concurrency (the goodput ratio), beside the prediction at batch size

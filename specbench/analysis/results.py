@@ -144,7 +144,7 @@ def build_results(
     predicted = batch_prediction(
         batch_timing or [], groups, s.primary_drafter, s.n_boot, s.ci_level
     )
-    if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §15)
+    if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §16)
         out["batch_prediction"] = json_safe(predicted)
     return out
 

@@ -218,7 +218,7 @@ class RunResults(ResultsModel):
     economics: Economics
     failures: list[Failure]
     conformance: Conformance | None = None  # engine runs with conformance.reference_run
-    batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§15)
+    batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§16)
     prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
 
 

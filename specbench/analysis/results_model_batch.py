@@ -1,5 +1,5 @@
 """results.json's `batch_prediction` (transformers runs with `batch_timing`) and
-`prediction_check` (engine runs compared with such a prediction): docs/theory.md §15."""
+`prediction_check` (engine runs compared with such a prediction): docs/theory.md §16."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ class EngineSection(ResultsModel):
     metrics_available: bool
     chosen_gamma: int | None
     chosen_stops_paying_at: int | None
-    schedule: list[ScheduleRow] | None = None  # vllm runs with speculative.schedule
+    measured_schedule: list[ScheduleRow] | None = None  # vllm runs with speculative.schedule
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

@@ -195,7 +195,7 @@ def analyse_engine_group(
         "metrics_available": all(m.get("metrics_available", True) for m in metrics),
     }
     if sched:  # the schedule setting beside off and the best fixed γ, per concurrency
-        out["engine"]["schedule"] = schedule_rows(
+        out["engine"]["measured_schedule"] = schedule_rows(
             base, specs, sched, sched_metrics, conc_rows, n_boot, level
         )
     if metrics and not out["engine"]["metrics_available"]:

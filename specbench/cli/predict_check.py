@@ -1,6 +1,6 @@
 """`specbench predict-check ENGINE_RUN TRANSFORMERS_RUN`: an engine run's measured goodput and
 speedup per concurrency × γ against the batch-size prediction of a transformers run with
-`batch_timing` (docs/theory.md §15; the speedup ratio is the comparable quantity).
+`batch_timing` (docs/theory.md §16; the speedup ratio is the comparable quantity).
 
     specbench predict-check reports/tiny-vllm-load reports/tiny-load
     specbench predict-check reports/tiny-vllm-load reports/tiny-load --json

@@ -76,7 +76,7 @@ class RunConfig(StrictModel):
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
-    # transformers backend: batched verify / draft timing for the batch-size prediction (§15)
+    # transformers backend: batched verify / draft timing for the batch-size prediction (§16)
     batch_timing: BatchTimingSpec | None = None
 
     @model_validator(mode="before")

@@ -221,7 +221,7 @@ MAX_BATCH_SIZE = 256
 
 class BatchTimingSpec(StrictModel):
     """Transformers backend: time the target's verify and the draft's step over b rows for every
-    γ of the grid (`spec.batch_timing`), for the batch-size prediction (docs/theory.md §15)."""
+    γ of the grid (`spec.batch_timing`), for the batch-size prediction (docs/theory.md §16)."""
 
     batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
     repeats: int = Field(default=5, ge=1, le=100)  # measurements per (workload, b, γ)

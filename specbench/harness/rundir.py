@@ -189,7 +189,7 @@ def write_reports(
     given = {k: v for k, v in (economics or {}).items() if v is not None}
     if given:
         config = {**config, "economics": {**(config.get("economics") or {}), **given}}
-    timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§15)
+    timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§16)
     timing = read_records(timing_path) if timing_path.is_file() else None
     results = build_results(records, config, env, timing)
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
@@ -197,7 +197,7 @@ def write_reports(
 
         results["conformance"] = check_against_reference(records, config, load_run)
         predicted = prediction_check_of(results, Path(config["conformance"]["reference_run"]))
-        if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §15)
+        if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §16)
             results["prediction_check"] = predicted
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")

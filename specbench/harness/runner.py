@@ -359,7 +359,7 @@ def run(
     prompts, session, done = start_run(cfg, out_dir, resume, force, base_dir, session)
     plan = plan_units(cfg, prompts)
     outcome = execute(session, out_dir, plan, done, events, stop_after)
-    if cfg.batch_timing is not None:  # batched forwards for the batch-size prediction (§15)
+    if cfg.batch_timing is not None:  # batched forwards for the batch-size prediction (§16)
         run_batch_timing(cfg, timed_pair(session), prompts, out_dir)
     return outcome
 

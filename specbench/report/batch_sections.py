@@ -1,4 +1,4 @@
-"""Report sections of docs/theory.md §15: "predicted goodput by batch size" (a transformers run
+"""Report sections of docs/theory.md §16: "predicted goodput by batch size" (a transformers run
 with `batch_timing`) and "prediction against the engine" (an engine run compared with such a
 prediction). Both return nothing for a run without them."""
 
@@ -39,7 +39,7 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
             "(verify over b rows of γ + 1 tokens, the draft over b rows) and combined with the "
             "per-prompt acceptance of the batch-1 run; no engine ran these batches. goodput(b, γ) "
             "= b · ā(γ) / (γ·T_d(b) + T_t(b, γ)); the interval resamples prompts, the timings "
-            "are taken as exact (docs/theory.md §15)."
+            "are taken as exact (docs/theory.md §16)."
         ),
     ]
     for e in pred.entries:
@@ -135,7 +135,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
     every concurrency (paired decode speedups, output tokens/s)."""
     blocks: list[Block] = []
     for e in results.workloads:
-        rows = e.engine.schedule if e.engine is not None else None
+        rows = e.engine.measured_schedule if e.engine is not None else None
         if not rows:
             continue
         if not blocks:

@@ -88,7 +88,7 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
     blocks += schedule_blocks(results)  # vllm runs with speculative.schedule
-    blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §15
+    blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §16
     if results.failures:
         blocks.append(Heading("Failures"))
         blocks.append(

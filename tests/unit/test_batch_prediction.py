@@ -1,4 +1,4 @@
-"""The batch-size prediction (docs/theory.md §15) and its check against an engine run, on
+"""The batch-size prediction (docs/theory.md §16) and its check against an engine run, on
 hand-made timings and acceptance traces with hand-computed values."""
 
 from __future__ import annotations

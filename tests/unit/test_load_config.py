@@ -1,4 +1,4 @@
-"""The config keys of speculation under load (docs/serving.md, docs/theory.md §15): batch_timing
+"""The config keys of speculation under load (docs/serving.md, docs/theory.md §16): batch_timing
 and the vLLM γ schedule — their bounds and refusals (one line each), and the schedule files read."""
 
 from __future__ import annotations
