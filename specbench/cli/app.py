@@ -185,8 +185,8 @@ def _root(
 
 
 for _command in COMMANDS:  # the shared option checks and the exit codes, for every command
-    name = _command.__name__.replace("_", "-")  # predict_check → predict-check
-    app.command(name, cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
+    _name = _command.__name__.replace("_", "-")  # predict_check → predict-check
+    app.command(_name, cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
 
 
 @functools.cache
