@@ -1,13 +1,15 @@
 """Run records: one self-describing JSON line per generated prompt, appended as soon as it exists.
 
 Every line carries the schema version, its kind ("baseline", "spec", "warmup_baseline",
-"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch) and its
+"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch, and the transformers
+backend with `batch_timing` writes "batch_timing" lines, one per workload × batch size × repeat,
+to batch_timing.jsonl beside records.jsonl) and its
 unit key (workload, temperature, γ, drafter, policy, prompt id, repeat). A record is never
 rewritten: `--resume` reads the file, skips the complete units and appends the rest; derived
 files (results.json, reports) are regenerated from the records.
 
 Each kind is a pydantic model (`BaselineRecord`, `SpecRecord`, `WarmupRecord`, `FailedRecord`,
-`EngineMetricsRecord`; unknown keys are kept): the reader validates every line against its
+`EngineMetricsRecord`, `BatchTimingRecord`; unknown keys are kept): the reader validates every line against its
 kind's model (`iter_records` yields the JSON objects as written, `read_typed_records` the
 models), and `record_json_schema()` documents a line. The harness writes plain dicts, so the
 lines are exactly what it wrote. The analysis reads records as tables (`analysis.tables`).
@@ -32,6 +34,7 @@ from specbench.errors import SpecbenchError, SpecbenchWarning
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
+BATCH_TIMING_FILE = "batch_timing.jsonl"  # the "batch_timing" lines (transformers backend)
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,28 @@ class EngineMetricsRecord(Record):
     hit_bound: bool | None = None
 
 
-KnownRecord = BaselineRecord | SpecRecord | WarmupRecord | FailedRecord | EngineMetricsRecord
+class BatchTimingRecord(Record):
+    """Transformers backend with `batch_timing`: one repetition of the batched forwards at one
+    batch size over one workload's contexts (`spec.batch_timing`, docs/theory.md §18)."""
+
+    kind: Literal["batch_timing"]
+    workload: str
+    batch_size: int = Field(ge=1)
+    repeat: int = Field(default=0, ge=0)
+    context_len: int = Field(ge=1)  # KV-cache positions each row holds before the forward
+    draft_ms: float = Field(gt=0.0, allow_inf_nan=False)  # draft forward, b rows × 1 token
+    gammas: list[int]  # the verify lengths measured (0 = a plain decode step)
+    verify_ms: list[float]  # per γ: target forward over b rows × (γ + 1) tokens
+
+
+KnownRecord = (
+    BaselineRecord
+    | SpecRecord
+    | WarmupRecord
+    | FailedRecord
+    | EngineMetricsRecord
+    | BatchTimingRecord
+)
 RECORD_MODELS: dict[str, type[Record]] = {
     "baseline": BaselineRecord,
     "spec": SpecRecord,
@@ -227,8 +251,9 @@ RECORD_MODELS: dict[str, type[Record]] = {
     "warmup_spec": WarmupRecord,
     "failed": FailedRecord,
     "engine_metrics": EngineMetricsRecord,
+    "batch_timing": BatchTimingRecord,
 }
-UNIT_KINDS = frozenset(k for k in RECORD_MODELS if k != "engine_metrics")
+UNIT_KINDS = frozenset(k for k in RECORD_MODELS if k not in ("engine_metrics", "batch_timing"))
 
 
 def record_json_schema() -> dict[str, Any]:

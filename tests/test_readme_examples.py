@@ -97,6 +97,17 @@ SKIPPED: dict[str, str] = {
         "needs the 70B/8B hub models and GPUs"
     ),
     "run configs/tiny-vllm.yaml": "needs vLLM (make test-vllm)",
+    "run configs/tiny-load.yaml": (
+        "batch_timing is run by tests/harness/test_batch_timing.py at b = 1, 2 (this config "
+        "times b up to 16 over 16 prompts)"
+    ),
+    "run configs/tiny-vllm-load.yaml": "needs vLLM (tests/harness/test_vllm_load.py)",
+    "predict-check reports/tiny-vllm-load reports/tiny-load": (
+        "needs the vLLM run; the command is tested in tests/unit/test_batch_prediction.py"
+    ),
+    "predict-check reports/tiny-vllm-load reports/tiny-load --json": (
+        "needs the vLLM run; the command is tested in tests/unit/test_batch_prediction.py"
+    ),
     "run configs/tiny-openai.yaml": "needs a running OpenAI-compatible server",
     "validate configs/my-engine.yaml": (
         "a user's engine config; tests/ci/test_action.py validates against a local server"

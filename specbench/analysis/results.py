@@ -35,11 +35,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from specbench.analysis.adaptive_summary import adaptive_summary, is_adaptive
+from specbench.analysis.batch_prediction import batch_prediction
 from specbench.analysis.groups import Group, Record, failure_rows, group_records, is_engine_group
 from specbench.analysis.latency import pair
 from specbench.analysis.load_cells import attach_load, closed_loop
 from specbench.analysis.recommend import SettingKey, WorkloadInput, pool_recommendation
 from specbench.analysis.request_mix import request_mix
+from specbench.analysis.serialize import json_safe
 from specbench.analysis.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.serving_results import serving_entry
 from specbench.analysis.settings import AnalysisSettings
@@ -79,9 +81,13 @@ def run_header(config: Mapping[str, Any], s: AnalysisSettings) -> dict[str, Any]
 
 
 def build_results(
-    records: list[Record], config: dict[str, Any], env: dict[str, Any]
+    records: list[Record],
+    config: dict[str, Any],
+    env: dict[str, Any],
+    batch_timing: list[Record] | None = None,
 ) -> dict[str, Any]:
-    """The results.json document (schema RESULTS_SCHEMA)."""
+    """The results.json document (schema RESULTS_SCHEMA); `batch_timing` (the run's
+    batch_timing.jsonl) adds the predicted goodput by batch size."""
     s = AnalysisSettings.from_config(config)
     entries = []
     failures: list[dict[str, Any]] = []
@@ -120,7 +126,7 @@ def build_results(
                 )
             )
     attach_load(entries, records, config, s.ci_level, s.n_boot)  # tails, goodput per load point
-    return {
+    out = {
         "schema": RESULTS_SCHEMA,
         "run": run_header(config, s),
         "env": env,
@@ -137,6 +143,12 @@ def build_results(
         ),
         "failures": failures,
     }
+    predicted = batch_prediction(
+        batch_timing or [], groups, s.primary_drafter, s.n_boot, s.ci_level
+    )
+    if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
+        out["batch_prediction"] = json_safe(predicted)
+    return out
 
 
 def global_recommendation(

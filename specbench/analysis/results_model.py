@@ -32,6 +32,7 @@ from specbench.analysis.results_model_base import (
     SettingSpeedup,
     Verdict,
 )
+from specbench.analysis.results_model_batch import BatchPrediction, PredictionCheck
 from specbench.analysis.results_model_engine import Conformance
 from specbench.analysis.results_model_workload import WorkloadResult
 
@@ -217,6 +218,8 @@ class RunResults(ResultsModel):
     economics: Economics
     failures: list[Failure]
     conformance: Conformance | None = None  # engine runs with conformance.reference_run
+    batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§18)
+    prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
 
 
 def as_results(results: RunResults | dict[str, Any]) -> RunResults:

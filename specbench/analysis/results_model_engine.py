@@ -70,6 +70,18 @@ class ConcurrencyRow(ResultsModel):
     gammas: dict[str, ConcurrencyCell]
 
 
+class MeasuredScheduleRow(ConcurrencyLatency):
+    """The vLLM schedule setting at one concurrency (`analysis.serving_schedule`)."""
+
+    concurrency: int
+    schedule: list[list[int]] | None
+    speedup: EstimateJSON | None  # against off, paired by prompt
+    throughput_ratio: Num
+    best_fixed_gamma: int | None  # the fixed γ with the highest output tokens/s here
+    vs_best_fixed: EstimateJSON | None  # paired decode speedup over that γ
+    throughput_vs_best_fixed: Num
+
+
 class StopsPaying(ResultsModel):
     pays_at: list[int]
     stops_paying_at: int | None
@@ -155,6 +167,7 @@ class EngineSection(ResultsModel):
     schedule: GammaSchedule | None = None
     load: list[LoadCell] | None = None  # per setting × load point (analysis.load_cells)
     slo: SloJSON | None = None
+    measured_schedule: list[MeasuredScheduleRow] | None = None  # vllm runs with speculative.schedule
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

@@ -39,6 +39,7 @@ from specbench.analysis.serving_acceptance import (
     pooled_alpha,
 )
 from specbench.analysis.serving_concurrency import concurrency_table
+from specbench.analysis.serving_schedule import schedule_rows, split_schedule
 from specbench.analysis.settings import AnalysisSettings
 from specbench.analysis.stats import NAN_ESTIMATE, mean_ci
 from specbench.analysis.timing_model import TimingModel, linear_fit
@@ -70,6 +71,7 @@ def analyse_engine_group(
     """The results entry of one workload × temperature of an engine run, with the baseline and
     settings at the reference concurrency (`serving_entry` decides on those)."""
     n_boot, level = s.n_boot, s.ci_level
+    settings, metrics, sched, sched_metrics = split_schedule(settings, metrics)  # vllm schedule
     specs: dict[int, list[Record]] = defaultdict(list)
     for (_, _, g), recs in settings.items():
         specs[g] += recs
@@ -208,6 +210,10 @@ def analyse_engine_group(
     out["engine"]["batch_model"], out["engine"]["schedule"] = schedule_parts(
         base, specs, metrics, per_gamma, s
     )
+    if sched:  # the schedule setting beside off and the best fixed γ, per concurrency
+        out["engine"]["measured_schedule"] = schedule_rows(
+            base, specs, sched, sched_metrics, conc_rows, n_boot, level
+        )
     if metrics and not out["engine"]["metrics_available"]:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
     out["warnings"] = list(dict.fromkeys(warnings))

@@ -38,6 +38,7 @@ from specbench.cli.exit_codes import (
     one_line,
 )
 from specbench.cli.options import CheckedCommand
+from specbench.cli.predict_check import predict_check
 from specbench.cli.report import report
 from specbench.cli.roi import roi
 from specbench.cli.run import run
@@ -60,6 +61,7 @@ COMMANDS: tuple[Callable[..., None], ...] = (
     schedule,
     validate,
     schema,
+    predict_check,
 )
 
 
@@ -185,7 +187,8 @@ def _root(
 
 
 for _command in COMMANDS:  # the shared option checks and the exit codes, for every command
-    app.command(cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
+    _name = _command.__name__.replace("_", "-")  # predict_check → predict-check
+    app.command(_name, cls=CheckedCommand, epilog=EXIT_CODES_HELP)(_command)
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from specbench.config.sections import MAX_GAMMA, StrictModel
 
@@ -32,6 +32,35 @@ class EngineSpec(StrictModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+MAX_SCHEDULE_BATCH = 1 << 20
+
+
+def check_schedule(entries: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """vLLM's rules for a batch-size schedule (vllm/v1/spec_decode/dynamic/utils.py), plus
+    bounds: inclusive ranges [lo, hi] with 1 ≤ lo ≤ hi, sorted, not overlapping, the first
+    starting at 1; each k in [0, MAX_GAMMA] and at least one k > 0 (vLLM needs
+    num_speculative_tokens = max k > 0 beside a schedule)."""
+    if not entries or len(entries) > 64:
+        raise ValueError("speculative.schedule needs 1 to 64 [lo, hi, k] entries")
+    out = sorted((int(lo), int(hi), int(k)) for lo, hi, k in entries)
+    prev = 0
+    for lo, hi, k in out:
+        if not 1 <= lo <= hi <= MAX_SCHEDULE_BATCH:
+            raise ValueError(f"speculative.schedule: range [{lo}, {hi}] needs 1 <= lo <= hi")
+        if lo <= prev:
+            raise ValueError(f"speculative.schedule: range [{lo}, {hi}] overlaps the one before")
+        if not 0 <= k <= MAX_GAMMA:
+            raise ValueError(f"speculative.schedule: k={k} must be in [0, {MAX_GAMMA}]")
+        prev = hi
+    if out[0][0] != 1:
+        raise ValueError("speculative.schedule: the first range must start at batch size 1")
+    if max(k for _, _, k in out) == 0:
+        raise ValueError(
+            "speculative.schedule: every k is 0; that is the baseline (no speculation)"
+        )
+    return out
+
+
 class SpeculativeSpec(StrictModel):
     """`backend: vllm` speculation: vLLM's `speculative_config` minus `num_speculative_tokens`,
     which is the γ grid (`gammas`)."""
@@ -40,6 +69,26 @@ class SpeculativeSpec(StrictModel):
     model: str | None = None  # the drafter's weights; draft_model defaults to draft.model
     num_speculative_tokens: list[int] | None = None  # the γ grid; given here it replaces gammas
     options: dict[str, Any] = Field(default_factory=dict)  # any other speculative_config key
+    # one more engine setting, labelled "schedule": γ by batch size, [[lo, hi, k], …] (vLLM's
+    # num_speculative_tokens_per_batch_size), or read from a schedule file (`schedule_from`)
+    schedule: list[tuple[int, int, int]] | None = None
+    schedule_from: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:
+        return None if v is None else check_schedule(v)
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> SpeculativeSpec:
+        if self.schedule is not None and self.schedule_from is not None:
+            raise ValueError("give speculative.schedule or speculative.schedule_from, not both")
+        if "num_speculative_tokens_per_batch_size" in self.options:
+            raise ValueError(
+                "speculative.options.num_speculative_tokens_per_batch_size: give it as "
+                "speculative.schedule (measured as its own setting beside the fixed γ values)"
+            )
+        return self
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")  # an HTTP token (RFC 9110 §5.1)

@@ -25,6 +25,7 @@ from specbench.config.sections import (
     MAX_NEW_TOKENS,
     MAX_REPEATS,
     AdaptiveSpec,
+    BatchTimingSpec,
     ConformanceSpec,
     DecisionSpec,
     DraftSpec,
@@ -78,6 +79,8 @@ class RunConfig(StrictModel):
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
+    # transformers backend: batched verify / draft timing for the batch-size prediction (§18)
+    batch_timing: BatchTimingSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -127,6 +130,27 @@ class RunConfig(StrictModel):
     def _adaptive_backend(self) -> RunConfig:
         if self.plan == "adaptive" and self.backend != "transformers":
             raise ValueError("plan: adaptive needs backend: transformers (it reads every round)")
+        return self
+
+    @model_validator(mode="after")
+    def _batch_timing(self) -> RunConfig:
+        if self.batch_timing is not None and (
+            self.backend != "transformers" or self.draft.method != "model" or self.plan != "full"
+        ):
+            raise ValueError(
+                "batch_timing needs backend: transformers, plan: full and a model draft "
+                "(draft.method: model)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_backend(self) -> RunConfig:
+        spec = self.speculative
+        if (spec.schedule is not None or spec.schedule_from) and self.backend != "vllm":
+            raise ValueError(
+                "speculative.schedule is measured by backend: vllm (an openai server runs its "
+                "own: give it an endpoint label)"
+            )
         return self
 
     @model_validator(mode="after")

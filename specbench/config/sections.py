@@ -216,6 +216,27 @@ class AdaptiveSpec(StrictModel):
     max_candidates: int = Field(default=3, ge=1, le=16)
 
 
+MAX_BATCH_SIZE = 256
+
+
+class BatchTimingSpec(StrictModel):
+    """Transformers backend: time the target's verify and the draft's step over b rows for every
+    γ of the grid (`spec.batch_timing`), for the batch-size prediction (docs/theory.md §18)."""
+
+    batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    repeats: int = Field(default=5, ge=1, le=100)  # measurements per (workload, b, γ)
+    warmup: int = Field(default=1, ge=0, le=10)  # repetitions run first and discarded
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        if not v or len(v) > 16 or any(not 1 <= b <= MAX_BATCH_SIZE for b in v):
+            raise ValueError(
+                f"batch_timing.batch_sizes needs 1 to 16 values, each in [1, {MAX_BATCH_SIZE}]"
+            )
+        return sorted(set(v))
+
+
 class EconomicsSpec(StrictModel):
     """Prices for the report's cost per 10⁶ output tokens (`analysis.serving_cost`); they change
     no measurement."""

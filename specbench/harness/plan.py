@@ -31,6 +31,7 @@ DERIVED_FILES = (
     "load_summary.csv",
     "warmup.jsonl",
 )
+RUN_FILES = (*DERIVED_FILES, "batch_timing.jsonl")  # what --force removes besides the records
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) ->
     new_cfg = dump_config(cfg)
     if records.exists() and records.stat().st_size > 0:
         if force:
-            for name in (RECORDS_FILE, "config.yaml", "env.json", *DERIVED_FILES):
+            for name in (RECORDS_FILE, "config.yaml", "env.json", *RUN_FILES):
                 (out_dir / name).unlink(missing_ok=True)
             shutil.rmtree(out_dir / "plots", ignore_errors=True)
         elif not resume:

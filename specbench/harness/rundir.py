@@ -20,7 +20,7 @@ from specbench.analysis.load_cells import closed_loop
 from specbench.analysis.results import build_results
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
-from specbench.records import RECORDS_FILE, read_records
+from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
 from specbench.report.documents import write_documents
 from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.summary_csv import summary_frame, write_csv
@@ -154,6 +154,34 @@ def read_env(path: Path) -> dict[str, Any]:
     return env
 
 
+def read_results(run_dir: Path) -> dict[str, Any]:
+    """A run directory's results.json, as written (one-line error when absent or unreadable)."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise SpecbenchError(f"{run_dir} has no results.json; run `specbench report {run_dir}`")
+    try:
+        doc = json.loads(_text(path))
+    except json.JSONDecodeError:
+        raise SpecbenchError(
+            f"{path} is not valid JSON; rerun `specbench report {run_dir}`"
+        ) from None
+    if not isinstance(doc, dict):
+        raise SpecbenchError(f"{path} is not a results document")
+    return doc
+
+
+def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
+    """An engine run's results against a transformers run's batch-size prediction; None when
+    the reference has no results.json or no prediction."""
+    from specbench.analysis.prediction_check import check_prediction
+
+    try:
+        reference = read_results(reference_dir)
+    except SpecbenchError:
+        return None
+    return check_prediction(engine, reference, str(reference_dir))
+
+
 def write_reports(
     run_dir: Path, economics: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -163,11 +191,16 @@ def write_reports(
     given = {k: v for k, v in (economics or {}).items() if v is not None}
     if given:
         config = {**config, "economics": {**(config.get("economics") or {}), **given}}
-    results = build_results(records, config, env)
+    timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§18)
+    timing = read_records(timing_path) if timing_path.is_file() else None
+    results = build_results(records, config, env, timing)
     if (config.get("conformance") or {}).get("reference_run"):  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
         results["conformance"] = check_against_reference(closed_loop(records), config, load_run)
+        predicted = prediction_check_of(results, Path(config["conformance"]["reference_run"]))
+        if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §18)
+            results["prediction_check"] = predicted
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")

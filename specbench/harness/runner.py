@@ -23,6 +23,7 @@ from specbench.analysis.content import answer_checks
 from specbench.config import PolicySpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
+from specbench.harness.batch_timing import run_batch_timing, timed_pair
 from specbench.harness.env import transformers_environment, write_env
 from specbench.harness.plan import (
     RunEvents,
@@ -357,7 +358,10 @@ def run(
     """Validate inputs, load the pair (unless a session is given), and measure every unit."""
     prompts, session, done = start_run(cfg, out_dir, resume, force, base_dir, session)
     plan = plan_units(cfg, prompts)
-    return execute(session, out_dir, plan, done, events, stop_after)
+    outcome = execute(session, out_dir, plan, done, events, stop_after)
+    if cfg.batch_timing is not None:  # batched forwards for the batch-size prediction (§18)
+        run_batch_timing(cfg, timed_pair(session), prompts, out_dir)
+    return outcome
 
 
 def start_run(

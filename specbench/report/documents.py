@@ -13,6 +13,11 @@ from typing import Any
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report import plots
+from specbench.report.batch_sections import (
+    batch_prediction_blocks,
+    prediction_check_blocks,
+    schedule_blocks,
+)
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
 from specbench.report.load_sections import load_blocks
@@ -55,7 +60,8 @@ def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]
         mine = [
             r
             for r in records
-            if r["workload"] == e.workload
+            if r["kind"] in ("baseline", "spec")
+            and r["workload"] == e.workload
             and float(r["temperature"]) == e.temperature
             and r.get("concurrency", 1) == c_ref
         ]
@@ -83,6 +89,8 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
     blocks += load_blocks(results)  # engine runs: tails and goodput per load point
+    blocks += schedule_blocks(results)  # vllm runs with speculative.schedule
+    blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §18
     if results.failures:
         blocks.append(Heading("Failures"))
         blocks.append(

@@ -67,6 +67,7 @@ def test_record_json_schema_covers_every_kind() -> None:
         "warmup_spec",
         "failed",
         "engine_metrics",
+        "batch_timing",
     }
     spec = schema["$defs"]["SpecRecord"]
     assert "schema" in spec["properties"] and "workload" in spec["required"]

@@ -25,6 +25,8 @@ class EngineSetting:
     gamma: int
     label: str
     endpoint: str = ""  # openai: the server URL measured for this setting
+    # vllm: γ by batch size ((lo, hi, k), …), label "schedule", gamma = the largest k
+    schedule: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -226,11 +226,12 @@ def _head(
         "top_k": cfg.sampling.top_k,
         "gamma": setting.gamma,
         "drafter": setting.label,
-        "policy": "fixed" if setting.gamma else "",
+        "policy": "schedule" if setting.schedule else ("fixed" if setting.gamma else ""),
         "repeat": rep,
         "concurrency": conc,
         "backend": cfg.backend,
         "endpoint": setting.endpoint or None,
+        **({"schedule": [list(e) for e in setting.schedule]} if setting.schedule else {}),
     }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import gc
+import json
 import time
 import typing
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
+from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.base import EngineSetting
 from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_engine
@@ -112,6 +114,58 @@ def check_options(cfg: RunConfig, vllm: Any) -> None:
         )
 
 
+SCHEDULE_LABEL = "schedule"
+
+
+def read_schedule_file(path: Path) -> list[Any]:
+    """The [[lo, hi, k], …] of a schedule file: a JSON list of triples, or an object holding one
+    under `num_speculative_tokens_per_batch_size` (top level or in `speculative_config`) or
+    `schedule` (the forms `specbench schedule` and vLLM's own config write)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecbenchError(f"speculative.schedule_from: cannot read {path}: {exc}") from None
+    key = "num_speculative_tokens_per_batch_size"
+    for candidate in (
+        doc,
+        doc.get(key) if isinstance(doc, dict) else None,
+        (doc.get("speculative_config") or {}).get(key) if isinstance(doc, dict) else None,
+        doc.get("schedule") if isinstance(doc, dict) else None,
+    ):
+        if isinstance(candidate, list):
+            return candidate
+    raise SpecbenchError(
+        f"speculative.schedule_from: {path} holds no schedule (a list of [lo, hi, k], or an "
+        f"object with '{key}' or 'schedule')"
+    )
+
+
+def engine_schedule(cfg: RunConfig, vllm: Any) -> tuple[tuple[int, int, int], ...] | None:
+    """The schedule setting's [[lo, hi, k], …] (config or file), checked by specbench's rules
+    and against the installed vLLM: it must know num_speculative_tokens_per_batch_size."""
+    spec = cfg.speculative
+    entries: Any = spec.schedule
+    if spec.schedule_from:
+        entries = read_schedule_file(Path(spec.schedule_from))
+    if entries is None:
+        return None
+    try:
+        checked = check_schedule([tuple(e) for e in entries])  # [lo, hi, k] each
+    except (ValueError, TypeError) as exc:
+        raise SpecbenchError(f"speculative.schedule_from: {exc}") from None
+    from vllm.config import SpeculativeConfig
+
+    if "num_speculative_tokens_per_batch_size" not in {
+        f.name for f in dataclasses.fields(SpeculativeConfig)
+    }:
+        raise SpecbenchError(
+            f"speculative.schedule: the installed vLLM {getattr(vllm, '__version__', '?')} has "
+            "no num_speculative_tokens_per_batch_size (dynamic speculation); remove the schedule "
+            "or upgrade vLLM"
+        )
+    return tuple(checked)
+
+
 class VllmBackend:
     """The settings of a vLLM run and how to start each."""
 
@@ -144,19 +198,28 @@ class VllmBackend:
             self.spec_model = cfg.draft.model
         if self.spec_model is not None:
             self.spec_model = resolve_model_path(self.spec_model)
+        self.schedule = engine_schedule(cfg, vllm=self.vllm)
         self._tokenizer: Any = None
         self.kv_capacity: dict[int, dict[str, Any]] = {}  # γ → what its engine reported
         self.served_dtype: str | None = None  # what "auto" became (vLLM downcasts float32)
 
     def settings(self) -> list[EngineSetting]:
-        return [
-            EngineSetting(0, ""),
-            *(EngineSetting(g, self.cfg.speculative.method) for g in self.cfg.gammas),
-        ]
+        fixed = [EngineSetting(g, self.cfg.speculative.method) for g in self.cfg.gammas]
+        if self.schedule is not None:  # γ by batch size, beside the fixed γ values
+            top = max(k for _, _, k in self.schedule)
+            fixed.append(EngineSetting(top, SCHEDULE_LABEL, schedule=self.schedule))
+        return [EngineSetting(0, ""), *fixed]
 
-    def speculative_config(self, gamma: int) -> dict[str, Any]:
+    def speculative_config(
+        self, gamma: int, schedule: tuple[tuple[int, int, int], ...] | None = None
+    ) -> dict[str, Any]:
+        """vLLM's speculative_config at γ; with a schedule, γ is its largest k (vLLM caps each
+        step's k at num_speculative_tokens) and the schedule goes in as
+        num_speculative_tokens_per_batch_size."""
         spec = self.cfg.speculative
         conf: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": gamma}
+        if schedule is not None:
+            conf["num_speculative_tokens_per_batch_size"] = [list(e) for e in schedule]
         if self.spec_model is not None:
             conf["model"] = self.spec_model
         if spec.method == "ngram" and self.cfg.draft.method == "ngram":
@@ -164,7 +227,9 @@ class VllmBackend:
             conf["prompt_lookup_max"] = self.cfg.draft.prompt_lookup_max
         return {**conf, **spec.options}
 
-    def engine_kwargs(self, gamma: int) -> dict[str, Any]:
+    def engine_kwargs(
+        self, gamma: int, schedule: tuple[tuple[int, int, int], ...] | None = None
+    ) -> dict[str, Any]:
         e, t = self.cfg.engine, self.cfg.target
         kw: dict[str, Any] = {
             "model": self.target_path,
@@ -188,7 +253,7 @@ class VllmBackend:
             kw["gpu_memory_utilization"] = util
         kw.update(e.extra)
         if gamma > 0:
-            kw["speculative_config"] = self.speculative_config(gamma)
+            kw["speculative_config"] = self.speculative_config(gamma, schedule)
         return kw
 
     def tokenizer(self) -> Any:
@@ -204,7 +269,9 @@ class VllmBackend:
     @contextmanager
     def open(self, setting: EngineSetting) -> Iterator[VllmSession]:
         what = f"γ={setting.gamma} {setting.label}" if setting.gamma else "baseline"
-        kwargs = self.engine_kwargs(setting.gamma)
+        if setting.schedule is not None:
+            what = f"schedule {[list(e) for e in setting.schedule]}"
+        kwargs = self.engine_kwargs(setting.gamma, setting.schedule)
         with self.log_path.open("a") as fh:
             fh.write(f"\n===== specbench: starting the {what} engine: {kwargs}\n")
         try:
@@ -240,7 +307,7 @@ class VllmBackend:
             self.served_dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
         with suppress(Exception):
             cap = kv_capacity_from_engine(llm)
-            if cap is not None:
+            if cap is not None and setting.schedule is None:  # keyed by fixed γ
                 self.kv_capacity[setting.gamma] = {
                     "gamma": setting.gamma,
                     "label": setting.label,
@@ -265,7 +332,7 @@ class VllmBackend:
             "dtype": kw["dtype"],
             "engine_args": kw,
             "speculative_config": {
-                **self.speculative_config(self.cfg.gammas[-1]),
+                **self.speculative_config(self.cfg.gammas[-1], self.schedule),
                 "num_speculative_tokens": self.cfg.gammas,
             },
             "memory": self.memory(self.served_dtype or kw["dtype"]),

@@ -1,0 +1,169 @@
+"""Report sections of docs/theory.md §18: "predicted goodput by batch size" (a transformers run
+with `batch_timing`) and "prediction against the engine" (an engine run compared with such a
+prediction). Both return nothing for a run without them."""
+
+from __future__ import annotations
+
+from specbench.analysis.results_model import RunResults
+from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_batch import PredictionCheck
+from specbench.report.blocks import Block, Heading, Para, TableBlock
+from specbench.report.text import num_text
+
+
+def _est(e: EstimateJSON | None, fmt: str) -> str:
+    if e is None or e.value is None:
+        return "–"
+    lo, hi = e.ci95
+    if lo is None or hi is None:
+        return fmt.format(e.value)
+    return f"{fmt.format(e.value)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.0f} %"
+
+
+def _abs_pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.0f} %"
+
+
+def batch_prediction_blocks(results: RunResults) -> list[Block]:
+    pred = results.batch_prediction
+    if pred is None or not pred.entries:
+        return []
+    blocks: list[Block] = [
+        Heading("Predicted goodput by batch size"),
+        Para(
+            "A **prediction**, not a measurement: the batched forwards were timed here "
+            "(verify over b rows of γ + 1 tokens, the draft over b rows) and combined with the "
+            "per-prompt acceptance of the batch-1 run; no engine ran these batches. goodput(b, γ) "
+            "= b · ā(γ) / (γ·T_d(b) + T_t(b, γ)); the interval resamples prompts, the timings "
+            "are taken as exact (docs/theory.md §18)."
+        ),
+    ]
+    for e in pred.entries:
+        best = ", ".join(f"b={b}: {'off' if g == 0 else f'γ={g}'}" for b, g in e.best_gamma.items())
+        blocks.append(Heading(f"{e.workload} T={e.temperature:g}", 3))
+        blocks.append(
+            Para(
+                f"KV cache of {e.context_len} positions per row, {e.repeats} repetitions, "
+                f"ā(γ) by truncation of the γ={e.gamma_max} run over {e.prompts} prompts. "
+                f"Highest predicted goodput: {best}."
+            )
+        )
+        rows = [
+            [
+                str(c.batch_size),
+                "off" if c.gamma == 0 else str(c.gamma),
+                num_text(c.step_ms, "{:.2f}"),
+                _est(c.tokens_per_step, "{:.2f}"),
+                _est(c.goodput_tokens_per_s, "{:.0f}"),
+                _est(c.speedup_vs_off, "{:.2f}"),
+            ]
+            for c in e.cells
+        ]
+        blocks.append(
+            TableBlock(["b", "γ", "step ms", "ā per step", "goodput tok/s", "speedup vs off"], rows)
+        )
+    return blocks
+
+
+def prediction_check_rows(check: PredictionCheck) -> list[list[str]]:
+    return [
+        [
+            c.workload,
+            f"{c.temperature:g}",
+            str(c.concurrency),
+            str(c.gamma),
+            num_text(c.measured_goodput, "{:.0f}"),
+            num_text(c.predicted_goodput, "{:.0f}"),
+            _pct(c.goodput_error),
+            num_text(c.measured_speedup, "{:.2f}"),
+            num_text(c.predicted_speedup, "{:.2f}"),
+            _pct(c.speedup_error),
+        ]
+        for c in check.cells
+    ]
+
+
+# the console's narrower header, same columns
+PREDICTION_CHECK_SHORT = [
+    "workload",
+    "T",
+    "c",
+    "γ",
+    "tok/s",
+    "pred",
+    "err",
+    "speedup",
+    "pred",
+    "err",
+]
+PREDICTION_CHECK_HEADER = [
+    "workload",
+    "T",
+    "concurrency",
+    "γ",
+    "goodput measured",
+    "predicted",
+    "error",
+    "speedup measured",
+    "predicted",
+    "error",
+]
+
+
+def prediction_check_blocks(results: RunResults) -> list[Block]:
+    check = results.prediction_check
+    if check is None or not check.cells:
+        return []
+    return [
+        Heading("Prediction against the engine"),
+        Para(
+            f"The transformers run {check.reference_run} predicted each cell from its batched "
+            f"timings (batch size = concurrency). {check.note} Median |error|: speedup "
+            f"{_abs_pct(check.median_abs_speedup_error)}, goodput "
+            f"{_abs_pct(check.median_abs_goodput_error)}."
+        ),
+        TableBlock(PREDICTION_CHECK_HEADER, prediction_check_rows(check)),
+    ]
+
+
+def schedule_blocks(results: RunResults) -> list[Block]:
+    """vLLM runs with `speculative.schedule`: the schedule against off and the best fixed γ at
+    every concurrency (paired decode speedups, output tokens/s)."""
+    blocks: list[Block] = []
+    for e in results.workloads:
+        rows = e.engine.measured_schedule if e.engine is not None else None
+        if not rows:
+            continue
+        if not blocks:
+            blocks.append(Heading("The γ schedule against fixed γ"))
+        blocks.append(Heading(f"{e.workload} T={e.temperature:g}: schedule {rows[0].schedule}", 3))
+        blocks.append(
+            TableBlock(
+                [
+                    "concurrency",
+                    "tok/s",
+                    "speedup vs off",
+                    "tok/s ÷ off",
+                    "best fixed γ",
+                    "speedup vs best fixed",
+                    "tok/s ÷ best fixed",
+                ],
+                [
+                    [
+                        str(r.concurrency),
+                        num_text(r.output_tokens_per_s, "{:.0f}"),
+                        _est(r.speedup, "{:.2f}"),
+                        num_text(r.throughput_ratio, "{:.2f}"),
+                        "–" if r.best_fixed_gamma is None else str(r.best_fixed_gamma),
+                        _est(r.vs_best_fixed, "{:.2f}"),
+                        num_text(r.throughput_vs_best_fixed, "{:.2f}"),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+    return blocks
