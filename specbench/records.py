@@ -132,6 +132,8 @@ class UnitRecord(Record):
     concurrency: int | None = Field(default=None, ge=1)
     backend: str | None = None
     endpoint: str | None = None
+    method: str | None = None  # the engine's speculative method (none = the baseline)
+    setting: str | None = None  # the setting's label in rankings, e.g. "ngram γ=4"
 
 
 class MeasuredRecord(UnitRecord):
@@ -191,6 +193,8 @@ class EngineMetricsRecord(Record):
     policy: str = ""
     repeat: int = Field(default=0, ge=0)
     concurrency: int = Field(default=1, ge=1)
+    method: str | None = None
+    setting: str | None = None
     metrics_available: bool = True
     spec_counters: dict[str, Any] | None = None
     accept_length_gauge: float | None = None

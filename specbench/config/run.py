@@ -18,6 +18,8 @@ from specbench.config.backends import (
     ServerSpec,
     SpeculativeSpec,
     engine_defaults,
+    speculative_label,
+    speculative_specs,
 )
 from specbench.config.sections import (
     MAX_GAMMA,
@@ -69,7 +71,8 @@ class RunConfig(StrictModel):
     plan: Literal["full", "adaptive"] = "full"
     adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     engine: EngineSpec = Field(default_factory=EngineSpec)  # backend: vllm
-    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)  # backend: vllm
+    # backend: vllm; a list measures several methods in one run
+    speculative: SpeculativeSpec | list[SpeculativeSpec] = Field(default_factory=SpeculativeSpec)
     # engine backends: the numbers of requests kept in flight
     concurrency: list[int] = Field(default_factory=lambda: [1])
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
@@ -125,6 +128,24 @@ class RunConfig(StrictModel):
         labels = [d.label for d in self.drafters]
         if len(set(labels)) != len(labels):
             raise ValueError("drafters need distinct names: set `name:` on each extra drafter")
+        return self
+
+    @model_validator(mode="after")
+    def _speculative_labels(self) -> RunConfig:
+        specs = speculative_specs(self.speculative)
+        if not specs:
+            raise ValueError("speculative: give at least one method (or leave the key out)")
+        labels = [speculative_label(s) for s in specs]
+        if len(set(labels)) != len(labels):
+            dup = next(x for x in labels if labels.count(x) > 1)
+            raise ValueError(
+                f"speculative: two entries are named '{dup}'; give each a distinct `label:`"
+            )
+        if any(s.method == "none" for s in specs):
+            raise ValueError(
+                "speculative: method none is the baseline, which every vllm run measures; "
+                "remove that entry"
+            )
         return self
 
     @property

@@ -190,7 +190,8 @@ def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> N
         }
     )
     b = object.__new__(VllmBackend)  # skip __init__: it imports vLLM
-    b.cfg, b.spec_model = cfg, str(tiny_model_dir("draft"))
+    b.cfg, b.specs = cfg, {"draft_model": cfg.speculative}
+    b.spec_models = {"draft_model": str(tiny_model_dir("draft"))}
     b.kv_capacity, b.served_dtype = {}, None
 
     def engine(blocks: int) -> SimpleNamespace:

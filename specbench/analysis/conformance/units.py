@@ -59,6 +59,7 @@ def engine_units(
         and float(r["temperature"]) == temp
         and int(r["gamma"]) == gamma
         and r.get("spec_counters")
+        and r.get("method", "draft_model") in ("draft_model", None)  # the reference's method
     ]
     if not mine:
         return {}

@@ -167,7 +167,7 @@ def _measure(
                 except (KeyboardInterrupt, SpecbenchError):
                     raise
                 except Exception as exc:  # the engine died mid-run: one line, records kept
-                    what = f"γ={setting.gamma}" if setting.gamma else "baseline"
+                    what = setting.name
                     first = (str(exc).strip().splitlines() or [""])[0][:300]
                     raise SpecbenchError(
                         f"the {what} engine failed while measuring ({type(exc).__name__}: "
@@ -193,6 +193,8 @@ def _head(
         "top_k": cfg.sampling.top_k,
         "gamma": setting.gamma,
         "drafter": setting.label,
+        "method": setting.method or None,  # draft_model, eagle3, ngram, none, …
+        "setting": setting.name,  # the setting's label in rankings
         "policy": "fixed" if setting.gamma else "",
         "repeat": rep,
         "concurrency": conc,
@@ -259,7 +261,7 @@ def _run_batch(
 ) -> None:
     """Run one batch (or the rest of one: `items` are its prompts not yet measured); each
     request's record is written as it completes, the batch's metrics record last."""
-    label = f"{'γ=' + str(setting.gamma) if setting.gamma else 'baseline'} c={conc}"
+    label = f"{setting.name} c={conc}"
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)

@@ -41,7 +41,12 @@ from specbench.harness.serving.base import (
     Snapshot,
     TurnResult,
 )
-from specbench.harness.serving.endpoints import endpoint_label, endpoints_of
+from specbench.harness.serving.endpoints import (
+    check_endpoints,
+    endpoint_label,
+    endpoint_method,
+    endpoints_of,
+)
 from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_samples
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
@@ -213,13 +218,7 @@ class OpenAIBackend:
         self.cfg = cfg
         s = cfg.server
         self.endpoints = endpoints_of(cfg)
-        gammas = [ep.gamma for ep in self.endpoints]
-        if len(set(gammas)) != len(gammas):
-            dup = next(g for g in gammas if gammas.count(g) > 1)
-            raise SpecbenchError(
-                f"server.endpoints: two servers run gamma {dup}; a run compares settings by γ, so "
-                "measure another drafter at the same γ in its own run directory"
-            )
+        check_endpoints(self.endpoints)  # distinct labels, one server without speculation
         for ep in self.endpoints:
             split_url(ep.url)
         self.api_key: str | None = None
@@ -271,8 +270,10 @@ class OpenAIBackend:
         return self._tokenizer
 
     def settings(self) -> list[EngineSetting]:
-        eps = sorted(self.endpoints, key=lambda ep: ep.gamma)
-        return [EngineSetting(ep.gamma, endpoint_label(ep), ep.url) for ep in eps]
+        eps = sorted(self.endpoints, key=lambda ep: ep.gamma)  # stable: config order within a γ
+        return [
+            EngineSetting(ep.gamma, endpoint_label(ep), ep.url, endpoint_method(ep)) for ep in eps
+        ]
 
     def _preflight(
         self, client: httpx2.Client, setting: EngineSetting
@@ -357,7 +358,12 @@ class OpenAIBackend:
             "device": "server",
             "dtype": None,
             "servers": [
-                {"url": ep.url, "gamma": ep.gamma, "label": endpoint_label(ep)}
+                {
+                    "url": ep.url,
+                    "gamma": ep.gamma,
+                    "label": endpoint_label(ep),
+                    "method": endpoint_method(ep),
+                }
                 for ep in self.endpoints
             ],
             "chat": s.chat,
