@@ -231,13 +231,11 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
     on = rec.get("verdict") == "on"
     pick = rec if on else (rec.get("best_measured") or {})
     key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))
-    for row in ranking:
-        row["chosen"] = on and (row["drafter"], row["policy"], row["gamma"]) == key
+    for r in ranking:
+        r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
     eng["ranking"] = ranking
     chosen = rec.get("gamma") or pick.get("gamma")
-    row: dict[str, Any] | None = next(
-        (r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None
-    )
+    row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
     eng["chosen_gamma"] = chosen
     eng["chosen_setting"] = row["label"] if row is not None and chosen else None
     if row is not None and chosen:
