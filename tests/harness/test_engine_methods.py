@@ -131,3 +131,32 @@ def test_series_of_servers_keeps_same_gamma_methods_apart(
     ]
     entry = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
     assert {r["label"] for r in entry["engine"]["ranking"]} == {"draft_model γ=2", "ngram γ=2"}
+
+
+def test_compare_matches_method_labelled_settings_across_drafts(
+    tmp_path: Path, fleet: dict[str, FakeServer]
+) -> None:
+    """Two runs with different drafts (a draft model in one, EAGLE-3 in the other) and n-gram in
+    both: compare matches the settings by label instead of refusing, and says what it matched."""
+    base_ep = {"url": fleet["base"].url, "gamma": 0, "method": "none"}
+    ngram = {"url": fleet["ngram2"].url, "gamma": 2, "method": "ngram"}
+    runs = {}
+    for name, method, draft in (("a", "draft_model", "tiny-draft"), ("b", "eagle3", "eagle-head")):
+        eps = [base_ep, ngram, {"url": fleet["draft2"].url, "gamma": 2, "method": method}]
+        (tmp_path / name).mkdir()
+        cfg = write_config(
+            tmp_path / name,
+            {"endpoints": eps},
+            concurrency=[1],
+            draft={"model": draft},
+            output_dir=str(tmp_path / name / "out"),
+        )
+        assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
+        runs[name] = str(tmp_path / name / "out")
+    res = runner.invoke(app, ["compare", runs["a"], runs["b"], "--show-unchanged"])
+    assert res.exit_code in (0, 1), res.output
+    text = " ".join(res.output.split())
+    assert "settings matched by label: ngram γ=2" in text
+    assert "only in" in text and "draft_model γ=2" in text and "eagle3 γ=2" in text
+    assert "speedup (ngram γ=2)" in text, res.output
+    assert "recommended setting" in text or "OFF" in text  # the chosen methods differ
