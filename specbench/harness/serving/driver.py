@@ -46,6 +46,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
+from specbench.harness.prompt_checks import check_concurrency, prompt_warnings
 from specbench.harness.serving.base import (
     Backend,
     Conversation,
@@ -104,10 +105,12 @@ def run_engine(
     """Measure every setting × batch not yet complete; records are kept whatever happens."""
     ev = events or SilentEvents()
     prompts = load_prompts(cfg, base_dir)
+    check_concurrency(cfg, prompts)  # a level no workload can reach: exit 2 before measuring
     earlier = earlier_capacity(out_dir) if resume and not force else []
     cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
+    outcome.warnings.extend(prompt_warnings(cfg, prompts))
     settings = backend.settings()
     plan = plan_batches(cfg, prompts)
     total = sum(len(prompts[w]) for s in settings for w, *_ in plan)
