@@ -4,7 +4,7 @@ baseline measured without speculation.
 
 Each row: the setting's label and method, its measured speedup at the reference concurrency with
 its marginal 95 % interval, the simultaneous lower bound of the ON rule (docs/theory.md §8 and
-§20: the max-T bound over all K candidates of every method, so picking the best of K across methods
+§15: the max-T bound over all K candidates of every method, so picking the best of K across methods
 is accounted for), whether that bound clears 1 + margin, τ and α from that setting's own counters,
 and the concurrency at which it stops paying. Rows are ordered by point speedup; the
 recommendation (`analysis.recommend`) is the best row that clears, or off.

@@ -16,7 +16,12 @@ from specbench.harness.serving.base import (
     EngineSetting,
     Snapshot,
 )
-from specbench.harness.serving.endpoints import merged_server_config, without_server
+from specbench.harness.serving.endpoints import (
+    check_endpoints,
+    endpoints_of,
+    merged_server_config,
+    without_server,
+)
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
 
 ENGINE_METRICS_KIND = "engine_metrics"
@@ -68,7 +73,10 @@ def prepare_engine_dir(
         and without_server(stored.read_text()) == without_server(dump_config(cfg))
     ):
         cfg = merged_server_config(cfg, stored.read_text())
+        check_endpoints(endpoints_of(cfg))  # before the stored config takes the new server
         stored.write_text(dump_config(cfg))
+    elif cfg.backend == "openai":
+        check_endpoints(endpoints_of(cfg))  # refused before the run directory is touched
     prepare_run_dir(cfg, out_dir, resume, force)
     done: set[UnitId] = set()
     if records.exists():
