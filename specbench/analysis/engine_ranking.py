@@ -59,8 +59,14 @@ def primary_keys(keys: Sequence[SettingKey]) -> list[SettingKey]:
     return [k for k in keys if k[0] == top]
 
 
-def _own_metrics(metrics: Sequence[Record], key: SettingKey) -> list[Record]:
-    return [m for m in metrics if int(m["gamma"]) == key[2] and m.get("drafter", "") == key[0]]
+def _own_metrics(
+    metrics: Sequence[Record], key: SettingKey, keys: Sequence[SettingKey]
+) -> list[Record]:
+    """The setting's batch records: its drafter at its γ (by γ alone when no other setting
+    shares that γ, as records written before settings carried a method may need)."""
+    at_gamma = [m for m in metrics if int(m["gamma"]) == key[2]]
+    own = [m for m in at_gamma if m.get("drafter", "") == key[0]]
+    return own or (at_gamma if sum(k[2] == key[2] for k in keys) == 1 else [])
 
 
 def engine_ranking(
@@ -80,7 +86,7 @@ def engine_ranking(
     rows = []
     for key in cand.keys:
         recs = list(settings[key])
-        own = _own_metrics(metrics, key)
+        own = _own_metrics(metrics, key, cand.keys)
         keyed, source = counter_units(recs, own, c_ref)
         est = counter_estimators([u for _, u in keyed], key[2], n_boot, level) if keyed else {}
         _, stops = concurrency_table(

@@ -80,8 +80,9 @@ def analyse_engine_group(
     specs: dict[int, list[Record]] = defaultdict(list)
     for key in primary:
         specs[key[2]] += settings[key]
-    drafters = {k[0] for k in primary}
-    metrics = [m for m in metrics if int(m["gamma"]) == 0 or m.get("drafter", "") in drafters]
+    if len(primary) < len(settings):  # the batches of the other methods are theirs alone
+        drafters = {k[0] for k in primary}
+        metrics = [m for m in metrics if int(m["gamma"]) == 0 or m.get("drafter", "") in drafters]
     all_recs = base + [r for rs in specs.values() for r in rs]
     c_ref = min((concurrency_of(r) for r in all_recs), default=1)
     base1 = [r for r in base if concurrency_of(r) == c_ref]

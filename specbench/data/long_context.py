@@ -105,7 +105,8 @@ def long_context_document(index: int, words: int) -> tuple[str, str]:
 
 
 def long_context_rows(documents: int, words: int) -> RawRows:
-    """The generated set as rows of the specbench record format."""
+    """The generated set as rows of the specbench record format (no `workload` field: every row
+    belongs to the workload that names the generator, whatever it is called)."""
     if not 1 <= documents <= MAX_DOCUMENTS or not 1 <= words <= MAX_WORDS:
         raise ValueError("documents and words out of range")
     rows = []
@@ -113,7 +114,6 @@ def long_context_rows(documents: int, words: int) -> RawRows:
         prompt, reference = long_context_document(i, words)
         values = {
             "id": f"long_context-{i + 1:03d}",
-            "workload": "long_context",
             "prompt": prompt,
             "reference": reference,
             "meta": {"prompt_words": len(prompt.split())},
