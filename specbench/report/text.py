@@ -121,7 +121,12 @@ def engine_header(results: RunResults) -> str | None:
             f"Engine: vLLM {env.vllm or '?'} (in-process), device {env.device}"
             f"{' (' + str(env.gpu) + ')' if env.gpu else ''}; engine args: "
             f"{_flags(env.engine_args) or '–'}; speculative_config: "
-            f"{_flags(env.speculative_config) or '–'}."
+            + (
+                " | ".join(_flags(c) for c in env.speculative_config)
+                if isinstance(env.speculative_config, list)
+                else _flags(env.speculative_config) or "–"
+            )
+            + "."
         )
     if backend == "openai":
         info = env.server_info or {}

@@ -75,8 +75,8 @@ def prepare_engine_dir(
         cfg = merged_server_config(cfg, stored.read_text())
         check_endpoints(endpoints_of(cfg))  # before the stored config takes the new server
         stored.write_text(dump_config(cfg))
-    elif cfg.backend == "openai":
-        check_endpoints(endpoints_of(cfg))  # refused before the run directory is touched
+    elif cfg.backend == "openai" and (force or not records.is_file()):
+        check_endpoints(endpoints_of(cfg))  # a fresh run: refused before its directory is made
     prepare_run_dir(cfg, out_dir, resume, force)
     done: set[UnitId] = set()
     if records.exists():
