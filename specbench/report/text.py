@@ -67,6 +67,8 @@ def ci_text(est: EstimateJSON | None, fmt: str = "{:.2f}×") -> str:
 def setting_label(d: Setting) -> str:
     """'γ=4', or 'γ=8 (ngram, adaptive)' for another drafter or policy."""
     extra = [x for x in (d.drafter, d.policy) if x and x not in ("model", "fixed")]
+    if d.drafter and "γ=" in d.drafter:  # an engine setting's own label, e.g. "eagle3 γ=4"
+        return d.drafter + (f" ({d.policy})" if d.policy not in ("", "fixed", None) else "")
     return f"γ={d.gamma}" + (f" ({', '.join(extra)})" if extra else "")
 
 
