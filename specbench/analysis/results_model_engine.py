@@ -110,6 +110,7 @@ class EngineSection(ResultsModel):
     chosen_stops_paying_at: int | None
     ranking: list[RankingRow] = Field(default_factory=list)  # best point speedup first
     chosen_setting: str | None = None  # the chosen setting's label
+    ranking_basis: str | None = None  # the prompts the ranking rests on (those of the verdict)
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

@@ -225,10 +225,26 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
         body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
     )
     rec, eng = body["recommendation"], body["engine"]
+    # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
+    # when none is left it shows every prompt, and no row clears: there is no verdict
+    used = {r["prompt_id"] for r in base1}
+    every = {r["prompt_id"] for r in grp["baseline"]}
+    keep = used if used else every
     ranking = engine_ranking(
-        grp["baseline"], grp["spec"], grp["metrics"], eng["reference_concurrency"], s.margin,
-        s.ci_level, s.n_boot,
+        [r for r in grp["baseline"] if r["prompt_id"] in keep],
+        {k: [r for r in rs if r["prompt_id"] in keep] for k, rs in grp["spec"].items()},
+        grp["metrics"], eng["reference_concurrency"], s.margin, s.ci_level, s.n_boot,
     )  # fmt: skip
+    eng["ranking_basis"] = (
+        "all prompts"
+        if used == every
+        else f"{len(used)} non-degenerate of {len(every)} prompts"
+        if used
+        else "all prompts (degenerate output: no verdict)"
+    )
+    if not used:
+        for r in ranking:
+            r["clears"] = False
     on = rec.get("verdict") == "on"
     pick = rec if on else (rec.get("best_measured") or {})
     key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))

@@ -53,7 +53,8 @@ def ranking_blocks(eng: EngineSection) -> list[Block]:
     ]
     note = Para(
         f"Ranking of every setting ({len(eng.ranking)} candidates, each against the one baseline "
-        f"without speculation, at concurrency {eng.reference_concurrency}). The lower bound is "
+        f"without speculation, at concurrency {eng.reference_concurrency}; "
+        f"{eng.ranking_basis or 'all prompts'}). The lower bound is "
         "simultaneous over all candidates of every method (max-T), so choosing the best of them "
         "does not raise the false-ON rate above its nominal 2.5 %."
     )

@@ -52,7 +52,14 @@ def test_draft_model_and_ngram_in_one_run(tmp_path: Path) -> None:
     ranking = entry["engine"]["ranking"]
     assert sorted(r["method"] for r in ranking) == ["draft_model", "ngram"]
     assert [r["rank"] for r in ranking] == [1, 2]
-    assert entry["recommendation"]["candidates"] == 2
+    # the tiny pair's 16-token answers repeat themselves: no verdict rests on them (§13), and the
+    # ranking says so; with real text the rule counts both candidates (test_engine_methods.py)
+    rec = entry["recommendation"]
+    if rec["verdict"] == "not_measured":
+        assert entry["engine"]["ranking_basis"].endswith("(degenerate output: no verdict)")
+        assert not any(r["clears"] for r in ranking)
+    else:
+        assert rec["candidates"] == 2
     env = json.loads((out / "env.json").read_text())
     assert [c["method"] for c in env["speculative_config"]] == ["draft_model", "ngram"]
     assert env["speculative_config"][1]["prompt_lookup_max"] == 3
