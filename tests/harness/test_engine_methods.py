@@ -28,6 +28,9 @@ def fleet() -> Iterator[dict[str, FakeServer]]:
         s.close()
 
 
+FEW = [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 4}]  # seconds, not minutes
+
+
 def endpoints(fleet: dict[str, FakeServer]) -> list[dict[str, object]]:
     return [
         {"url": fleet["draft2"].url, "gamma": 2, "method": "draft_model"},
@@ -40,7 +43,7 @@ def endpoints(fleet: dict[str, FakeServer]) -> list[dict[str, object]]:
 def test_methods_at_one_gamma_are_ranked_in_one_run(
     tmp_path: Path, fleet: dict[str, FakeServer]
 ) -> None:
-    cfg = write_config(tmp_path, {"endpoints": endpoints(fleet)}, concurrency=[1])
+    cfg = write_config(tmp_path, {"endpoints": endpoints(fleet)}, concurrency=[1], workloads=FEW)
     res = runner.invoke(app, ["run", str(cfg)])
     assert res.exit_code == 0, res.output
     out = tmp_path / "out"
@@ -116,9 +119,9 @@ def test_series_of_servers_keeps_same_gamma_methods_apart(
 ) -> None:
     """One server per invocation, `--resume` adding each: two methods at γ=2 both stay."""
     eps = endpoints(fleet)
-    first = write_config(tmp_path, {"endpoints": [eps[3], eps[0]]}, concurrency=[1])
+    first = write_config(tmp_path, {"endpoints": [eps[3], eps[0]]}, concurrency=[1], workloads=FEW)
     assert runner.invoke(app, ["run", str(first)]).exit_code == 0
-    second = write_config(tmp_path, {"endpoints": [eps[1]]}, concurrency=[1])
+    second = write_config(tmp_path, {"endpoints": [eps[1]]}, concurrency=[1], workloads=FEW)
     res = runner.invoke(app, ["run", str(second), "--resume"])
     assert res.exit_code == 0, res.output
     stored = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
@@ -146,6 +149,7 @@ def test_compare_matches_method_labelled_settings_across_drafts(
             tmp_path / name,
             {"endpoints": eps},
             concurrency=[1],
+            workloads=FEW,
             draft={"model": draft},
             output_dir=str(tmp_path / name / "out"),
         )
