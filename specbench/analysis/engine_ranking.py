@@ -46,17 +46,26 @@ def setting_method(recs: Sequence[Record]) -> str | None:
     return next((str(r["method"]) for r in recs if r.get("method")), None)
 
 
-def primary_keys(keys: Sequence[SettingKey]) -> list[SettingKey]:
-    """The settings the γ-keyed sections show: all when no two share a γ; else those of the
-    drafter with the most γ values (the first measured on a tie)."""
+def primary_keys(
+    settings: Mapping[SettingKey, Sequence[Record]],
+) -> tuple[list[SettingKey], str | None]:
+    """The settings the γ-keyed sections show, and their method: all (None) when no two share a
+    γ; else those of the method with the most distinct γ (the first measured on a tie; a setting
+    without a stated method counts as its drafter), one setting per γ."""
+    keys = list(settings)
     gammas = [k[2] for k in keys]
     if len(set(gammas)) == len(gammas):
-        return list(keys)
-    count: dict[str, int] = {}
+        return keys, None
+    group = {k: setting_method(settings[k]) or k[0] for k in keys}
+    count: dict[str, set[int]] = {}
     for k in keys:
-        count[k[0]] = count.get(k[0], 0) + 1
-    top = max(count, key=lambda d: count[d])  # max keeps the first of equals
-    return [k for k in keys if k[0] == top]
+        count.setdefault(group[k], set()).add(k[2])
+    top = max(count, key=lambda m: len(count[m]))  # max keeps the first of equals
+    out: dict[int, SettingKey] = {}
+    for k in keys:
+        if group[k] == top:
+            out.setdefault(k[2], k)
+    return list(out.values()), top
 
 
 def _own_metrics(

@@ -70,6 +70,14 @@ def _value(e: Estimate | None) -> float:
     return e.value if e is not None else math.nan
 
 
+def _name(key: SettingKey) -> str:
+    """A setting in a sentence: "γ=4", "ngram γ=4", or an engine setting's own label."""
+    drafter, policy, gamma = key
+    name = drafter if "γ=" in drafter else f"{drafter} γ={gamma}"
+    name = f"γ={gamma}" if drafter in ("", "model") else name
+    return name if policy in ("", "fixed") else f"{name} ({policy})"
+
+
 def _label(key: SettingKey) -> dict[str, Any]:
     return {"drafter": key[0], "policy": key[1], "gamma": key[2]}
 
@@ -168,7 +176,7 @@ def recommend(
             "decision_lower_bound": json_num(bound_of[best]),
         },
         "reason": (
-            f"best setting γ={best[2]} gives {points[best]:.3f}× but its simultaneous lower bound "
+            f"best setting {_name(best)} gives {points[best]:.3f}× but its simultaneous lower bound "
             f"{bound_of[best]:.3f} is not above 1 + margin {margin:g}"
         ),
         "loss_avoided": {**_label(worst), "speedup": est_json(marginal[worst])},
@@ -283,8 +291,8 @@ def pool_recommendation(
         "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
         "best_measured": table[best],
         "reason": (
-            f"no single setting clears 1 + margin {margin:g} for the whole pool (best γ="
-            f"{keys[best][2]}: {points[best]:.3f}×, lower bound {bounds[best]:.3f})"
+            f"no single setting clears 1 + margin {margin:g} for the whole pool (best "
+            f"{_name(keys[best])}: {points[best]:.3f}×, lower bound {bounds[best]:.3f})"
         ),
     }
 

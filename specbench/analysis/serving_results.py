@@ -70,9 +70,8 @@ def analyse_engine_group(
     settings at the reference concurrency (`serving_entry` decides on those)."""
     n_boot, level = s.n_boot, s.ci_level
     warnings: list[str] = []
-    primary = primary_keys(list(settings))  # several methods at one γ: one method's γ sections
-    if len(primary) < len(settings):
-        shown = primary[0][0] or "the first method"
+    primary, shown = primary_keys(settings)  # several methods at one γ: one method's sections
+    if shown is not None:
         warnings.append(
             f"several methods share a γ: the per-γ tables show {shown}; the ranking covers "
             f"all {len(settings)} settings"

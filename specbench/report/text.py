@@ -140,7 +140,7 @@ def engine_header(results: RunResults) -> str | None:
             )
             version = meta.get("server_version")  # the server's own metadata, free-form
             servers.append(
-                f"{s.url} γ={s.gamma} ({s.label}"
+                f"{s.url} γ={s.gamma} ({s.label or ('baseline' if not s.gamma else '–')}"
                 + (f", version {version}" if version else "")
                 + (f", model {meta.get('model')}" if meta.get("model") else "")
                 + ")"

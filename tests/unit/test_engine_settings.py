@@ -85,10 +85,29 @@ def test_setting_names_and_the_primary_method() -> None:
     assert setting_name(("eagle3 γ=4", "fixed", 4), []) == "eagle3 γ=4"
     assert setting_name(("x", "fixed", 4), [{"setting": "named"}]) == "named"
     assert compare_name("speedup[ngram/fixed]@4") == compare_name("speedup[ngram γ=4/fixed]@4")
-    keys = [("a", "fixed", 2), ("b", "fixed", 4)]
-    assert primary_keys(keys) == keys  # no γ shared: every setting
-    shared = [("ngram", "fixed", 4), ("draft_model", "fixed", 2), ("draft_model", "fixed", 4)]
-    assert primary_keys(shared) == shared[1:]  # the method with the most γ
+    keys = {("a", "fixed", 2): [], ("b", "fixed", 4): []}
+    assert primary_keys(keys) == (list(keys), None)  # no γ shared: every setting
+    shared = {
+        ("ngram", "fixed", 4): [],
+        ("draft_model", "fixed", 2): [],
+        ("draft_model", "fixed", 4): [],
+    }
+    assert primary_keys(shared) == (list(shared)[1:], "draft_model")  # the method with most γ
+
+    # servers: each setting its own label, grouped by the method the records state
+    def recs(method: str) -> list[dict[str, Any]]:
+        return [{"method": method}]
+
+    served = {
+        ("draft_model γ=2", "fixed", 2): recs("draft_model"),
+        ("ngram γ=4", "fixed", 4): recs("ngram"),
+        ("draft_model γ=4", "fixed", 4): recs("draft_model"),
+    }
+    keys_shown, method = primary_keys(served)
+    assert method == "draft_model" and [k[0] for k in keys_shown] == [
+        "draft_model γ=2",
+        "draft_model γ=4",
+    ]
 
 
 def _prompts(n: int) -> list[Prompt]:
