@@ -59,6 +59,7 @@ class ServerSpec(StrictModel):
     url: str = "http://127.0.0.1:8000"  # base URL (with or without /v1)
     gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)
     label: str | None = None
+    method: str | None = None  # as in endpoints[*]
     endpoints: list[EndpointSpec] = Field(default_factory=list)  # several servers instead of url
     model: str | None = None  # served model name; None = the one /v1/models lists
     api_key_env: str | None = None  # name of the environment variable holding the API key

@@ -19,7 +19,9 @@ NO_SPECULATION = "none"
 def endpoints_of(cfg: RunConfig) -> list[EndpointSpec]:
     """The servers of an openai run: `server.endpoints`, else the single `server.url`."""
     s = cfg.server
-    return list(s.endpoints) or [EndpointSpec(url=s.url, gamma=s.gamma, label=s.label)]
+    return list(s.endpoints) or [
+        EndpointSpec(url=s.url, gamma=s.gamma, label=s.label, method=s.method)
+    ]
 
 
 def endpoint_label(ep: EndpointSpec) -> str:
