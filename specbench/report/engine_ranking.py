@@ -56,6 +56,7 @@ def ranking_blocks(eng: EngineSection) -> list[Block]:
         f"without speculation, at concurrency {eng.reference_concurrency}; "
         f"{eng.ranking_basis or 'all prompts'}). The lower bound is "
         "simultaneous over all candidates of every method (max-T), so choosing the best of them "
-        "does not raise the false-ON rate above its nominal 2.5 %."
+        "does not raise the false-ON rate above its nominal (1 − level)/2, 2.5 % at the default "
+        "95 % level."
     )
     return [note, TableBlock(header, rows)]
