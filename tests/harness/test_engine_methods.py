@@ -68,10 +68,10 @@ def test_methods_at_one_gamma_are_ranked_in_one_run(
     rec = entry["recommendation"]
     assert rec["candidates"] == 3
     assert ranking[2]["speedup"]["value"] < ranking[1]["speedup"]["value"]
-    if rec["verdict"] == "on":
-        chosen = [r for r in ranking if r["chosen"]]
-        assert len(chosen) == 1 and chosen[0]["clears"]
-        assert entry["engine"]["chosen_setting"] == chosen[0]["label"]
+    assert rec["verdict"] == "on" and rec["drafter"] == "draft_model γ=4"
+    assert [r["chosen"] for r in ranking] == [True, False, False]
+    assert ranking[0]["clears"] and not ranking[2]["clears"]  # n-gram here is no faster
+    assert entry["engine"]["chosen_setting"] == "draft_model γ=4"
     md = (out / "report.md").read_text()
     assert "Ranking of every setting" in md and "ngram γ=2" in md
     # resume: every unit is done, nothing is measured again
