@@ -17,7 +17,8 @@ from specbench.errors import SpecbenchError
 
 
 def prompt_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[str]:
-    """The warnings (module docstring) for loaded `prompts` (workload → its prompts)."""
+    """The warnings (module docstring) for loaded `prompts` (workload → its prompts). (`run`
+    says the first kind as it loads the prompts, `data.loader`, and adds the second.)"""
     out = []
     for wl in cfg.workloads:
         have = len(prompts[wl.name])
@@ -26,6 +27,12 @@ def prompt_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[st
                 f"workload '{wl.name}' asks for {wl.n} prompts, its dataset has {have}: run uses "
                 f"all {have}"
             )
+    return out + concurrency_warnings(cfg, prompts)
+
+
+def concurrency_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[str]:
+    """Concurrency levels above some workloads' prompt counts (engine backends)."""
+    out = []
     if cfg.backend in ("vllm", "openai"):
         for c in cfg.concurrency:
             short = [f"{w} ({len(p)})" for w, p in prompts.items() if len(p) < c]

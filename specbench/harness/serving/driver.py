@@ -46,7 +46,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
-from specbench.harness.prompt_checks import check_concurrency, prompt_warnings
+from specbench.harness.prompt_checks import check_concurrency, concurrency_warnings
 from specbench.harness.serving.base import (
     Backend,
     Conversation,
@@ -110,7 +110,7 @@ def run_engine(
     cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
-    outcome.warnings.extend(prompt_warnings(cfg, prompts))
+    outcome.warnings.extend(concurrency_warnings(cfg, prompts))
     settings = backend.settings()
     plan = plan_batches(cfg, prompts)
     total = sum(len(prompts[w]) for s in settings for w, *_ in plan)
