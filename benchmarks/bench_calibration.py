@@ -60,6 +60,16 @@ def rows(reps: int) -> list[tuple[str, Callable[[], Rate], str, Callable[[float,
             )
     out.append(
         (
+            "false ON at 1 + margin, 3 methods × γ 2, 4 (engine run, K = 6), n = 8",
+            lambda: cal.methods_false_on_rate(
+                8, ("draft_model", "eagle3", "ngram"), (2, 4), reps, seed=252
+            )[0],
+            "≤ 0.025",
+            at_most(0.025),
+        )
+    )
+    out.append(
+        (
             "false ON of the old rule (point-best of 4 tested alone), n = 8",
             lambda: cal.naive_false_on_rate(8, 4, reps, seed=303),
             "(contrast)",

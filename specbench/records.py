@@ -140,6 +140,8 @@ class UnitRecord(Record):
     load: str | None = None
     rate: float | None = None
     attempt: str | None = None
+    method: str | None = None  # the engine's speculative method (none = the baseline)
+    setting: str | None = None  # the setting's label in rankings, e.g. "ngram γ=4"
 
 
 class MeasuredRecord(UnitRecord):
@@ -208,6 +210,8 @@ class EngineMetricsRecord(Record):
     policy: str = ""
     repeat: int = Field(default=0, ge=0)
     concurrency: int = Field(default=1, ge=1)
+    method: str | None = None
+    setting: str | None = None
     metrics_available: bool = True
     spec_counters: dict[str, Any] | None = None
     accept_length_gauge: float | None = None

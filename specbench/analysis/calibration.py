@@ -114,6 +114,41 @@ def false_on_rate(
     return _rate(hits, reps)
 
 
+def methods_false_on_rate(
+    n: int,
+    methods: tuple[str, ...],
+    gammas: tuple[int, ...],
+    reps: int,
+    seed: int = 5,
+    margin: float = 0.05,
+) -> tuple[Rate, int]:
+    """P(ON) for an engine run of every method × γ (several methods at each γ), every candidate at
+    true speedup exactly 1 + margin, the records grouped as a run's are (`groups.group_records`,
+    settings told apart by their labels); returns the rate and the candidates the rule counted."""
+    from specbench.analysis.groups import group_records
+
+    rng = np.random.default_rng(seed)
+    hits, counted = 0, 0
+    names = [(m, g) for m in methods for g in gammas]
+    for r in range(reps):
+        base, settings = boundary_run(rng, n, len(names), 1.0 + margin)
+        records = [{**b, "unit_kind": "baseline", "drafter": "", "policy": "", "concurrency": 1,
+                    "workload": "w", "temperature": 0.0} for b in base]  # fmt: skip
+        for (method, g), recs in zip(names, settings.values(), strict=True):
+            label = f"{method} γ={g}"
+            records += [
+                {**x, "unit_kind": "spec", "gamma": g, "drafter": label, "policy": "fixed",
+                 "method": method, "setting": label, "concurrency": 1, "workload": "w",
+                 "temperature": 0.0}
+                for x in recs
+            ]  # fmt: skip
+        grp = group_records(records)[("w", 0.0)]
+        rec = recommend(grp["baseline"], grp["spec"], margin, 0.95, 1000, seed=seed * 100003 + r)
+        counted = rec["candidates"]
+        hits += rec["verdict"] == "on"
+    return _rate(hits, reps), counted
+
+
 def naive_false_on_rate(n: int, k: int, reps: int, seed: int = 2, margin: float = 0.05) -> Rate:
     """The rule specbench used before: the point-best candidate's own interval (for contrast)."""
     rng = np.random.default_rng(seed)

@@ -70,8 +70,52 @@ def _value(e: Estimate | None) -> float:
     return e.value if e is not None else math.nan
 
 
+def _name(key: SettingKey) -> str:
+    """A setting in a sentence: "γ=4", "ngram γ=4", or an engine setting's own label."""
+    drafter, policy, gamma = key
+    name = drafter if "γ=" in drafter else f"{drafter} γ={gamma}"
+    name = f"γ={gamma}" if drafter in ("", "model") else name
+    return name if policy in ("", "fixed") else f"{name} ({policy})"
+
+
 def _label(key: SettingKey) -> dict[str, Any]:
     return {"drafter": key[0], "policy": key[1], "gamma": key[2]}
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Every measured setting of one workload × temperature, each paired with the baseline: its
+    marginal speedup estimate and, when at least MIN_PROMPTS prompts are common to all, its
+    simultaneous one-sided lower bound (`bounds`, in `keys` order; None otherwise)."""
+
+    keys: list[SettingKey]
+    marginal: dict[SettingKey, Estimate | None]
+    bounds: dict[SettingKey, float] | None
+    critical_value: float | None
+    n_common: int
+
+
+def candidates(
+    base: list[dict[str, Any]],
+    settings: dict[SettingKey, list[dict[str, Any]]],
+    level: float,
+    n_boot: int,
+    seed: int = DEFAULT_SEED,
+) -> Candidates:
+    """The K candidates of the ON rule (every drafter × policy × γ, and on engine runs every
+    method × γ × endpoint) with their marginal estimates and max-T simultaneous bounds."""
+    paired = {k: pair(base, recs) for k, recs in settings.items()}
+    paired = {k: p for k, p in paired.items() if len(p)}
+    keys = list(paired)
+    if not keys:
+        return Candidates([], {}, None, None, 0)
+    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    joint = joint_replicates([paired[k] for k in keys], n_boot, seed)
+    if joint is None:
+        return Candidates(keys, marginal, None, None, 0)
+    rep, n_common = joint
+    bounds, crit = simultaneous_lower(rep, level)
+    return Candidates(keys, marginal, dict(zip(keys, bounds, strict=True)), crit, n_common)
 
 
 def recommend(
@@ -83,22 +127,19 @@ def recommend(
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
     """The selection-aware verdict for one workload × temperature (module docstring)."""
-    paired = {k: pair(base, recs) for k, recs in settings.items()}
-    paired = {k: p for k, p in paired.items() if len(p)}
+    cand = candidates(base, settings, level, n_boot, seed)
     out: dict[str, Any] = {
         "rule": "max-T simultaneous lower bound > 1 + margin",
-        "candidates": len(paired),
+        "candidates": len(cand.keys),
         "false_on_rate": json_num(1.0 - one_sided(level)),
         "margin": margin,
     }
-    if not paired:
+    if not cand.keys:
         return {**out, "gamma": 0, "verdict": "off", "speedup": None, "reason": "no measured γ"}
-    keys = list(paired)
-    joint = joint_replicates([paired[k] for k in keys], n_boot, seed)
-    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    keys, marginal = cand.keys, cand.marginal
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
-    if joint is None:
+    if cand.bounds is None:
         return {
             **out,
             "gamma": 0,
@@ -107,11 +148,9 @@ def recommend(
             "best_measured": {**_label(best), "speedup": est_json(marginal[best])},
             "reason": f"fewer than {MIN_PROMPTS} prompts measured by every setting: no decision",
         }
-    rep, n_common = joint
-    bounds, crit = simultaneous_lower(rep, level)
-    out.update({"n_prompts": n_common, "critical_value": json_num(crit)})
-    clearing = [k for k, b in zip(keys, bounds, strict=True) if b > 1.0 + margin]
-    bound_of = dict(zip(keys, bounds, strict=True))
+    bound_of = cand.bounds
+    out.update({"n_prompts": cand.n_common, "critical_value": json_num(cand.critical_value)})
+    clearing = [k for k in keys if bound_of[k] > 1.0 + margin]
     if clearing:
         chosen = max(clearing, key=lambda k: points[k])
         return {
@@ -137,7 +176,7 @@ def recommend(
             "decision_lower_bound": json_num(bound_of[best]),
         },
         "reason": (
-            f"best setting γ={best[2]} gives {points[best]:.3f}× but its simultaneous lower bound "
+            f"best setting {_name(best)} gives {points[best]:.3f}× but its simultaneous lower bound "
             f"{bound_of[best]:.3f} is not above 1 + margin {margin:g}"
         ),
         "loss_avoided": {**_label(worst), "speedup": est_json(marginal[worst])},
@@ -252,8 +291,8 @@ def pool_recommendation(
         "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
         "best_measured": table[best],
         "reason": (
-            f"no single setting clears 1 + margin {margin:g} for the whole pool (best γ="
-            f"{keys[best][2]}: {points[best]:.3f}×, lower bound {bounds[best]:.3f})"
+            f"no single setting clears 1 + margin {margin:g} for the whole pool (best "
+            f"{_name(keys[best])}: {points[best]:.3f}×, lower bound {bounds[best]:.3f})"
         ),
     }
 

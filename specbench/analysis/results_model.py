@@ -89,7 +89,8 @@ class RunEnv(BaseModel):
     backend: EnvValue = None
     vllm: EnvValue = None
     engine_args: dict[str, Any] | None = None
-    speculative_config: dict[str, Any] | None = None
+    # one method's, or a list: several methods in one run (`speculative:` as a list)
+    speculative_config: dict[str, Any] | list[dict[str, Any]] | None = None
     servers: list[ServerEndpoint] | None = None
     server_info: dict[str, dict[str, Any]] | None = None
     chat: bool | EnvValue = None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from specbench.analysis.results_model_base import (
     EstimateJSON,
     Interval,
@@ -149,6 +151,26 @@ class GammaSchedule(ResultsModel):
     extrapolated_from: int
 
 
+class RankingRow(ResultsModel):
+    """One setting (method × γ × endpoint) of an engine run's ranking (`analysis.engine_ranking`)."""
+
+    rank: int
+    label: str
+    method: str | None
+    drafter: str
+    policy: str
+    gamma: int
+    n_prompts: int
+    speedup: EstimateJSON | None
+    decision_lower_bound: Num  # simultaneous over every candidate (docs/theory.md §8)
+    clears: bool  # decision_lower_bound > 1 + margin
+    chosen: bool  # the recommended setting (verdict on)
+    mean_accepted_length: EstimateJSON | None
+    alpha: EstimateJSON | None
+    acceptance_source: str
+    stops_paying_at: int | None
+
+
 class EngineSection(ResultsModel):
     backend: str | None
     reference_concurrency: int
@@ -167,7 +189,12 @@ class EngineSection(ResultsModel):
     schedule: GammaSchedule | None = None
     load: list[LoadCell] | None = None  # per setting × load point (analysis.load_cells)
     slo: SloJSON | None = None
-    measured_schedule: list[MeasuredScheduleRow] | None = None  # vllm runs with speculative.schedule
+    measured_schedule: list[MeasuredScheduleRow] | None = (
+        None  # vllm runs with speculative.schedule
+    )
+    ranking: list[RankingRow] = Field(default_factory=list)  # best point speedup first
+    chosen_setting: str | None = None  # the chosen setting's label
+    ranking_basis: str | None = None  # the prompts the ranking rests on (those of the verdict)
 
 
 # --- conformance (engine runs with conformance.reference_run) ---------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
+from specbench.analysis.engine_ranking import engine_ranking, primary_keys
 from specbench.analysis.entry_warnings import low_acceptance, too_few_prompts
 from specbench.analysis.groups import Group, Record
 from specbench.analysis.latency import pooled_itl, tokens_per_s
@@ -72,10 +73,19 @@ def analyse_engine_group(
     settings at the reference concurrency (`serving_entry` decides on those)."""
     n_boot, level = s.n_boot, s.ci_level
     settings, metrics, sched, sched_metrics = split_schedule(settings, metrics)  # vllm schedule
-    specs: dict[int, list[Record]] = defaultdict(list)
-    for (_, _, g), recs in settings.items():
-        specs[g] += recs
     warnings: list[str] = []
+    primary, shown = primary_keys(settings)  # several methods at one γ: one method's sections
+    if shown is not None:
+        warnings.append(
+            f"several methods share a γ: the per-γ tables show {shown}; the ranking covers "
+            f"all {len(settings)} settings"
+        )
+    specs: dict[int, list[Record]] = defaultdict(list)
+    for key in primary:
+        specs[key[2]] += settings[key]
+    if len(primary) < len(settings):  # the batches of the other methods are theirs alone
+        drafters = {k[0] for k in primary}
+        metrics = [m for m in metrics if int(m["gamma"]) == 0 or m.get("drafter", "") in drafters]
     all_recs = base + [r for rs in specs.values() for r in rs]
     c_ref = min((concurrency_of(r) for r in all_recs), default=1)
     base1 = [r for r in base if concurrency_of(r) == c_ref]
@@ -226,19 +236,50 @@ def _mean_gauge(metrics: list[Record]) -> float | None:
 
 
 def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list[Record], Settings]:
-    """The analysed and decided entry of one group of an engine run, with the concurrency at
-    which the chosen γ stops paying, and the baseline and settings its verdict rests on."""
+    """The analysed and decided entry of one group of an engine run, with the ranking of every
+    setting (method × γ), the concurrency at which the chosen one stops paying, and the baseline
+    and settings its verdict rests on."""
     body, base1, settings1 = analyse_engine_group(grp["baseline"], grp["spec"], grp["metrics"], s)
     decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
-    rec = body["recommendation"]
-    eng = body["engine"]
-    chosen = rec.get("gamma") or (rec.get("best_measured") or {}).get("gamma")
-    eng["chosen_gamma"] = chosen
-    eng["chosen_stops_paying_at"] = (
-        (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
-    )
-    # content validity from the stored answers (docs/theory.md §13)
+    # content validity from the stored answers (docs/theory.md §13); may remake the decision
     base1, settings1 = engine_validity(
         body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
     )
+    rec, eng = body["recommendation"], body["engine"]
+    # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
+    # when none is left it shows every prompt, and no row clears: there is no verdict
+    used = {r["prompt_id"] for r in base1}
+    every = {r["prompt_id"] for r in grp["baseline"]}
+    keep = used if used else every
+    ranking = engine_ranking(
+        [r for r in grp["baseline"] if r["prompt_id"] in keep],
+        {k: [r for r in rs if r["prompt_id"] in keep] for k, rs in grp["spec"].items()},
+        grp["metrics"], eng["reference_concurrency"], s.margin, s.ci_level, s.n_boot,
+    )  # fmt: skip
+    eng["ranking_basis"] = (
+        "all prompts"
+        if used == every
+        else f"{len(used)} non-degenerate of {len(every)} prompts"
+        if used
+        else "all prompts (degenerate output: no verdict)"
+    )
+    if not used:
+        for r in ranking:
+            r["clears"] = False
+    on = rec.get("verdict") == "on"
+    pick = rec if on else (rec.get("best_measured") or {})
+    key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))
+    for r in ranking:
+        r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
+    eng["ranking"] = ranking
+    chosen = rec.get("gamma") or pick.get("gamma")
+    row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
+    eng["chosen_gamma"] = chosen
+    eng["chosen_setting"] = row["label"] if row is not None and chosen else None
+    if row is not None and chosen:
+        eng["chosen_stops_paying_at"] = row["stops_paying_at"]
+    else:
+        eng["chosen_stops_paying_at"] = (
+            (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
+        )
     return body, base1, settings1

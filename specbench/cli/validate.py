@@ -6,7 +6,9 @@
 Checks, in order (the first failure of a config is its one `error:` line; exit code 2):
 - the file parses and every key and value is within its bounds (the same `RunConfig` `run` uses);
 - every workload's dataset loads, its columns are there, and the prompts available cover the
-  prompts asked (fewer is a warning: `run` uses all of them);
+  prompts asked (fewer is a warning: `run` uses all of them); engine backends: a concurrency
+  above every workload's prompt count is an error, above some workloads' a warning
+  (`harness.prompt_checks`);
 - tokenizers load from the local files (the shipped tiny pair, a local directory, or the Hugging
   Face cache) and the draft's vocabulary is the target's. A hub id that is not in the local cache
   is a warning, not an error: `run` would download it (or fail offline) — `--strict` makes every
@@ -45,24 +47,17 @@ class Checked:
 
 
 def check_datasets(cfg: Any, base_dir: Path, out: Checked) -> None:
-    from specbench.data.loader import load_dataset_rows, load_workload
+    from specbench.data.loader import load_workload
+    from specbench.harness.prompt_checks import check_concurrency, prompt_warnings
 
-    total = 0
+    prompts = {}
     for wl in cfg.workloads:
-        groups = load_dataset_rows(wl.dataset, base_dir)
-        if wl.dataset.name or list(groups) == [""]:
-            available = sum(len(v) for v in groups.values())
-        else:
-            available = len(groups.get(wl.name, []))
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
-            chosen = load_workload(wl, cfg.seed, base_dir)  # raises for no prompts at all
-        if wl.n is not None and wl.n > available:
-            out.warnings.append(
-                f"workload '{wl.name}' asks for {wl.n} prompts, its dataset has {available}: "
-                f"run uses all {available}"
-            )
-        total += len(chosen)
+            prompts[wl.name] = load_workload(wl, cfg.seed, base_dir)  # raises for no prompts
+    out.warnings += prompt_warnings(cfg, prompts)  # n above the set, concurrency above some
+    check_concurrency(cfg, prompts)  # a concurrency no workload reaches: an error
+    total = sum(len(p) for p in prompts.values())
     out.facts.append(f"{len(cfg.workloads)} workloads, {total} prompts")
 
 
@@ -164,6 +159,9 @@ def validate_config(path: Path, offline: bool, timeout_s: float) -> Checked:
         check_datasets(cfg, path.parent, out)
         check_tokenizers(cfg, out)
         if cfg.backend == "openai":
+            from specbench.harness.serving import endpoints as eps
+
+            eps.check_endpoints(eps.endpoints_of(cfg))  # distinct labels, one baseline server
             if offline:
                 out.facts.append("endpoints not contacted (--offline)")
             else:

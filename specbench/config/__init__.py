@@ -7,12 +7,19 @@ Public API (see each module for details):
   `WorkloadSpec`, `SamplingSpec`, `DecisionSpec`, `AdaptiveSpec`, `EconomicsSpec`, `ConformanceSpec`, the size
   bounds `MAX_*` and the names `DRAFT_METHODS`, `POLICY_NAMES` (`config.sections`)
 - the backend sections: `EngineSpec`, `SpeculativeSpec` (vllm), `ServerSpec`, `EndpointSpec`
-  (openai) (`config.backends`)
+  (openai), `speculative_specs`, `speculative_label` (`config.backends`)
 - reading: `load_config`, `parse_config`, `read_yaml`, `deep_merge`, `dump_config`,
   `format_validation_error` (`config.loader`)
 """
 
-from specbench.config.backends import EndpointSpec, EngineSpec, ServerSpec, SpeculativeSpec
+from specbench.config.backends import (
+    EndpointSpec,
+    EngineSpec,
+    ServerSpec,
+    SpeculativeSpec,
+    speculative_label,
+    speculative_specs,
+)
 from specbench.config.loader import (
     EXTENDS_KEY,
     deep_merge,
@@ -76,4 +83,6 @@ __all__ = [
     "load_config",
     "parse_config",
     "read_yaml",
+    "speculative_label",
+    "speculative_specs",
 ]

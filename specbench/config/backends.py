@@ -63,9 +63,11 @@ def check_schedule(entries: list[tuple[int, int, int]]) -> list[tuple[int, int, 
 
 class SpeculativeSpec(StrictModel):
     """`backend: vllm` speculation: vLLM's `speculative_config` minus `num_speculative_tokens`,
-    which is the γ grid (`gammas`)."""
+    which is the γ grid (`gammas`). `speculative:` may be a list of these (several methods in one
+    run, each over its own grid); `label` then tells two entries of one method apart."""
 
     method: str = "draft_model"  # draft_model, ngram, eagle, eagle3, mtp, suffix, …
+    label: str | None = None  # the records' drafter name; default: the method
     model: str | None = None  # the drafter's weights; draft_model defaults to draft.model
     num_speculative_tokens: list[int] | None = None  # the γ grid; given here it replaces gammas
     options: dict[str, Any] = Field(default_factory=dict)  # any other speculative_config key
@@ -119,7 +121,8 @@ class EndpointSpec(StrictModel):
 
     url: str
     gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)  # 0 = the server runs without speculation
-    label: str | None = None  # e.g. "draft_model γ=4"; default "γ=<gamma>"
+    label: str | None = None  # default "<method> γ=<gamma>" ("server γ=<gamma>" without method)
+    method: str | None = None  # draft_model, eagle3, ngram, mtp, …; none = no speculation
     headers: Headers = Field(default_factory=dict)  # added to the server's `headers`
     metrics_url: str | None = None  # this server's /metrics; default: <its origin>/metrics
 
@@ -131,6 +134,7 @@ class ServerSpec(StrictModel):
     url: str = "http://127.0.0.1:8000"  # base URL (with or without /v1)
     gamma: int = Field(default=0, ge=0, le=MAX_GAMMA)
     label: str | None = None
+    method: str | None = None  # as in endpoints[*]
     endpoints: list[EndpointSpec] = Field(default_factory=list)  # several servers instead of url
     model: str | None = None  # served model name; None = the one /v1/models lists
     api_key_env: str | None = None  # name of the environment variable holding the API key
@@ -155,6 +159,18 @@ def engine_defaults(data: dict[str, Any]) -> dict[str, Any]:
         grid = spec["num_speculative_tokens"]
         grid = [grid] if isinstance(grid, int) else grid
         data = {**data, "speculative": {**spec, "num_speculative_tokens": grid}, "gammas": grid}
+    if isinstance(spec, list) and spec and all(isinstance(s, dict) for s in spec):
+        items = [
+            {**s, "num_speculative_tokens": [n] if isinstance(n, int) else n}
+            if (n := s.get("num_speculative_tokens")) is not None
+            else s
+            for s in spec
+        ]
+        data = {**data, "speculative": items}
+        grids = [s.get("num_speculative_tokens") for s in items]
+        if all(isinstance(g, list) for g in grids) and "gammas" not in data:
+            data["gammas"] = sorted({int(g) for grid in grids for g in grid})  # type: ignore[union-attr]
+        spec = items[0]
     server = data.get("server")
     if data.get("backend") == "openai" and "gammas" not in data and isinstance(server, dict):
         eps = server.get("endpoints") or [server]  # the γ the servers run are the grid
@@ -169,3 +185,13 @@ def engine_defaults(data: dict[str, Any]) -> dict[str, Any]:
             draft = {"method": "ngram"}
         data = {**data, "draft": draft}
     return data
+
+
+def speculative_specs(spec: SpeculativeSpec | list[SpeculativeSpec]) -> list[SpeculativeSpec]:
+    """`speculative:` as a list (the single-mapping form is a list of one)."""
+    return list(spec) if isinstance(spec, list) else [spec]
+
+
+def speculative_label(spec: SpeculativeSpec) -> str:
+    """The drafter name an in-process setting's records carry: `label`, else the method."""
+    return spec.label or spec.method

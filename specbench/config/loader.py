@@ -37,10 +37,28 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(getattr(current, "model_fields", {}))
 
 
+def _union_tag(part: Any) -> bool:
+    """A union member's name in an error location ("SpeculativeSpec", "list[SpeculativeSpec]"):
+    config keys are lower-case words, so these are not keys."""
+    return isinstance(part, str) and (part[:1].isupper() or "[" in part)
+
+
+_BRANCH_MISMATCH = ("model_type", "dict_type", "list_type")
+
+
 def format_validation_error(err: ValidationError, source: str) -> str:
-    """The first validation problem as one actionable line."""
-    first = err.errors()[0]
-    loc = tuple(first["loc"])
+    """The first validation problem as one actionable line (for a key that takes one of several
+    shapes, e.g. `speculative:` a mapping or a list, the problem within the shape given)."""
+    errors = err.errors()
+    first = next(
+        (
+            e
+            for e in errors
+            if not (any(_union_tag(p) for p in e["loc"]) and e["type"] in _BRANCH_MISMATCH)
+        ),
+        errors[0],
+    )
+    loc = tuple(p for p in first["loc"] if not _union_tag(p))
     key = ".".join(str(p) for p in loc) or "(top level)"
     if first["type"] == "extra_forbidden":
         valid = _fields_at(RunConfig, loc)
@@ -50,6 +68,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     if first["type"] == "missing":
         return f"{source}: missing required key '{key}'"
     msg = str(first["msg"]).removeprefix("Value error, ")
+    if not loc:  # a check across keys: its message names them, the whole config is no help
+        return f"{source}: {msg}"
     got = first.get("input")
     if isinstance(got, bool) and first["type"] in ("string_type", "literal_error", "enum"):
         # YAML 1.1: unquoted yes/no/on/off/true/false are booleans, not words

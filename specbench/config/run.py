@@ -18,6 +18,8 @@ from specbench.config.backends import (
     ServerSpec,
     SpeculativeSpec,
     engine_defaults,
+    speculative_label,
+    speculative_specs,
 )
 from specbench.config.load import LoadSpec, SloSpec
 from specbench.config.sections import (
@@ -71,7 +73,8 @@ class RunConfig(StrictModel):
     plan: Literal["full", "adaptive"] = "full"
     adaptive: AdaptiveSpec = Field(default_factory=AdaptiveSpec)
     engine: EngineSpec = Field(default_factory=EngineSpec)  # backend: vllm
-    speculative: SpeculativeSpec = Field(default_factory=SpeculativeSpec)  # backend: vllm
+    # backend: vllm; a list measures several methods in one run
+    speculative: SpeculativeSpec | list[SpeculativeSpec] = Field(default_factory=SpeculativeSpec)
     # engine backends: the numbers of requests kept in flight
     concurrency: list[int] = Field(default_factory=lambda: [1])
     load: LoadSpec = Field(default_factory=LoadSpec)  # engine backends: open-loop arrivals
@@ -145,8 +148,10 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _schedule_backend(self) -> RunConfig:
-        spec = self.speculative
-        if (spec.schedule is not None or spec.schedule_from) and self.backend != "vllm":
+        given = any(
+            s.schedule is not None or s.schedule_from for s in speculative_specs(self.speculative)
+        )
+        if given and self.backend != "vllm":
             raise ValueError(
                 "speculative.schedule is measured by backend: vllm (an openai server runs its "
                 "own: give it an endpoint label)"
@@ -158,6 +163,24 @@ class RunConfig(StrictModel):
         labels = [d.label for d in self.drafters]
         if len(set(labels)) != len(labels):
             raise ValueError("drafters need distinct names: set `name:` on each extra drafter")
+        return self
+
+    @model_validator(mode="after")
+    def _speculative_labels(self) -> RunConfig:
+        specs = speculative_specs(self.speculative)
+        if not specs:
+            raise ValueError("speculative: give at least one method (or leave the key out)")
+        labels = [speculative_label(s) for s in specs]
+        if len(set(labels)) != len(labels):
+            dup = next(x for x in labels if labels.count(x) > 1)
+            raise ValueError(
+                f"speculative: two entries are named '{dup}'; give each a distinct `label:`"
+            )
+        if any(s.method == "none" for s in specs):
+            raise ValueError(
+                "speculative: method none is the baseline, which every vllm run measures; "
+                "remove that entry"
+            )
         return self
 
     @property

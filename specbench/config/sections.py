@@ -113,9 +113,14 @@ class PolicySpec(StrictModel):
 
 
 class DatasetSpec(StrictModel):
-    """Where a workload's prompts come from: exactly one of `name`, `path`, `hf_id`."""
+    """Where a workload's prompts come from: exactly one of `name`, `path`, `hf_id`, `generate`."""
 
     name: str | None = None  # a shipped set in datasets/ (e.g. "code", "tiny_code")
+    # a set generated on the fly (data/long_context.py): `documents` prompts of ~`prompt_words`
+    # words each (≈ 1.3 tokens per word), the same on every machine
+    generate: Literal["long_context"] | None = None
+    prompt_words: int = Field(default=3000, ge=50, le=100_000)
+    documents: int = Field(default=32, ge=1, le=1000)
     path: str | None = None  # a local JSONL / CSV / Parquet file, or a `save_to_disk` directory
     hf_id: str | None = None  # a Hugging Face hub dataset id
     hf_config: str | None = None
@@ -151,9 +156,9 @@ class DatasetSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:
-        given = [k for k in ("name", "path", "hf_id") if getattr(self, k)]
+        given = [k for k in ("name", "path", "hf_id", "generate") if getattr(self, k)]
         if len(given) != 1:
-            raise ValueError("a dataset needs exactly one of 'name', 'path' or 'hf_id'")
+            raise ValueError("a dataset needs exactly one of 'name', 'path', 'hf_id' or 'generate'")
         if self.sampling != "logged":
             for key in ("temperature_field", "top_p_field", "max_tokens_field"):
                 if getattr(self, key):

@@ -10,6 +10,8 @@ Sources (exactly one per `DatasetSpec`):
   Spec-Bench's `question_id` + `category` + `turns` are read as Spec-Bench in `auto` mode.
 - `hf_id`: `datasets.load_dataset(hf_id, hf_config, split=..., revision=...)`; a local folder of
   data files works too.
+- `generate: long_context`: long operations logs with a question, generated deterministically
+  (`data/long_context.py`; `prompt_words`, `documents`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import specbench
 import specbench.data.sources as sources
 from specbench.config import DatasetSpec, WorkloadSpec
 from specbench.data.fields import field_mapping, looks_like_spec_bench, rows_to_prompts
+from specbench.data.long_context import long_context_rows
 from specbench.data.prompt import Prompt
 from specbench.data.sources import RawRows
 from specbench.errors import SpecbenchError
@@ -63,6 +66,8 @@ def _shipped_path(name: str) -> Path:
 
 def _read_source(spec: DatasetSpec, base_dir: Path | None) -> tuple[RawRows, str]:
     """The source's rows and the schema to map them with ("specbench", "spec_bench", "generic")."""
+    if spec.generate == "long_context":
+        return long_context_rows(spec.documents, spec.prompt_words), "specbench"
     if spec.name:
         if spec.format not in ("auto", "specbench"):
             raise SpecbenchError(

@@ -68,7 +68,10 @@ def model_specs(
     cfg = None
     if config is not None:
         cfg = parse_config(read_yaml(config), str(config))
-        method = cfg.speculative.method if cfg.backend == "vllm" else "draft_model"
+        from specbench.config import speculative_specs
+
+        methods = [s.method for s in speculative_specs(cfg.speculative)]
+        method = methods[0] if cfg.backend == "vllm" else "draft_model"
         if method not in ("draft_model", "ngram") and draft is None:
             raise unscorable_drafter(method)
         if cfg.draft.method != "model" and draft is None:

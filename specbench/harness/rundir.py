@@ -106,7 +106,7 @@ class StoredConfig(_Loose):
     conformance: dict[str, Any] | None = None
     server: dict[str, Any] | None = None
     engine: dict[str, Any] | None = None
-    speculative: dict[str, Any] | None = None
+    speculative: dict[str, Any] | list[dict[str, Any]] | None = None
     economics: dict[str, Any] | None = None
 
 

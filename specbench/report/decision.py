@@ -45,10 +45,17 @@ def header_blocks(results: RunResults) -> list[Block]:
 
 def _at_setting(e: WorkloadResult, g: PoolDecision) -> EstimateJSON | None:
     """This workload's measured speedup at setting g (the pool's), or None."""
+    key = (g.drafter, g.policy, g.gamma)
     for m in e.methods or []:
         if (m.drafter, m.policy, m.gamma) == (g.drafter, g.policy, g.gamma):
             return m.measured_speedup
     if e.engine is not None:
+        own = next(
+            (r for r in e.engine.ranking if (r.drafter, r.policy, r.gamma) == key),
+            None,
+        )  # every method × γ of the run, by its own label
+        if own is not None:
+            return own.speedup
         row = next((r for r in e.gammas if r.gamma == g.gamma), None)
         return row.measured_speedup if row else None
     return None

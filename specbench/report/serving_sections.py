@@ -15,6 +15,7 @@ from specbench.analysis.results_model_engine import Conformance, EngineSection
 from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.engine_ranking import ranking_blocks
 from specbench.report.schedule_plot import plot_goodput_schedule
 from specbench.report.schedule_sections import schedule_blocks
 from specbench.report.text import entry_slug, num_text
@@ -173,6 +174,7 @@ def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
     for e, eng in entries:
         slug = entry_slug(e)
         blocks.append(Heading(f"{e.workload} (T = {e.temperature:g}), {eng.backend}", 3))
+        blocks += ranking_blocks(eng)  # every method × γ, when there are several
         blocks.append(_concurrency_table(eng))
         blocks.append(Bullets(_engine_notes(e, eng)))
         if eng.per_gamma:

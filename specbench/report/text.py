@@ -67,6 +67,8 @@ def ci_text(est: EstimateJSON | None, fmt: str = "{:.2f}×") -> str:
 def setting_label(d: Setting) -> str:
     """'γ=4', or 'γ=8 (ngram, adaptive)' for another drafter or policy."""
     extra = [x for x in (d.drafter, d.policy) if x and x not in ("model", "fixed")]
+    if d.drafter and "γ=" in d.drafter:  # an engine setting's own label, e.g. "eagle3 γ=4"
+        return d.drafter + (f" ({d.policy})" if d.policy not in ("", "fixed", None) else "")
     return f"γ={d.gamma}" + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -121,7 +123,12 @@ def engine_header(results: RunResults) -> str | None:
             f"Engine: vLLM {env.vllm or '?'} (in-process), device {env.device}"
             f"{' (' + str(env.gpu) + ')' if env.gpu else ''}; engine args: "
             f"{_flags(env.engine_args) or '–'}; speculative_config: "
-            f"{_flags(env.speculative_config) or '–'}."
+            + (
+                " | ".join(_flags(c) for c in env.speculative_config)
+                if isinstance(env.speculative_config, list)
+                else _flags(env.speculative_config) or "–"
+            )
+            + "."
         )
     if backend == "openai":
         info = env.server_info or {}
@@ -133,7 +140,7 @@ def engine_header(results: RunResults) -> str | None:
             )
             version = meta.get("server_version")  # the server's own metadata, free-form
             servers.append(
-                f"{s.url} γ={s.gamma} ({s.label}"
+                f"{s.url} γ={s.gamma} ({s.label or ('baseline' if not s.gamma else '–')}"
                 + (f", version {version}" if version else "")
                 + (f", model {meta.get('model')}" if meta.get("model") else "")
                 + ")"

@@ -21,6 +21,8 @@ def test_every_shipped_config_validates_offline() -> None:
     assert res.exit_code == 0, res.output
     assert res.stdout.count(": valid (") == len(configs)
     assert "configs/llama70b.yaml" in res.stderr and "not available locally" in res.stderr
+    # shipped configs ask for no more prompts than their sets hold, at reachable concurrency
+    assert "asks for" not in res.stderr and "concurrency" not in res.stderr
 
 
 def _bad(tmp_path: Path, **over: object) -> Path:
@@ -29,6 +31,19 @@ def _bad(tmp_path: Path, **over: object) -> Path:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def test_engine_concurrency_no_workload_reaches_is_an_error(tmp_path: Path) -> None:
+    path = _bad(
+        tmp_path,
+        backend="openai",
+        server={"url": "http://127.0.0.1:9", "gamma": 0},
+        workloads=[{"name": "c", "dataset": {"name": "tiny_code"}, "n": 4}],
+        concurrency=[1, 8],
+    )
+    res = runner.invoke(app, ["validate", str(path), "--offline"])
+    assert res.exit_code == 2
+    assert "concurrency 8: no workload has more than 4 prompts" in res.stderr
 
 
 def test_fewer_prompts_than_asked_is_a_warning_and_strict_fails(tmp_path: Path) -> None:

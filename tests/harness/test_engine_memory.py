@@ -190,7 +190,8 @@ def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> N
         }
     )
     b = object.__new__(VllmBackend)  # skip __init__: it imports vLLM
-    b.cfg, b.spec_model = cfg, str(tiny_model_dir("draft"))
+    b.cfg, b.specs = cfg, {"draft_model": cfg.speculative}
+    b.spec_models = {"draft_model": str(tiny_model_dir("draft"))}
     b.kv_capacity, b.served_dtype = {}, None
 
     def engine(blocks: int) -> SimpleNamespace:
@@ -238,3 +239,52 @@ def test_a_dtype_of_unknown_size_leaves_the_stored_bytes_unknown(tmp_path: Path)
     assert header["a"] == {"dtype": "U16", "shape": [3, 5], "nbytes": None}
     n_params, stored_bytes, _ = _weights(tmp_path)
     assert n_params == 15 and stored_bytes is None  # not 0: the size is not guessed
+
+
+def test_vllm_backend_settings_for_several_methods() -> None:
+    """`speculative:` as a list: one engine per method × γ, each with its own speculative_config
+    (without starting vLLM: the backend object is built by hand, as above)."""
+    from specbench.config import parse_config, speculative_label, speculative_specs
+    from specbench.harness.serving.vllm_backend import VllmBackend
+
+    cfg = parse_config(
+        {
+            "backend": "vllm",
+            "target": {"model": "tiny-target"},
+            "draft": {"model": "tiny-draft"},
+            "speculative": [
+                {"method": "draft_model", "num_speculative_tokens": [2, 4]},
+                {
+                    "method": "ngram",
+                    "num_speculative_tokens": [4],
+                    "options": {"prompt_lookup_min": 2, "prompt_lookup_max": 3},
+                },
+            ],
+            "workloads": [{"name": "w", "dataset": {"name": "tiny_code"}}],
+        }
+    )
+    b = object.__new__(VllmBackend)
+    b.cfg = cfg
+    b.specs = {speculative_label(s): s for s in speculative_specs(cfg.speculative)}
+    b.spec_models = {"draft_model": "/weights/draft", "ngram": None}
+    got = [(s.gamma, s.label, s.method, s.name) for s in b.settings()]
+    assert got == [
+        (0, "", "none", "baseline"),
+        (2, "draft_model", "draft_model", "draft_model γ=2"),
+        (4, "draft_model", "draft_model", "draft_model γ=4"),
+        (4, "ngram", "ngram", "ngram γ=4"),
+    ]
+    assert b.speculative_config(4, "ngram") == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 3,
+    }
+    assert b.speculative_config(2, "draft_model") == {
+        "method": "draft_model",
+        "num_speculative_tokens": 2,
+        "model": "/weights/draft",
+    }
+    confs = b.speculative_configs()
+    assert isinstance(confs, list)
+    assert [c["num_speculative_tokens"] for c in confs] == [[2, 4], [4]]

@@ -463,7 +463,22 @@ def test_real_vllm_server(tmp_path: Path, vllm_server: str) -> None:
         tmp_path, server, target={"model": target}, concurrency=[1, 4], max_new_tokens=16
     )
     res = runner.invoke(app, ["run", str(cfg)])
-    # one speculative server and no baseline: measured, then "nothing to compare" is reported
+    # one speculative server and no baseline: refused before anything is measured
+    assert res.exit_code == 2 and "no server without speculation" in res.output, res.output
+    # a baseline beside it (a fake server here: a second vLLM server would double the start-up)
+    base = FakeServer(0)
+    try:
+        eps = [{**server, "url": vllm_server}, {"url": base.url, "gamma": 0}]
+        cfg = write_config(
+            tmp_path,
+            {"endpoints": [{k: e[k] for k in ("url", "gamma", "label") if k in e} for e in eps],
+             "prompt_format": "tokens", "extra_body": {"return_token_ids": True}},
+            target={"model": target}, concurrency=[1, 4], max_new_tokens=16,
+        )  # fmt: skip
+        res = runner.invoke(app, ["run", str(cfg)])  # the refused run left nothing behind
+    finally:
+        base.close()
+    assert res.exit_code == 0, res.output
     recs = read_records(tmp_path / "out" / "records.jsonl")
     reqs = [r for r in recs if r["kind"] == "spec"]
     assert len(reqs) == 12, res.output

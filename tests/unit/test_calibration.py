@@ -31,6 +31,17 @@ def test_naive_rule_would_fail_the_same_check() -> None:
     assert rate > 0.025 + 2 * se, (rate, se)
 
 
+@pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
+def test_on_rule_holds_its_level_across_methods_at_one_gamma() -> None:
+    """An engine run of three methods × two γ (each γ run by three methods): the rule counts all
+    six candidates — settings at one γ are not pooled — and P(ON) at the boundary stays ≤ 2.5 %."""
+    (rate, se), counted = cal.methods_false_on_rate(
+        n=8, methods=("draft_model", "eagle3", "ngram"), gammas=(2, 4), reps=200, seed=15
+    )
+    assert counted == 6
+    assert rate <= 0.025 + 2 * se, (rate, se)
+
+
 def test_on_rule_has_power_on_a_clear_speedup() -> None:
     rate, _ = cal.power_on(n=16, k=4, speedup=1.3, reps=40, seed=13)
     assert rate >= 0.8

@@ -493,7 +493,7 @@ def test_failed_and_missing_rows_are_listed_and_fail_under_strict(
     lenient = compare(base, n, Thresholds())
     assert lenient.failures == [
         "failed in new: w T=1 model/fixed γ=4: 1 failed record",
-        "missing in new: w T=1 settings [model/fixed]@2",
+        "missing in new: w T=1 settings model γ=2",
     ]
     assert lenient.exit_code == 0
     assert compare(base, n, Thresholds(), strict=True).exit_code == 1

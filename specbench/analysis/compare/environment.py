@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Side
 
 # the machine and software a transformers run measured on (the client is the machine)
@@ -33,16 +34,42 @@ class Difference:
     new: Any
 
 
+# what a setting labelled by method carries itself: runs of different drafts compare by label
+DRAFT_IDENTITY = ("draft model", "draft revision", "draft dtype")
+
+
 def identity_differences(base: Side, new: Side) -> list[Difference]:
-    """Schema, models or sampling settings that differ: the runs measure different things."""
+    """Schema, models or sampling settings that differ: the runs measure different things.
+    Two engine runs whose settings are labelled by method may run different drafts: their
+    settings are matched by label (`matched_settings`), not refused."""
     out = []
-    for k in sorted(set(base.identity) & set(new.identity)):
+    skip = DRAFT_IDENTITY if base.by_method and new.by_method else ()
+    for k in sorted((set(base.identity) & set(new.identity)) - set(skip)):
         b, n = base.identity[k], new.identity[k]
         if b is None or n is None:
             continue  # unknown on one side (e.g. only results.json there)
         if b != n:
             out.append(Difference(k, b, n))
     return out
+
+
+def matched_settings(base: Side, new: Side) -> str | None:
+    """One note saying which method-labelled settings were matched by label, and which only one
+    side measured (None unless both sides are labelled by method)."""
+    if not (base.by_method and new.by_method):
+        return None
+    b = {k for g in base.groups.values() for k in g.methods}
+    n = {k for g in new.groups.values() for k in g.methods}
+
+    def names(keys: set[str]) -> str:
+        return ", ".join(sorted(setting_name(k) for k in keys))
+
+    parts = [f"settings matched by label: {names(b & n) or 'none'}"]
+    if b - n:
+        parts.append(f"only in {base.label}: {names(b - n)}")
+    if n - b:
+        parts.append(f"only in {new.label}: {names(n - b)}")
+    return "; ".join(parts)
 
 
 def env_keys(env: dict[str, Any]) -> tuple[str, ...]:

@@ -33,7 +33,13 @@ from specbench.analysis.compare.metrics import (
     Metric,
     Thresholds,
 )
-from specbench.analysis.compare.samples import Samples, Summary, setting_key, sum_by_key
+from specbench.analysis.compare.samples import (
+    Samples,
+    Summary,
+    setting_key,
+    setting_name,
+    sum_by_key,
+)
 from specbench.analysis.compare.sides import Group
 
 MISSING = "missing on one side"
@@ -245,6 +251,11 @@ def group_rows(b: Group, n: Group, ctx: RowContext) -> list[PendingRow]:
         if name == "alpha" and ctx.both_records and shared != sorted(set(b.gammas) | set(n.gammas)):
             note = f"pooled over the shared γ {shared}"
         out.append(_row(b, n, name, metric, label, note, ctx, shared))
+    for key in sorted(set(b.methods) & set(n.methods)):  # every engine setting, matched by label
+        if key in {f"speedup@{g}" for g in shared} or key.split("@")[0] == f"speedup[{b.primary}]":
+            continue  # the primary drafter's speedup rows above
+        label = f"speedup ({setting_name(key)})"
+        out.append(_row(b, n, key, METRICS["speedup"], label, "", ctx, shared))
     rec = _recommended_row(b, n, ctx, shared)
     if rec is not None:
         out.append(rec)
@@ -282,6 +293,10 @@ def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
     if flip is None:
         status = UNCHANGED
         note = f"recommended γ moved {rb.gamma} → {rn.gamma}" if rb.gamma != rn.gamma else ""
+        if rb.setting != rn.setting and rb.verdict == "on":
+            note = f"recommended setting {rb.setting} → {rn.setting}" + (
+                f"; {note}" if note else ""
+            )
     else:
         good = IMPROVED if flip == "OFF → ON" else REGRESSED
         if rec_row.status == NOT_COMPARABLE:

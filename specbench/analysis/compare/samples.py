@@ -122,3 +122,12 @@ def group_samples(
 def setting_key(setting: str, gamma: int) -> str:
     """The metric key of the speedup of one drafter/policy setting at γ."""
     return f"speedup[{setting}]@{gamma}"
+
+
+def setting_name(key: str) -> str:
+    """A `setting_key`'s label as a run names it: "ngram γ=4" (the drafter, with γ added when
+    the drafter's own label does not hold it; the policy when it is not the fixed one)."""
+    inner, _, gamma = key.removeprefix("speedup[").rpartition("]@")
+    drafter, _, policy = inner.rpartition("/")
+    name = drafter if "γ=" in drafter else f"{drafter} γ={gamma}"
+    return name if policy in ("fixed", "") else f"{name} ({policy})"

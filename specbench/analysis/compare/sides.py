@@ -30,6 +30,9 @@ class RecommendedSetting:
     best_gamma: int | None  # γ of the best measured speedup (ON or not)
 
     def text(self) -> str:
+        drafter = self.setting.rsplit("/", 1)[0]
+        if self.verdict == "on" and "γ=" in drafter:  # an engine setting's own label
+            return f"ON {drafter}"
         if self.verdict == "on":
             return f"ON γ={self.gamma}"
         return f"OFF (best measured γ={self.best_gamma})" if self.best_gamma else "OFF"
@@ -49,6 +52,8 @@ class Group:
     timing_warnings: list[str] = field(default_factory=list)  # the run's "unstable timing" notes
     primary: str = "model/fixed"  # the primary drafter with the fixed policy
     per_run: list[Group] = field(default_factory=list)  # the runs behind a multi-run side
+    # engine runs whose settings name their method: speedup key → method (matched by label)
+    methods: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,6 +66,12 @@ class Side:
     has_records: bool = False
     failed: list[str] = field(default_factory=list)  # "workload T=… setting: k failed records"
     n_runs: int = 1
+
+    @property
+    def by_method(self) -> bool:
+        """An engine run whose settings are labelled by method (draft_model, eagle3, ngram…):
+        compared setting by setting, matched by label, whatever drafts each side ran."""
+        return any(g.methods for g in self.groups.values())
 
     @property
     def code(self) -> str | None:
@@ -103,6 +114,9 @@ def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], di
     }
     for m in entry.methods or []:
         out[setting_key(f"{m.drafter}/{m.policy}", m.gamma)] = _summary(m.measured_speedup)
+    if entry.engine is not None:  # every setting of an engine run, by its label
+        for r in entry.engine.ranking:
+            out.setdefault(setting_key(f"{r.drafter}/{r.policy}", r.gamma), _summary(r.speedup))
     gammas = []
     for row in entry.gammas:
         if not row.measured:
@@ -166,6 +180,11 @@ def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
             e.n_prompts,
             _timing_warnings(e),
             prim,
+            methods={
+                setting_key(f"{r.drafter}/{r.policy}", r.gamma): r.method
+                for r in (e.engine.ranking if e.engine is not None else [])
+                if r.method
+            },
         )
     # env.json as written (the keys it had), for the environment comparison
     env = doc.env.model_dump(exclude_unset=True)
@@ -204,6 +223,9 @@ def side_from_records(
         elif rec["kind"] == "spec":
             setting = f"{rec.get('drafter') or label_primary}/{rec.get('policy') or 'fixed'}"
             grp["settings"].setdefault(setting, {}).setdefault(int(rec["gamma"]), []).append(rec)
+            if rec.get("method"):  # an engine setting labelled by its method
+                methods = grp.setdefault("methods", {})
+                methods[setting_key(setting, int(rec["gamma"]))] = str(rec["method"])
     doc = as_results(results) if results is not None else None
     entries = {(e.workload, e.temperature): e for e in (doc.workloads if doc else [])}
     groups = {}
@@ -226,6 +248,7 @@ def side_from_records(
             len({r["prompt_id"] for r in grp["baseline"]}),
             _timing_warnings(entry) if entry else [],
             primary,
+            methods=grp.get("methods", {}),
         )
     ident = _identity(doc, config)
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
@@ -261,6 +284,7 @@ def merge_runs(runs: list[Side]) -> Side:
             [w for p in gs for w in p.timing_warnings],
             g0.primary,
             gs,
+            g0.methods,
         )
     label = " + ".join(r.label for r in runs)
     failed = [f"{r.label}: {f}" for r in runs for f in r.failed]

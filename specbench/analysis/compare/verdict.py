@@ -8,7 +8,11 @@ import math
 from dataclasses import dataclass, field, replace
 
 from specbench.analysis.compare.difference_tests import DiffTest
-from specbench.analysis.compare.environment import Difference, env_differences
+from specbench.analysis.compare.environment import (
+    Difference,
+    env_differences,
+    matched_settings,
+)
 from specbench.analysis.compare.metrics import (
     CODE,
     ENV,
@@ -21,6 +25,7 @@ from specbench.analysis.compare.metrics import (
     Thresholds,
 )
 from specbench.analysis.compare.rows import PendingRow, Row, RowContext, group_rows, verdict_row
+from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Group, Side
 from specbench.analysis.multiple_testing import holm, min_detectable_effect
 
@@ -119,9 +124,9 @@ class Comparison:
 
 
 def _settings(g: Group) -> set[str]:
-    """The speculative settings (drafter/policy @γ) a group measured."""
+    """The speculative settings a group measured, as named in runs ("model γ=2", "ngram γ=4")."""
     keys = set(g.samples or {}) | set(g.summaries)
-    return {k.removeprefix("speedup") for k in keys if k.startswith("speedup[")}
+    return {setting_name(k) for k in keys if k.startswith("speedup[")}
 
 
 def _missing(base: Side, new: Side) -> list[str]:
@@ -163,6 +168,8 @@ def compare(
             "under a normal approximation (no per-prompt values); pass run directories for the "
             "bootstrap test"
         )
+    if matched := matched_settings(base, new):
+        notes.append(matched)
     if env_diff:
         what = ", ".join(f"{d.field}: {d.base} vs {d.new}" for d in env_diff)
         notes.append(

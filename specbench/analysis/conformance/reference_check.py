@@ -95,6 +95,8 @@ def setting_mismatches(config: dict[str, Any], ref_config: dict[str, Any]) -> li
     if config.get("backend") == "vllm" and dtype != ref_dtype:
         out.append(("dtype", f"dtype {dtype} vs reference {ref_dtype}"))
     spec = config.get("speculative") or {}
+    if isinstance(spec, list):  # several methods: the draft-model one is the one compared
+        spec = next((x for x in spec if x.get("method") == "draft_model"), spec[0] if spec else {})
     opts = spec.get("options") or {}
     if config.get("backend") == "vllm" and opts.get("draft_sample_method", "greedy") == "greedy":
         temps = [t for t in (config.get("sampling") or {}).get("temperatures", []) if t > 0]

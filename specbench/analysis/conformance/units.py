@@ -62,6 +62,7 @@ def engine_units(
         and float(r["temperature"]) == temp
         and int(r["gamma"]) == gamma
         and request_counts(r) is not None
+        and r.get("method", "draft_model") in ("draft_model", None)  # the reference's method
     ]
     if not mine:
         return {}

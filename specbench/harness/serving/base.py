@@ -20,13 +20,24 @@ from specbench.harness.plan import RequestParams
 
 @dataclass(frozen=True)
 class EngineSetting:
-    """One engine configuration: γ (0 = no speculation) and the drafter label records carry."""
+    """One engine configuration: method × γ (0 = no speculation) × endpoint, named by `label`
+    (the records' `drafter`; distinct within a run with γ)."""
 
     gamma: int
     label: str
     endpoint: str = ""  # openai: the server URL measured for this setting
     # vllm: γ by batch size ((lo, hi, k), …), label "schedule", gamma = the largest k
     schedule: tuple[tuple[int, int, int], ...] | None = None
+    method: str = ""  # draft_model, eagle3, ngram, mtp, …; "" = not stated (or the baseline)
+
+    @property
+    def name(self) -> str:
+        """What records (`setting`) and messages call it: "baseline", or "<label> γ=<γ>"."""
+        if self.gamma == 0:
+            return "baseline"
+        if "γ=" in self.label:
+            return self.label
+        return f"{self.label} γ={self.gamma}" if self.label else f"γ={self.gamma}"
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
+from specbench.harness.prompt_checks import check_concurrency, concurrency_warnings
 from specbench.harness.serving.arrivals import effective_concurrency_notes
 from specbench.harness.serving.base import (
     Backend,
@@ -116,10 +117,12 @@ def run_engine(
     """Measure every setting × batch not yet complete; records are kept whatever happens."""
     ev = events or SilentEvents()
     prompts = load_prompts(cfg, base_dir)
+    check_concurrency(cfg, prompts)  # a level no workload can reach: exit 2 before measuring
     earlier = earlier_capacity(out_dir) if resume and not force else []
     cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
+    outcome.warnings.extend(concurrency_warnings(cfg, prompts))
     settings = backend.settings()
     plan = plan_batches(cfg, prompts)
     open_plan = plan_open(cfg, prompts, out_dir, base_dir)
@@ -200,7 +203,7 @@ def _measure(
                 except (KeyboardInterrupt, SpecbenchError):
                     raise
                 except Exception as exc:  # the engine died mid-run: one line, records kept
-                    what = f"γ={setting.gamma}" if setting.gamma else "baseline"
+                    what = setting.name
                     first = (str(exc).strip().splitlines() or [""])[0][:300]
                     raise SpecbenchError(
                         f"the {what} engine failed while measuring ({type(exc).__name__}: "
@@ -226,6 +229,8 @@ def _head(
         "top_k": cfg.sampling.top_k,
         "gamma": setting.gamma,
         "drafter": setting.label,
+        "method": setting.method or None,  # draft_model, eagle3, ngram, none, …
+        "setting": setting.name,  # the setting's label in rankings
         "policy": "schedule" if setting.schedule else ("fixed" if setting.gamma else ""),
         "repeat": rep,
         "concurrency": conc,
@@ -293,7 +298,7 @@ def _run_batch(
 ) -> None:
     """Run one batch (or the rest of one: `items` are its prompts not yet measured); each
     request's record is written as it completes, the batch's metrics record last."""
-    label = f"{'γ=' + str(setting.gamma) if setting.gamma else 'baseline'} c={conc}"
+    label = f"{setting.name} c={conc}"
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)

@@ -18,7 +18,12 @@ from specbench.harness.serving.base import (
     EngineSetting,
     Snapshot,
 )
-from specbench.harness.serving.endpoints import merged_server_config, without_server
+from specbench.harness.serving.endpoints import (
+    check_endpoints,
+    endpoints_of,
+    merged_server_config,
+    without_server,
+)
 from specbench.harness.serving.request_metrics import summed
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
 
@@ -73,7 +78,10 @@ def prepare_engine_dir(
         and without_server(stored.read_text()) == without_server(dump_config(cfg))
     ):
         cfg = merged_server_config(cfg, stored.read_text())
+        check_endpoints(endpoints_of(cfg))  # before the stored config takes the new server
         stored.write_text(dump_config(cfg))
+    elif cfg.backend == "openai" and (force or not records.is_file()):
+        check_endpoints(endpoints_of(cfg))  # a fresh run: refused before its directory is made
     prepare_run_dir(cfg, out_dir, resume, force)
     done: set[UnitId] = set()
     if records.exists():

@@ -42,8 +42,10 @@ from specbench.harness.serving.base import (
 )
 from specbench.harness.serving.closed_loop import run_threaded
 from specbench.harness.serving.endpoints import (
+    check_endpoints,
     endpoint_headers,
     endpoint_label,
+    endpoint_method,
     endpoints_of,
     metrics_url_of,
 )
@@ -195,13 +197,7 @@ class OpenAIBackend:
         self.cfg = cfg
         s = cfg.server
         self.endpoints = endpoints_of(cfg)
-        gammas = [ep.gamma for ep in self.endpoints]
-        if len(set(gammas)) != len(gammas):
-            dup = next(g for g in gammas if gammas.count(g) > 1)
-            raise SpecbenchError(
-                f"server.endpoints: two servers run gamma {dup}; a run compares settings by γ, so "
-                "measure another drafter at the same γ in its own run directory"
-            )
+        check_endpoints(self.endpoints)  # distinct labels, one server without speculation
         for ep in self.endpoints:
             split_url(ep.url)
         self.api_key: str | None = None
@@ -266,8 +262,11 @@ class OpenAIBackend:
         return self._tokenizer
 
     def settings(self) -> list[EngineSetting]:
-        eps = sorted(self.endpoints, key=lambda ep: ep.gamma)
-        return [EngineSetting(ep.gamma, endpoint_label(ep), ep.url) for ep in eps]
+        eps = sorted(self.endpoints, key=lambda ep: ep.gamma)  # stable: config order within a γ
+        return [
+            EngineSetting(ep.gamma, endpoint_label(ep), ep.url, method=endpoint_method(ep))
+            for ep in eps
+        ]
 
     def _preflight(
         self, client: httpx2.Client, setting: EngineSetting
@@ -340,7 +339,12 @@ class OpenAIBackend:
             "device": "server",
             "dtype": None,
             "servers": [
-                {"url": ep.url, "gamma": ep.gamma, "label": endpoint_label(ep)}
+                {
+                    "url": ep.url,
+                    "gamma": ep.gamma,
+                    "label": endpoint_label(ep),
+                    "method": endpoint_method(ep),
+                }
                 for ep in self.endpoints
             ],
             "chat": s.chat,

@@ -1,8 +1,10 @@
 """`backend: vllm`: measure speculation inside vLLM itself (in-process `vllm.LLM`).
 
-One engine per setting, one at a time: the baseline without speculation, then one per γ with
-`speculative_config = {"method": speculative.method, "num_speculative_tokens": γ,
-"model": speculative.model (draft_model: default draft.model), **speculative.options}`; engine
+One engine per setting, one at a time: the baseline without speculation, then one per method × γ
+with `speculative_config = {"method": speculative.method, "num_speculative_tokens": γ,
+"model": speculative.model (draft_model: default draft.model), **speculative.options}`
+(`speculative:` may list several methods, each over its own γ grid; records name each setting by
+the entry's label, default its method); engine
 arguments come from `engine:` (`extra` passes any other EngineArgs field). This module checks
 the options against the installed vLLM and starts each engine; `vllm_session.py` drives requests
 through a started engine's step loop and reads its spec-decode counters (`LLM.get_metrics()`:
@@ -28,7 +30,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from specbench.config import RunConfig
+from specbench.config import RunConfig, SpeculativeSpec, speculative_label, speculative_specs
 from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.base import EngineSetting
@@ -98,20 +100,22 @@ def check_options(cfg: RunConfig, vllm: Any) -> None:
         version,
     )
     spec_fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
-    _unknown(list(cfg.speculative.options), spec_fields, "speculative.options", version)
     try:
         from vllm.config.speculative import SpeculativeMethod
 
         methods = _literal_values(SpeculativeMethod)
     except ImportError:  # older vLLM: no such alias; let vLLM judge the method
         methods = set()
-    if methods and cfg.speculative.method not in methods:
-        near = difflib.get_close_matches(cfg.speculative.method, sorted(methods), n=1)
-        hint = f"; did you mean '{near[0]}'?" if near else f"; known: {', '.join(sorted(methods))}"
-        raise SpecbenchError(
-            f"speculative.method: the installed vLLM {version} has no method "
-            f"'{cfg.speculative.method}'{hint}"
-        )
+    for spec in speculative_specs(cfg.speculative):
+        _unknown(list(spec.options), spec_fields, "speculative.options", version)
+        if methods and spec.method not in methods:
+            near = difflib.get_close_matches(spec.method, sorted(methods), n=1)
+            known = ", ".join(sorted(methods))
+            hint = f"; did you mean '{near[0]}'?" if near else f"; known: {known}"
+            raise SpecbenchError(
+                f"speculative.method: the installed vLLM {version} has no method "
+                f"'{spec.method}'{hint}"
+            )
 
 
 SCHEDULE_LABEL = "schedule"
@@ -140,15 +144,23 @@ def read_schedule_file(path: Path) -> list[Any]:
     )
 
 
-def engine_schedule(cfg: RunConfig, vllm: Any) -> tuple[tuple[int, int, int], ...] | None:
+def engine_schedule(
+    cfg: RunConfig, vllm: Any
+) -> tuple[str | None, tuple[tuple[int, int, int], ...] | None]:
     """The schedule setting's [[lo, hi, k], …] (config or file), checked by specbench's rules
-    and against the installed vLLM: it must know num_speculative_tokens_per_batch_size."""
-    spec = cfg.speculative
+    and against the installed vLLM: it must know num_speculative_tokens_per_batch_size. Returns
+    the label of the speculative entry that gives it (its method runs the schedule) with it."""
+    given = [s for s in speculative_specs(cfg.speculative) if s.schedule or s.schedule_from]
+    if len(given) > 1:
+        raise SpecbenchError("speculative: give a schedule in one entry only")
+    if not given:
+        return None, None
+    spec = given[0]
     entries: Any = spec.schedule
     if spec.schedule_from:
         entries = read_schedule_file(Path(spec.schedule_from))
     if entries is None:
-        return None
+        return None, None
     try:
         checked = check_schedule([tuple(e) for e in entries])  # [lo, hi, k] each
     except (ValueError, TypeError) as exc:
@@ -163,7 +175,7 @@ def engine_schedule(cfg: RunConfig, vllm: Any) -> tuple[tuple[int, int, int], ..
             "no num_speculative_tokens_per_batch_size (dynamic speculation); remove the schedule "
             "or upgrade vLLM"
         )
-    return tuple(checked)
+    return speculative_label(spec), tuple(checked)
 
 
 class VllmBackend:
@@ -188,47 +200,65 @@ class VllmBackend:
         from specbench.models import resolve_model_path
 
         self.target_path = resolve_model_path(cfg.target.model)
-        spec = cfg.speculative
-        self.spec_model = spec.model
-        if self.spec_model is None and spec.method == "draft_model":
-            if cfg.draft.method != "model" or not cfg.draft.model:
-                raise SpecbenchError(
-                    "speculative.method draft_model needs a draft: set speculative.model or draft.model"
-                )
-            self.spec_model = cfg.draft.model
-        if self.spec_model is not None:
-            self.spec_model = resolve_model_path(self.spec_model)
-        self.schedule = engine_schedule(cfg, vllm=self.vllm)
+        self.specs = {speculative_label(s): s for s in speculative_specs(cfg.speculative)}
+        self.spec_models: dict[str, str | None] = {}  # label → the drafter's weights (resolved)
+        for label, spec in self.specs.items():
+            model = spec.model
+            if model is None and spec.method == "draft_model":
+                if cfg.draft.method != "model" or not cfg.draft.model:
+                    raise SpecbenchError(
+                        "speculative.method draft_model needs a draft: set speculative.model or "
+                        "draft.model"
+                    )
+                model = cfg.draft.model
+            self.spec_models[label] = resolve_model_path(model) if model is not None else None
+        # the schedule setting runs the method of the speculative entry that gives it
+        self.schedule_of, self.schedule = engine_schedule(cfg, vllm=self.vllm)
         self._tokenizer: Any = None
-        self.kv_capacity: dict[int, dict[str, Any]] = {}  # γ → what its engine reported
+        self.kv_capacity: dict[tuple[str, int], dict[str, Any]] = {}  # setting → its engine's
         self.served_dtype: str | None = None  # what "auto" became (vLLM downcasts float32)
 
+    def grid(self, spec: SpeculativeSpec) -> list[int]:
+        return sorted(set(spec.num_speculative_tokens or self.cfg.gammas))
+
     def settings(self) -> list[EngineSetting]:
-        fixed = [EngineSetting(g, self.cfg.speculative.method) for g in self.cfg.gammas]
+        fixed = [
+            EngineSetting(g, label, method=spec.method)
+            for label, spec in self.specs.items()
+            for g in self.grid(spec)
+        ]
         if self.schedule is not None:  # γ by batch size, beside the fixed γ values
             top = max(k for _, _, k in self.schedule)
-            fixed.append(EngineSetting(top, SCHEDULE_LABEL, schedule=self.schedule))
-        return [EngineSetting(0, ""), *fixed]
+            method = self.specs[self.schedule_of or next(iter(self.specs))].method
+            fixed.append(EngineSetting(top, SCHEDULE_LABEL, method=method, schedule=self.schedule))
+        return [EngineSetting(0, "", method="none"), *fixed]
 
     def speculative_config(
-        self, gamma: int, schedule: tuple[tuple[int, int, int], ...] | None = None
+        self,
+        gamma: int,
+        label: str | None = None,
+        schedule: tuple[tuple[int, int, int], ...] | None = None,
     ) -> dict[str, Any]:
-        """vLLM's speculative_config at γ; with a schedule, γ is its largest k (vLLM caps each
-        step's k at num_speculative_tokens) and the schedule goes in as
-        num_speculative_tokens_per_batch_size."""
-        spec = self.cfg.speculative
+        """vLLM's speculative_config of the setting `label` (default: the first method) at γ;
+        with a schedule, γ is its largest k (vLLM caps each step's k at num_speculative_tokens)
+        and the schedule goes in as num_speculative_tokens_per_batch_size."""
+        label = label if label is not None else next(iter(self.specs))
+        spec = self.specs[label]
         conf: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": gamma}
         if schedule is not None:
             conf["num_speculative_tokens_per_batch_size"] = [list(e) for e in schedule]
-        if self.spec_model is not None:
-            conf["model"] = self.spec_model
+        if self.spec_models[label] is not None:
+            conf["model"] = self.spec_models[label]
         if spec.method == "ngram" and self.cfg.draft.method == "ngram":
             conf["prompt_lookup_min"] = self.cfg.draft.prompt_lookup_min
             conf["prompt_lookup_max"] = self.cfg.draft.prompt_lookup_max
         return {**conf, **spec.options}
 
     def engine_kwargs(
-        self, gamma: int, schedule: tuple[tuple[int, int, int], ...] | None = None
+        self,
+        gamma: int,
+        label: str | None = None,
+        schedule: tuple[tuple[int, int, int], ...] | None = None,
     ) -> dict[str, Any]:
         e, t = self.cfg.engine, self.cfg.target
         kw: dict[str, Any] = {
@@ -253,7 +283,7 @@ class VllmBackend:
             kw["gpu_memory_utilization"] = util
         kw.update(e.extra)
         if gamma > 0:
-            kw["speculative_config"] = self.speculative_config(gamma, schedule)
+            kw["speculative_config"] = self.speculative_config(gamma, label, schedule)
         return kw
 
     def tokenizer(self) -> Any:
@@ -269,9 +299,10 @@ class VllmBackend:
     @contextmanager
     def open(self, setting: EngineSetting) -> Iterator[VllmSession]:
         what = f"γ={setting.gamma} {setting.label}" if setting.gamma else "baseline"
+        label = setting.label or None
         if setting.schedule is not None:
-            what = f"schedule {[list(e) for e in setting.schedule]}"
-        kwargs = self.engine_kwargs(setting.gamma, setting.schedule)
+            what, label = f"schedule {[list(e) for e in setting.schedule]}", self.schedule_of
+        kwargs = self.engine_kwargs(setting.gamma, label, setting.schedule)
         with self.log_path.open("a") as fh:
             fh.write(f"\n===== specbench: starting the {what} engine: {kwargs}\n")
         try:
@@ -308,7 +339,7 @@ class VllmBackend:
         with suppress(Exception):
             cap = kv_capacity_from_engine(llm)
             if cap is not None and setting.schedule is None:  # keyed by fixed γ
-                self.kv_capacity[setting.gamma] = {
+                self.kv_capacity[(setting.label, setting.gamma)] = {
                     "gamma": setting.gamma,
                     "label": setting.label,
                     "endpoint": None,
@@ -331,21 +362,34 @@ class VllmBackend:
             "cuda": torch.version.cuda,
             "dtype": kw["dtype"],
             "engine_args": kw,
-            "speculative_config": {
-                **self.speculative_config(self.cfg.gammas[-1], self.schedule),
-                "num_speculative_tokens": self.cfg.gammas,
-            },
+            "speculative_config": self.speculative_configs(),
             "memory": self.memory(self.served_dtype or kw["dtype"]),
         }
 
+    def speculative_configs(self) -> dict[str, Any] | list[dict[str, Any]]:
+        """env.json's `speculative_config`: each method's, with its γ grid (one mapping when the
+        run measures one method, as before)."""
+        confs = [
+            {
+                **self.speculative_config(self.grid(s)[-1], label),
+                "num_speculative_tokens": self.grid(s),
+            }
+            for label, s in self.specs.items()
+        ]
+        return confs[0] if len(confs) == 1 else confs
+
     def memory(self, dtype: str | None) -> dict[str, Any] | None:
         """env.json's `memory`: each engine's KV capacity and the models' computed footprints."""
-        spec_model = self.cfg.speculative.model
-        if spec_model is None and self.spec_model is not None:
-            spec_model = self.cfg.draft.model  # draft_model defaults to draft.model
+        models = []
+        for label, spec in self.specs.items():
+            m = spec.model
+            if m is None and self.spec_models[label] is not None:
+                m = self.cfg.draft.model  # draft_model defaults to draft.model
+            if m and m not in models:
+                models.append(m)
         return engine_memory(
             self.cfg.target.model,
-            [spec_model] if spec_model else [],
+            models,
             list(self.kv_capacity.values()),
             revision=self.cfg.target.revision,
             dtype=dtype,
