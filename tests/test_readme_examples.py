@@ -112,6 +112,22 @@ SKIPPED: dict[str, str] = {
     "validate configs/my-engine.yaml": (
         "a user's engine config; tests/ci/test_action.py validates against a local server"
     ),
+    "run configs/tiny.yaml --adaptive": (
+        "the adaptive plan is run by tests/harness/test_adaptive.py (a cut config, seconds)"
+    ),
+    "run configs/tiny.yaml --adaptive --out reports/tiny-ad --resume": (
+        "adaptive resume is tested in tests/harness/test_adaptive.py"
+    ),
+    "run configs/llama70b.yaml --adaptive --budget-minutes 60": "needs the 70B/8B models and GPUs",
+    "run configs/tiny-vllm.yaml --out reports/tiny-vllm": "needs vLLM (make test-vllm)",
+    "schedule reports/tiny-vllm --workload tiny_code --temperature 0": (
+        "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
+    ),
+    "schedule reports/tiny-vllm --workload tiny_code --temperature 0 --format vllm": (
+        "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
+    ),
+    "schedule reports/tiny-vllm --workload tiny_code --temperature 0 --format trtllm --out "
+    "trtllm.yaml": "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py",
     "simulate reports/tiny-policies": "needs a configs/tiny-policies.yaml run (minutes on CPU)",
     "simulate reports/tiny-policies --policy adaptive --policy confidence:threshold=0.5": (
         "needs a configs/tiny-policies.yaml run (minutes on CPU)"

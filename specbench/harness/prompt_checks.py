@@ -14,6 +14,7 @@ from __future__ import annotations
 from specbench.config import RunConfig
 from specbench.data import Prompt
 from specbench.errors import SpecbenchError
+from specbench.harness.serving.arrivals import effective_concurrency_notes
 
 
 def prompt_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[str]:
@@ -31,17 +32,12 @@ def prompt_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[st
 
 
 def concurrency_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[str]:
-    """Concurrency levels above some workloads' prompt counts (engine backends)."""
-    out = []
-    if cfg.backend in ("vllm", "openai"):
-        for c in cfg.concurrency:
-            short = [f"{w} ({len(p)})" for w, p in prompts.items() if len(p) < c]
-            if short and len(short) < len(prompts):
-                out.append(
-                    f"concurrency {c} exceeds the prompts of {', '.join(short)}: those batches "
-                    "run with fewer requests in flight"
-                )
-    return out
+    """Concurrency levels above some workloads' prompt counts (engine backends): those batches
+    run with fewer requests in flight (`arrivals.effective_concurrency_notes` words it; the run
+    stores the same lines in env.json and the report states the effective concurrency)."""
+    if cfg.backend not in ("vllm", "openai"):
+        return []
+    return effective_concurrency_notes(cfg, {w: len(p) for w, p in prompts.items()})
 
 
 def check_concurrency(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> None:

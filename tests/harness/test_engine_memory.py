@@ -267,6 +267,7 @@ def test_vllm_backend_settings_for_several_methods() -> None:
     b.cfg = cfg
     b.specs = {speculative_label(s): s for s in speculative_specs(cfg.speculative)}
     b.spec_models = {"draft_model": "/weights/draft", "ngram": None}
+    b.schedule_of, b.schedule = None, None
     got = [(s.gamma, s.label, s.method, s.name) for s in b.settings()]
     assert got == [
         (0, "", "none", "baseline"),

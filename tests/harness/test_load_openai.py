@@ -184,16 +184,25 @@ def test_trace_replay_sends_at_the_logged_offsets(tmp_path: Path) -> None:
 
 
 def test_unreachable_concurrency_is_warned_and_stored(tmp_path: Path) -> None:
+    """A level one workload's prompts cannot fill (another's can: a level none can reach is an
+    error, tests/harness/test_engine_methods.py) is run, warned about and labelled effective."""
+    workloads = [
+        {"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": N},
+        {"name": "tiny_prose", "dataset": {"name": "tiny_prose"}, "n": 2},
+    ]
     with LoadServer() as srv:
-        cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[2, 64])
+        cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[2, 4])
+        cfg["workloads"] = workloads
         outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
-    note = "workload 'tiny_code' has 8 prompts: concurrency 64 cannot be reached (effective concurrency 8)"
+    note = "workload 'tiny_prose' has 2 prompts: concurrency 4 cannot be reached (effective concurrency 2)"
     assert note in outcome.warnings
     env = json.loads((tmp_path / "out" / "env.json").read_text())
     assert env["load_warnings"] == [note]
     results, _ = write_reports(tmp_path / "out")
-    assert cells_of(results)[(0, "closed", 64)]["effective_concurrency"] == 8
-    assert "closed c=64 (effective 8)" in (tmp_path / "out" / "report.md").read_text()
+    prose = next(e for e in results["workloads"] if e["workload"] == "tiny_prose")
+    cells = {(c["gamma"], c["load"], c["concurrency"]): c for c in prose["engine"]["load"]}
+    assert cells[(0, "closed", 4)]["effective_concurrency"] == 2
+    assert "closed c=4 (effective 2)" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_killed_open_loop_batch_is_rerun_whole_on_resume(tmp_path: Path) -> None:

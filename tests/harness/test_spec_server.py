@@ -23,15 +23,32 @@ from specbench.config import parse_config
 from specbench.harness.serving import openai_http
 from specbench.harness.serving.driver import run_engine
 from specbench.records import read_records
+from tests.load_server import LoadServer
 from tests.spec_server import SpecServer
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+BASELINE: dict[str, str] = {}  # the baseline server's URL, set by the autouse fixture
+
+
+@pytest.fixture(autouse=True)
+def baseline_server() -> Iterator[None]:
+    """Every run pairs the speculating server with a server without speculation (a run without
+    one is refused): a plain streaming server (tests/load_server.py)."""
+    with LoadServer() as base:
+        BASELINE["url"] = base.url
+        yield
 
 
 def config(tmp_path: Path, url: str, **over: Any) -> dict[str, Any]:
     server = {"url": url, "gamma": 3, "label": "sim γ=3", "retries": 2, "timeout_s": 10.0}
     server["chat"] = True  # the server renders the prompt: no tokenizer to load here
     server.update(over.pop("server", {}))
+    if "endpoints" not in server:  # the speculating server as an endpoint beside the baseline
+        ep = {k: server.pop(k) for k in ("url", "gamma", "label") if k in server}
+        server["endpoints"] = [ep]
+    server["endpoints"] = [*server["endpoints"], {"url": BASELINE["url"], "gamma": 0}]
     cfg: dict[str, Any] = {
         "name": "sim",
         "backend": "openai",
@@ -70,7 +87,8 @@ def cli(path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def kinds(recs: list[dict[str, Any]], *names: str) -> list[dict[str, Any]]:
-    return [r for r in recs if r["kind"] in names]
+    """The records of these kinds from the speculating server (the baseline's set aside)."""
+    return [r for r in recs if r["kind"] in names and r.get("gamma") != 0]
 
 
 def entry(out: Path) -> dict[str, Any]:
@@ -254,11 +272,12 @@ def test_metrics_url_per_endpoint(tmp_path: Path) -> None:
 def test_request_budget_stops_the_run_and_resume_finishes(tmp_path: Path) -> None:
     runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
     with SpecServer() as srv:
-        cfg = config(tmp_path, srv.url, concurrency=[1], server={"max_requests": 4})
+        # the baseline's 6 requests go first, then 4 of the speculating server's
+        cfg = config(tmp_path, srv.url, concurrency=[1], server={"max_requests": 10})
         path = write_cfg(tmp_path, cfg)
         res = runner.invoke(app, ["run", str(path)])
         assert res.exit_code == 2, res.output
-        assert "server.max_requests (4) reached" in res.output and len(srv.log) == 4
+        assert "server.max_requests (10) reached" in res.output and len(srv.log) == 4
         assert len(kinds(read_records(tmp_path / "out" / "records.jsonl"), "spec")) == 4
         cfg["server"]["max_requests"] = 10
         write_cfg(tmp_path, cfg)

@@ -55,7 +55,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
-from specbench.harness.prompt_checks import check_concurrency, concurrency_warnings
+from specbench.harness.prompt_checks import check_concurrency
 from specbench.harness.serving.arrivals import effective_concurrency_notes
 from specbench.harness.serving.base import (
     Backend,
@@ -122,7 +122,6 @@ def run_engine(
     cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
-    outcome.warnings.extend(concurrency_warnings(cfg, prompts))
     settings = backend.settings()
     plan = plan_batches(cfg, prompts)
     open_plan = plan_open(cfg, prompts, out_dir, base_dir)
