@@ -99,7 +99,11 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     """Warnings in specbench's own voice, one line each; third-party warnings (transformers,
-    torch, matplotlib while loading or plotting) are dropped: they are not the user's to act on."""
+    torch, matplotlib while loading or plotting) are dropped: they are not the user's to act on.
+    So are ResourceWarnings, which name the frame an object was collected in, not its owner (an
+    engine's zmq context closed late by vLLM surfaced as specbench's own)."""
+    if issubclass(category, ResourceWarning):
+        return
     if not issubclass(category, SpecbenchWarning) and f"{os.sep}specbench{os.sep}" not in filename:
         return
     typer.echo(f"warning: {one_line(str(message))}", err=True)
