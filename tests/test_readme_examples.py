@@ -112,6 +112,19 @@ SKIPPED: dict[str, str] = {
     "validate configs/my-engine.yaml": (
         "a user's engine config; tests/ci/test_action.py validates against a local server"
     ),
+    "run configs/tiny-openai-methods.yaml": (
+        "needs four running vLLM servers; tests/harness/test_vllm_methods.py runs two methods in "
+        "one run, tests/harness/test_engine_methods.py four settings against local test servers"
+    ),
+    "run configs/tiny-load.yaml --out reports/tiny-load": (
+        "batch_timing is run by tests/harness/test_batch_timing.py at b = 1, 2"
+    ),
+    "run configs/tiny-vllm-load.yaml --out reports/tiny-vllm-load": (
+        "needs vLLM (tests/harness/test_vllm_load.py)"
+    ),
+    "schedule reports/tiny-vllm-load --workload tiny_code --temperature 0 --format vllm": (
+        "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
+    ),
     "run configs/tiny.yaml --adaptive": (
         "the adaptive plan is run by tests/harness/test_adaptive.py (a cut config, seconds)"
     ),

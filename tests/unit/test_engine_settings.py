@@ -128,7 +128,7 @@ def test_prompt_checks_warn_on_n_and_refuse_unreachable_concurrency() -> None:
     prompts = {"a": _prompts(8), "b": _prompts(16)}
     notes = prompt_warnings(cfg, prompts)
     assert any("'a' asks for 64 prompts, its dataset has 8" in w for w in notes)
-    assert any("concurrency 12 exceeds the prompts of a (8)" in w for w in notes)
+    assert any("workload 'a' has 8 prompts: concurrency 12 cannot be reached" in w for w in notes)
     check_concurrency(cfg, prompts)  # b reaches 12
     with pytest.raises(SpecbenchError, match="concurrency 12: no workload has more than 8"):
         check_concurrency(cfg, {"a": _prompts(8), "b": _prompts(8)})
