@@ -30,9 +30,9 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from tests.local_server import JsonHandler, LocalServer
 
 FAULTS = (
     "ok",
@@ -51,7 +51,7 @@ def _as_list(v: str | list[str]) -> list[str]:
     return [v] if isinstance(v, str) else list(v)
 
 
-class FaultServer:
+class FaultServer(LocalServer):
     def __init__(
         self,
         plan: list[str] | None = None,
@@ -80,11 +80,8 @@ class FaultServer:
         self.closed = threading.Event()
         fs = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             protocol_version = "HTTP/1.1"  # keep-alive and chunked bodies, as real servers
-
-            def log_message(self, *args: Any) -> None:
-                pass
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
@@ -108,20 +105,6 @@ class FaultServer:
                     self._stream(fault, int(body.get("max_tokens", 8)))
 
             # --- responses
-            def _send(
-                self, code: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
-            ) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                self._send(code, json.dumps(obj).encode(), "application/json", headers)
-
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
@@ -160,14 +143,7 @@ class FaultServer:
                     self._event("[DONE]")
                 self._chunk(b"")  # the end of the chunked body
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.timer = threading.Timer(lifetime_s, self.close)  # stops by itself
-        self.timer.daemon = True
-        self.timer.start()
+        self.serve(Handler, lifetime_s)
 
     def _next_fault(self, body: dict[str, Any]) -> str:
         prompt = body.get("prompt", "")
@@ -193,19 +169,3 @@ class FaultServer:
     def faults_served(self) -> list[str]:
         with self.lock:
             return [e["fault"] for e in self.log]
-
-    def close(self) -> None:
-        if self.closed.is_set():
-            return
-        self.closed.set()  # wakes hanging and streaming handlers
-        self.timer.cancel()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> FaultServer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -15,12 +15,11 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any
+
+from tests.local_server import JsonHandler, LocalServer
 
 
-class LoadServer:
+class LoadServer(LocalServer):
     def __init__(
         self,
         mode: str = "stream",
@@ -41,7 +40,7 @@ class LoadServer:
         self.closed = threading.Event()
         srv = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             protocol_version = "HTTP/1.1"
 
             def setup(self) -> None:
@@ -50,9 +49,6 @@ class LoadServer:
                 # and the client's delayed ACK hold the second small write ~40 ms: a buffered
                 # delivery, and the rule rightly flags it)
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, *args: Any) -> None:
-                pass
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
@@ -81,16 +77,6 @@ class LoadServer:
                 finally:
                     with srv.lock:
                         srv.in_flight -= 1
-
-            def _send(self, code: int, data: bytes, ctype: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _json(self, code: int, obj: Any) -> None:
-                self._send(code, json.dumps(obj).encode(), "application/json")
 
             def _chunk(self, data: bytes) -> bytes:
                 return f"{len(data):x}\r\n".encode() + data + b"\r\n"
@@ -127,27 +113,4 @@ class LoadServer:
                 self.wfile.write(b"".join(held + tail))
                 self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.timer = threading.Timer(lifetime_s, self.close)
-        self.timer.daemon = True
-        self.timer.start()
-
-    def close(self) -> None:
-        if self.closed.is_set():
-            return
-        self.closed.set()
-        self.timer.cancel()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> LoadServer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        self.serve(Handler, lifetime_s)

@@ -33,14 +33,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from tests.local_server import JsonHandler, LocalServer
 
-class SpecServer:
+
+class SpecServer(LocalServer):
     def __init__(
         self,
         *,
@@ -74,7 +74,7 @@ class SpecServer:
         self.foreign_lock = threading.Lock()
         srv = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *args: Any) -> None:
@@ -111,20 +111,6 @@ class SpecServer:
                     self._json(429, {"error": {"message": "slow down"}}, {"Retry-After": limited})
                     return
                 self._stream(body, number)
-
-            def _send(
-                self, code: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
-            ) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                self._send(code, json.dumps(obj).encode(), "application/json", headers)
 
             def _event(self, obj: Any) -> None:
                 data = f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
@@ -164,14 +150,7 @@ class SpecServer:
                 self._event("[DONE]")
                 self.wfile.write(b"0\r\n\r\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.timer = threading.Timer(lifetime_s, self.close)
-        self.timer.daemon = True
-        self.timer.start()
+        self.serve(Handler, lifetime_s)
 
     # --- the simulated engine
     def decode(self, rng: np.random.Generator, n_max: int) -> tuple[list[int], int, str]:
@@ -236,19 +215,3 @@ class SpecServer:
                 for i, v in enumerate(self.per_pos)
             ]
         return "\n".join(lines) + "\n"
-
-    def close(self) -> None:
-        if self.closed.is_set():
-            return
-        self.closed.set()
-        self.timer.cancel()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> SpecServer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
