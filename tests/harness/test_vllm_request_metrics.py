@@ -26,6 +26,7 @@ from specbench.config import parse_config
 from specbench.harness.serving.driver import run_engine
 from specbench.models.tinypair import tiny_model_dir
 from specbench.records import read_records
+from tests.load_server import LoadServer
 
 GAMMA = 4
 
@@ -80,7 +81,7 @@ def test_per_request_acceptance_reconciles_with_counters(tmp_path: Path, server:
         "name": "vllm-per-request",
         "backend": "openai",
         "target": {"model": "tiny-target"},
-        "server": {"url": server, "gamma": GAMMA, "label": "draft_model γ=4"},
+        "server": {"endpoints": [{"url": server, "gamma": GAMMA, "label": "draft_model γ=4"}]},
         "gammas": [GAMMA],
         "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 4}],
         "sampling": {"temperatures": [1.0]},
@@ -89,8 +90,10 @@ def test_per_request_acceptance_reconciles_with_counters(tmp_path: Path, server:
         "warmup": 0,
         "output_dir": str(tmp_path / "out"),
     }
-    run_engine(parse_config(cfg, "test"), tmp_path / "out")
-    recs = read_records(tmp_path / "out" / "records.jsonl")
+    with LoadServer() as base:  # the server without speculation every run pairs with
+        cfg["server"]["endpoints"].append({"url": base.url, "gamma": 0})
+        run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    recs = [r for r in read_records(tmp_path / "out" / "records.jsonl") if r.get("gamma") != 0]
     spec = [r for r in recs if r["kind"] == "spec"]
     assert len(spec) == 8, [r.get("error") for r in recs if r["kind"] == "failed"][:2]
     assert all(r["response_spec"]["source"] == "vllm_response" for r in spec)
