@@ -86,7 +86,13 @@ def _bounds(
     joint = joint_replicates([p for _, _, p in cells], n_boot, seed) if cells else None
     if joint is not None:
         bounds, _ = simultaneous_lower(joint[0], level)
-        return [float(x) for x in bounds], f"max-T over all {len(cells)} cells jointly"
+        starts = {k[1] for _, _, p in cells for k in p.keys}
+        crossed = (
+            f"; prompts and {len(starts)} engine starts as crossed factors (multivariate t)"
+            if all(p.by_start for _, _, p in cells)
+            else ""
+        )
+        return [float(x) for x in bounds], f"max-T over all {len(cells)} cells jointly{crossed}"
     levels = sorted({c for c, _, _ in cells})
     adj = 1.0 - (1.0 - level) / max(len(levels), 1)
     out = [math.nan] * len(cells)

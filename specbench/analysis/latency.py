@@ -10,7 +10,9 @@ throughputs**, speculation over baseline, on the prompts both measured:
 — time, not a mean of per-prompt ratios, because traffic is tokens (docs/theory.md §7): this is
 the decode time a deployment saves, and it is exactly what the speed model predicts from the
 token-pooled tokens per round. The end-to-end speedup (prefill included) is reported beside it.
-Intervals resample prompts (repeats of a prompt are one cluster).
+Intervals resample prompts (repeats of a prompt are one cluster); when the records come from
+interleaved engine starts (`engine_start`, engine.interleave) they resample prompts and starts,
+two crossed factors (`analysis.crossed`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.crossed import MIN_STARTS, crossed_ratio_ci
 from specbench.analysis.serialize import est_json
 from specbench.analysis.stats import Estimate, ratio_ci, throughput_ratio_ci
 
@@ -53,10 +56,16 @@ class Paired:
     ms_new: np.ndarray
     tok_base: np.ndarray
     ms_base: np.ndarray
+    crossed: bool = False  # every unit from an interleaved engine start: keys[1] is the start
 
     @property
     def clusters(self) -> list[str]:
         return [k[0] for k in self.keys]
+
+    @property
+    def by_start(self) -> bool:
+        """Resample engine starts too: interleaved, with at least MIN_STARTS of them."""
+        return self.crossed and len({k[1] for k in self.keys}) >= MIN_STARTS
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -65,7 +74,12 @@ class Paired:
         pos = {k: i for i, k in enumerate(self.keys)}
         idx = [pos[k] for k in keys]
         return Paired(
-            keys, self.tok_new[idx], self.ms_new[idx], self.tok_base[idx], self.ms_base[idx]
+            keys,
+            self.tok_new[idx],
+            self.ms_new[idx],
+            self.tok_base[idx],
+            self.ms_base[idx],
+            self.crossed,
         )
 
     def arrays(self) -> list[np.ndarray]:
@@ -89,7 +103,8 @@ def pair(
             keys.append(_key(r))
             rows.append((*s, *b))
     arr = np.asarray(rows, float).reshape(len(rows), 4)
-    return Paired(keys, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    crossed = bool(rows) and all("engine_start" in r for r in [*base, *recs])
+    return Paired(keys, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], crossed)
 
 
 def pooled_itl(recs: list[dict[str, Any]], n_boot: int, level: float) -> Estimate | None:
@@ -119,6 +134,8 @@ def tokens_per_s(itl: Estimate | None) -> Estimate | None:
 def speedup_of(p: Paired, n_boot: int, level: float) -> Estimate | None:
     if len(p) == 0:
         return None
+    if p.by_start:
+        return crossed_ratio_ci(p.arrays(), p.clusters, [k[1] for k in p.keys], level)
     return throughput_ratio_ci(
         p.tok_new, p.ms_new, p.tok_base, p.ms_base, n_boot, level, clusters=p.clusters
     )

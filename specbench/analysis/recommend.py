@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.crossed import MIN_STARTS, crossed_replicates
 from specbench.analysis.latency import Paired, pair, speedup_of
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.stats import (
@@ -62,6 +63,12 @@ def joint_replicates(
     clusters = [k[0] for k in keys]
     if len(set(clusters)) < MIN_PROMPTS:
         return None
+    if all(p.by_start for p in paired) and len({k[1] for k in keys}) >= MIN_STARTS:
+        cands = [p.restricted(keys).arrays() for p in paired]  # units: (prompt, engine start)
+        starts = [k[1] for k in keys]
+        return crossed_replicates(cands, clusters, starts, n_boot=n_boot, seed=seed), len(
+            set(clusters)
+        )
     arrays = [cluster_sums(p.restricted(keys).arrays(), clusters) for p in paired]
     return log_linear_replicates(arrays, THROUGHPUT_RATIO_COEFS, n_boot, seed), len(set(clusters))
 

@@ -12,7 +12,7 @@ the cells of one concurrency (they ran beside each other). No model, no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,23 @@ def grid_run(
     return base, specs
 
 
+Count = Callable[[list[Record], dict[int, list[Record]], int], int]
+
+
+def _replicate(
+    n: int,
+    gammas: Sequence[int],
+    concurrencies: Sequence[int],
+    ratio: float,
+    reps: int,
+    seed: int,
+    count: Count,
+) -> int:
+    """Σ over `reps` seeded grid runs of count(base, specs, replicate index)."""
+    rng = np.random.default_rng(seed)
+    return sum(count(*grid_run(rng, n, gammas, concurrencies, ratio), r) for r in range(reps))
+
+
 def schedule_false_on_rate(
     n: int,
     gammas: Sequence[int],
@@ -75,12 +92,12 @@ def schedule_false_on_rate(
     n_boot: int = 600,
 ) -> Rate:
     """P(the schedule is ON at any concurrency) when every cell's true ratio is 1 + margin."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for r in range(reps):
-        base, specs = grid_run(rng, n, gammas, concurrencies, 1.0 + margin)
+
+    def on_anywhere(base: list[Record], specs: dict[int, list[Record]], r: int) -> int:
         decisions, _ = decide_schedule(base, specs, margin, 0.95, n_boot, seed=seed * 7919 + r)
-        hits += any(d.gamma > 0 for d in decisions)
+        return int(any(d.gamma > 0 for d in decisions))
+
+    hits = _replicate(n, gammas, concurrencies, 1.0 + margin, reps, seed, on_anywhere)
     return _rate(hits, reps)
 
 
@@ -95,12 +112,12 @@ def schedule_power(
 ) -> Rate:
     """P(ON at a concurrency) when every cell's true ratio is `ratio` (the share of runs ×
     concurrencies decided ON; all m at once is roughly this to the power m)."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for r in range(reps):
-        base, specs = grid_run(rng, n, gammas, concurrencies, ratio)
+
+    def on_count(base: list[Record], specs: dict[int, list[Record]], r: int) -> int:
         decisions, _ = decide_schedule(base, specs, 0.05, 0.95, n_boot, seed=seed * 7919 + r)
-        hits += sum(d.gamma > 0 for d in decisions)
+        return sum(d.gamma > 0 for d in decisions)
+
+    hits = _replicate(n, gammas, concurrencies, ratio, reps, seed, on_count)
     return _rate(hits, reps * len(concurrencies))
 
 
@@ -114,11 +131,8 @@ def naive_schedule_false_on_rate(
     n_boot: int = 600,
 ) -> Rate:
     """The same, with each concurrency's point-best γ tested on its own 95 % interval."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(reps):
-        base, specs = grid_run(rng, n, gammas, concurrencies, 1.0 + margin)
-        on = False
+
+    def naive_on(base: list[Record], specs: dict[int, list[Record]], _: int) -> int:
         for c in concurrencies:
             b = [x for x in base if x["concurrency"] == c]
             ests = [
@@ -128,6 +142,9 @@ def naive_schedule_false_on_rate(
                 for g in gammas
             ]
             best = max((e for e in ests if e is not None), key=lambda e: e.value)
-            on = on or best.lo > 1.0 + margin
-        hits += on
+            if best.lo > 1.0 + margin:
+                return 1
+        return 0
+
+    hits = _replicate(n, gammas, concurrencies, 1.0 + margin, reps, seed, naive_on)
     return _rate(hits, reps)

@@ -29,6 +29,8 @@ class EngineSpec(StrictModel):
     max_model_len: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)  # None = vLLM's
     enforce_eager: bool = False
+    # every repeat starts every engine afresh, in alternating order (driver.engine_starts)
+    interleave: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -147,6 +147,15 @@ class RunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _interleave(self) -> RunConfig:
+        if self.engine.interleave and (self.backend == "transformers" or self.repeats < 2):
+            raise ValueError(
+                "engine.interleave needs an engine backend and repeats >= 2 (each repeat starts "
+                "every engine once)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _schedule_backend(self) -> RunConfig:
         given = any(
             s.schedule is not None or s.schedule_from for s in speculative_specs(self.speculative)

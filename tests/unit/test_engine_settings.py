@@ -170,3 +170,21 @@ def test_long_context_workload_loads_from_a_config() -> None:
                 "workloads": [{"name": "x", "dataset": {"name": "c", "generate": "long_context"}}],
             }
         )
+
+
+def test_interleave_starts_every_engine_per_repeat_in_alternating_order() -> None:
+    from specbench.harness.serving.base import EngineSetting
+    from specbench.harness.serving.driver import engine_starts
+
+    settings = [EngineSetting(0, ""), EngineSetting(2, "m"), EngineSetting(4, "m")]
+    once = parse_config({**BASE, "repeats": 3})
+    assert engine_starts(once, settings) == [(s, None) for s in settings]
+    cfg = parse_config({**BASE, "repeats": 3, "engine": {"interleave": True}})
+    order = [(s.gamma, rep) for s, rep in engine_starts(cfg, settings)]
+    assert order == [(0, 0), (2, 0), (4, 0), (4, 1), (2, 1), (0, 1), (0, 2), (2, 2), (4, 2)]
+
+
+@pytest.mark.parametrize("change", [{"repeats": 1}, {"backend": "transformers", "repeats": 4}])
+def test_interleave_needs_repeats_and_an_engine_backend(change: dict[str, Any]) -> None:
+    with pytest.raises(SpecbenchError, match=r"engine\.interleave needs"):
+        parse_config({**BASE, "engine": {"interleave": True}, **change})

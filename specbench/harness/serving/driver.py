@@ -156,6 +156,25 @@ def run_engine(
     return outcome
 
 
+def engine_starts(
+    cfg: RunConfig, settings: list[EngineSetting]
+) -> list[tuple[EngineSetting, int | None]]:
+    """The order engines are opened in, each with the repeat it runs (None: every repeat).
+
+    By default each setting is opened once and runs all its batches. With `engine.interleave`
+    every repeat opens every engine afresh, the order reversed on odd repeats (off, γ=2, γ=4, then
+    γ=4, γ=2, off, …): a drift of the machine over the run then falls on every setting alike, and
+    the repeats measure how much an engine start moves the result, which the intervals then
+    include (docs/theory.md §15, engine starts)."""
+    if not cfg.engine.interleave:
+        return [(s, None) for s in settings]
+    return [
+        (s, rep)
+        for rep in range(cfg.repeats)
+        for s in (settings if rep % 2 == 0 else settings[::-1])
+    ]
+
+
 def _measure(
     cfg: RunConfig,
     out_dir: Path,
@@ -172,15 +191,19 @@ def _measure(
         RecordWriter(out_dir / RECORDS_FILE) as writer,
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
     ):
-        for setting in settings:
+        for setting, rep_only in engine_starts(cfg, settings):
             todo: list[tuple[Batch, list[Prompt]]] = []
             for batch in plan:
+                if rep_only is not None and batch[3] != rep_only:
+                    continue
                 key = BatchKey(setting.gamma, setting.label, *batch)
                 rest = [p for p in prompts[batch[0]] if (key, p.id) not in done]
                 outcome.skipped += len(prompts[batch[0]]) - len(rest)
                 if rest:
                     todo.append((batch, rest))
-            open_todo = open_plan.todo(setting, cfg)
+            open_todo = [
+                ob for ob in open_plan.todo(setting, cfg) if rep_only is None or ob[3] == rep_only
+            ]
             if not todo and not open_todo:
                 continue
             with backend.open(setting) as session:
@@ -232,6 +255,8 @@ def _head(
         "setting": setting.name,  # the setting's label in rankings
         "policy": "schedule" if setting.schedule else ("fixed" if setting.gamma else ""),
         "repeat": rep,
+        # engine.interleave: the repeat is also the engine start, a factor crossed with prompts
+        **({"engine_start": rep} if cfg.engine.interleave else {}),
         "concurrency": conc,
         "backend": cfg.backend,
         "endpoint": setting.endpoint or None,
