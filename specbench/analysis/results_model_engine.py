@@ -128,6 +128,9 @@ class ScheduleRow(ResultsModel):
     decision_lower_bound: dict[str, Num]
     goodput_tok_s: dict[str, Num]  # "0" = no speculation
     predicted_goodput_tok_s: dict[str, Num]
+    # the schedule's choice here against the fixed γ of highest measured goodput, paired
+    best_fixed_gamma: int | None = None
+    vs_best_fixed: EstimateJSON | None = None
 
 
 class ScheduleBoundary(ResultsModel):

@@ -23,14 +23,15 @@ from specbench.analysis.batch_model import (
 )
 from specbench.analysis.gamma_schedule import (
     OPEN_END,
+    CellDecision,
     accept_lengths,
     decide_schedule,
     family_rate,
     model_switch,
     schedule_ranges,
 )
-from specbench.analysis.latency import decode_tokens_ms
-from specbench.analysis.serialize import json_num
+from specbench.analysis.latency import decode_tokens_ms, pair, speedup_of
+from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import concurrency_of
 from specbench.analysis.serving_concurrency import output_throughput
 from specbench.analysis.settings import AnalysisSettings
@@ -122,6 +123,29 @@ def _goodput(recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: i
     return json_num(min(c, len(here)) * tok / sum(float(r["wall_ms"]) for r in here) * 1000.0)
 
 
+def _against_best_fixed(
+    d: CellDecision,
+    base: Sequence[Record],
+    specs: Mapping[int, Sequence[Record]],
+    s: AnalysisSettings,
+) -> dict[str, Any]:
+    """The schedule's choice at d.concurrency (off, or a measured fixed γ) against the fixed γ
+    with the highest point goodput ratio there: goodput ratio, paired by prompt (and engine
+    start), from this run's records — the schedule's range at a measured concurrency runs
+    exactly that setting. None when the choice is that best γ itself."""
+    c = d.concurrency
+    valued = {g: e["value"] for g, e in d.ratios.items() if e and e.get("value") is not None}
+    if not valued:
+        return {"best_fixed_gamma": None, "vs_best_fixed": None}
+    best = max(valued, key=lambda g: valued[g])
+    if d.gamma == best:
+        return {"best_fixed_gamma": best, "vs_best_fixed": None}
+    at_c = lambda recs: [r for r in recs if concurrency_of(r) == c]  # noqa: E731
+    chosen = at_c(base if d.gamma == 0 else specs[d.gamma])
+    est = speedup_of(pair(at_c(specs[best]), chosen, end_to_end=True), s.n_boot, s.ci_level)
+    return {"best_fixed_gamma": best, "vs_best_fixed": est_json(est)}
+
+
 def schedule_parts(
     base: Sequence[Record],
     specs: Mapping[int, Sequence[Record]],
@@ -157,6 +181,7 @@ def schedule_parts(
                     str(g): _goodput(base if g == 0 else specs[g], metrics, g, d.concurrency)
                     for g in gammas
                 },
+                **_against_best_fixed(d, base, specs, s),
                 "predicted_goodput_tok_s": {
                     str(g): json_num(predicted_goodput(model, b, g, tau[g]))
                     if model is not None and g in tau

