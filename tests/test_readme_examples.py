@@ -122,7 +122,8 @@ SKIPPED: dict[str, str] = {
     "run configs/tiny-vllm-load.yaml --out reports/tiny-vllm-load": (
         "needs vLLM (tests/harness/test_vllm_load.py)"
     ),
-    "schedule reports/tiny-vllm-load --workload tiny_code --temperature 0 --format vllm": (
+    "schedule reports/tiny-vllm-load --workload tiny_code --temperature 0 --out "
+    "reports/tiny-vllm-load/schedule.json": (
         "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
     ),
     "run configs/tiny.yaml --adaptive": (
