@@ -19,6 +19,10 @@ that the schedule turns speculation on at any concurrency where no γ truly beat
 concurrency gets its own max-T over its γ's at the Bonferroni level 1 − (1 − level)/m (m
 concurrencies), which keeps the same family-wise bound.
 
+Monotone fill (docs/theory.md §15): a concurrency left off between two ON concurrencies takes
+its γ of highest point ratio when that exceeds 1 + margin — speculation's gain does not rise with
+the load, so the false-ON bound carries over; nothing is filled outside the ON concurrencies.
+
 Ranges. Measured concurrencies c_1 < … < c_m with choices k_1 … k_m become [[lo, hi, k], …] from
 1: [1, c_2 − 1] takes k_1 (below c_1 as well: c_1 is usually 1), the last range runs to
 `open_end` (the choice at c_m carried beyond the measured range: extrapolated, flagged).
@@ -124,9 +128,10 @@ def decide_schedule(
         ests = {g: speedup_of(p, n_boot, level) for g, p, _ in here}
         ratios = {g: est_json(e) for g, e in ests.items()}
         lbs = {g: json_num(lb) for g, _, lb in here}
+        point = {g: e.value if e else -math.inf for g, e in ests.items()}
         clear = [g for g, _, lb in here if math.isfinite(lb) and lb > 1.0 + margin]
         if clear:
-            k = max(clear, key=lambda g: ests[g].value if ests[g] else -math.inf)  # type: ignore[union-attr]
+            k = max(clear, key=lambda g: point[g])
             reason = f"γ={k}: simultaneous lower bound {lbs[k]:.3f} > 1 + margin {margin:g}"
         else:
             k = 0
@@ -136,7 +141,38 @@ def decide_schedule(
                 else "no speculative setting measured here"
             )
         out.append(CellDecision(c, ratios, lbs, k, reason))
-    return out, how
+    return fill_between(out, margin), how + "; gaps between ON concurrencies filled (monotone)"
+
+
+def fill_between(decisions: list[CellDecision], margin: float) -> list[CellDecision]:
+    """A concurrency left off between two concurrencies that are ON is ON too, with its γ of
+    highest point ratio (module docstring, "Monotone fill"): speculation's gain does not rise
+    with the load, so if it pays at a higher concurrency it pays here, and the family-wise
+    false-ON bound carries over. Left off when no γ's point ratio there exceeds 1 + margin."""
+    on = [i for i, d in enumerate(decisions) if d.gamma > 0]
+    if len(on) < 2:
+        return decisions
+    out = list(decisions)
+    for i in range(on[0] + 1, on[-1]):
+        d = out[i]
+        if d.gamma > 0:
+            continue
+        points = {
+            g: float(r["value"])
+            for g, r in d.ratios.items()
+            if r and r.get("value") is not None and float(r["value"]) > 1.0 + margin
+        }
+        if not points:
+            continue
+        k = max(points, key=lambda g: points[g])
+        above = next(out[j].concurrency for j in on if j > i)
+        reason = (
+            f"γ={k}: filled — ON at concurrency {above} above it and speculation's gain does not "
+            f"rise with the load (its own simultaneous lower bound {d.lower_bounds[k]} does not "
+            f"clear 1 + margin {margin:g})"
+        )
+        out[i] = CellDecision(d.concurrency, d.ratios, d.lower_bounds, k, reason)
+    return out
 
 
 def model_switch(

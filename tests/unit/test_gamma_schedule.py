@@ -13,7 +13,9 @@ from specbench.analysis import schedule_calibration as cal
 from specbench.analysis.batch_model import StepCostModel
 from specbench.analysis.gamma_schedule import (
     OPEN_END,
+    CellDecision,
     decide_schedule,
+    fill_between,
     gamma_at,
     model_switch,
     schedule_ranges,
@@ -39,6 +41,28 @@ def test_off_at_high_concurrency_when_the_data_say_so() -> None:
     for d in decisions:
         for g, est in d.ratios.items():
             assert d.lower_bounds[g] <= est["ci95"][0] + 1e-9
+
+
+def _cell(c: int, gamma: int, points: dict[int, float]) -> CellDecision:
+    ratios = {g: {"value": v, "ci95": [v * 0.8, v * 1.2]} for g, v in points.items()}
+    return CellDecision(c, ratios, {g: v * 0.8 for g, v in points.items()}, gamma, "")
+
+
+def test_a_gap_between_on_concurrencies_is_filled_and_nothing_outside_them() -> None:
+    """ON, off, ON → the gap takes its best point γ when that clears the margin by point;
+    off below the lowest ON and above the highest stays off, as does a gap whose best point
+    ratio is under 1 + margin."""
+    cells = [
+        _cell(1, 0, {2: 1.3, 4: 1.2}),  # below the lowest ON: not filled
+        _cell(2, 4, {2: 1.5, 4: 1.6}),
+        _cell(4, 0, {2: 1.3, 4: 1.2}),  # a gap: filled with γ=2
+        _cell(8, 0, {2: 1.02, 4: 0.9}),  # a gap, but no point above 1 + margin: off
+        _cell(16, 2, {2: 1.3, 4: 1.1}),
+        _cell(32, 0, {2: 1.2, 4: 1.1}),  # above the highest ON: not filled
+    ]
+    filled = fill_between(cells, 0.05)
+    assert [d.gamma for d in filled] == [0, 4, 2, 0, 2, 0]
+    assert "filled" in filled[2].reason and filled[1] is cells[1]
 
 
 def test_different_prompts_per_concurrency_fall_back_to_bonferroni() -> None:
