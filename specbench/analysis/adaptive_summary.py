@@ -18,6 +18,7 @@ import numpy as np
 from specbench.analysis.latency import pair
 from specbench.analysis.recommend import SettingKey
 from specbench.analysis.sequential import (
+    MIN_PROMPTS,
     MORE_CAP,
     SequenceSettings,
     SequentialDecision,
@@ -65,14 +66,15 @@ def setting_label(rec: Record) -> str:
 
 def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | None:
     """The prompts the cell has left for the futility stop: its `plan_prompts` less the prompts
-    measured (any unit, failed ones included); None when futility is off or the records predate
-    `plan_prompts`."""
+    measured (any unit, failed ones included); None when futility is off, before MIN_PROMPTS
+    prompts, or when the records predate `plan_prompts`."""
     if not (config.get("adaptive") or {}).get("futility", True):
         return None
     supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
-    if not supply:
+    measured = len({str(r["prompt_id"]) for r in records})
+    if not supply or measured < MIN_PROMPTS:  # no verdict, and no futility, before MIN_PROMPTS
         return None
-    return max(max(supply) - len({str(r["prompt_id"]) for r in records}), 0)
+    return max(max(supply) - measured, 0)
 
 
 def cell_decision(
@@ -121,7 +123,12 @@ def adaptive_summary(
             need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
         else:
             need = f"needs about {d.more_prompts} more prompts"
-        if d.futile:
+        if d.futile and d.more_prompts is None:
+            text = (
+                f"futile after {n} prompts (undecided): fewer than {MIN_PROMPTS} usable "
+                f"(non-degenerate, paired) prompts even if all {left} left were usable"
+            )
+        elif d.futile:
             text = f"futile after {n} prompts (undecided): {need}, the workload has {left} left"
         else:
             text = f"undecided after {n} prompts: {need}"

@@ -220,7 +220,8 @@ def settles_by(
     the half-width at n_final is the smallest it reaches by then. False where σ̂ is unknown."""
     n_final = np.asarray(n_final)
     gap = np.abs(np.asarray(log_s, float) - math.log1p(s.margin))
-    factor = boundary_factor(n_final, s.side_alpha, s.rho).reshape(n_final.shape)
+    values, where = np.unique(n_final, return_inverse=True)
+    factor = boundary_factor(values, s.side_alpha, s.rho)[where].reshape(n_final.shape)
     with np.errstate(invalid="ignore"):
         half = np.asarray(sd, float) * factor
         return np.isfinite(half) & (half < gap) & (n_final >= s.min_prompts)
@@ -230,12 +231,19 @@ def futile(
     log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
 ) -> np.ndarray:
     """Whether the cell cannot be decided by n_final prompts even optimistically (`settles_by`);
-    candidates along the last axis. ON needs one candidate above the line to settle, OFF needs
-    every candidate (all at or below it) to settle; as in `decide`'s "needs about N more"."""
+    candidates along the last axis. A candidate could end ON if its estimate is above the line
+    and settles, OFF if it is at or below and settles; one without σ̂ yet (fewer than 2 usable
+    prompts) could end either way if n_final reaches MIN_PROMPTS. Futile when no candidate could
+    end ON and not every one could end OFF (as `decide`'s "needs about N more")."""
     log_s = np.asarray(log_s, float)
+    sd = np.asarray(sd, float)
+    n_final = np.broadcast_to(np.asarray(n_final), log_s.shape)
+    unknown = ~np.isfinite(sd) & (n_final >= s.min_prompts)
     reach = settles_by(log_s, sd, n_final, s)
     above = log_s > math.log1p(s.margin)
-    return np.where(above.any(axis=-1), ~(above & reach).any(axis=-1), ~reach.all(axis=-1))
+    can_on = (above & reach) | unknown
+    can_off = (~above & reach) | unknown
+    return ~can_on.any(axis=-1) & ~can_off.all(axis=-1)
 
 
 def decide(
@@ -244,9 +252,9 @@ def decide(
     remaining: int | None = None,
 ) -> SequentialDecision:
     """The sequential verdict over the candidates measured so far (module docstring). With
-    `remaining` (the prompts the cell has left), an undecided verdict is marked `futile` when
-    those prompts cannot settle it even optimistically; never before every candidate has
-    MIN_PROMPTS prompts and a σ̂."""
+    `remaining` (the prompts the cell has left; the caller passes it once the cell has measured
+    MIN_PROMPTS prompts), an undecided verdict is marked `futile` when those prompts cannot
+    settle it even optimistically (`futile`)."""
     bounds = [candidate_bound(k, arr, s) for k, arr in candidates.items()]
     line = 1.0 + s.margin
     ready = [b for b in bounds if b.n >= s.min_prompts]
@@ -267,10 +275,13 @@ def decide(
             need.append(more_prompts_needed(b, sd, s))
     more = (min(need) if above else max(need)) if need else None
     stop = False
-    if remaining is not None and remaining > 0 and more is not None and len(ready) == len(bounds):
-        stats = [running_log_stat(arr) for arr in candidates.values()]
-        log_s = np.asarray([float(ls[-1]) for ls, _ in stats])
-        sds = np.asarray([float(sd_n[-1]) for _, sd_n in stats])
+    if bounds and remaining is not None and remaining > 0:
+        last = [
+            running_log_stat(arr) if b.n else None
+            for b, arr in zip(bounds, candidates.values(), strict=True)
+        ]
+        log_s = np.asarray([float(st[0][-1]) if st else math.nan for st in last])
+        sds = np.asarray([float(st[1][-1]) if st else math.nan for st in last])
         ns = np.asarray([b.n for b in bounds])
-        stop = bool(np.isfinite(sds).all()) and bool(futile(log_s, sds, ns + remaining, s))
+        stop = bool(futile(log_s, sds, ns + remaining, s))
     return SequentialDecision("undecided", None, bounds, more, stop, remaining)

@@ -34,6 +34,7 @@ from specbench.analysis.acceptance import truncation_curve
 from specbench.analysis.adaptive_summary import (
     candidate_records,
     cell_decision,
+    prompts_left,
     sequence_settings,
 )
 from specbench.analysis.sequential import SequentialDecision
@@ -179,12 +180,11 @@ def update(cfg: RunConfig, cell: Cell) -> None:
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
-    # the prompts left, counted from the records as the report counts them (a resumed run
-    # reaches the same state): the cell's prompts less those with any record
-    measured = {pid for (_, _, _, pid) in cell.records}
-    left = len(cell.prompts) - len(measured) if cfg.adaptive.futility else None
-    s = sequence_settings(cfg.model_dump(mode="json"))
-    cell.decision = cell_decision(base, spec, s, left)
+    # the prompts left for the futility stop, from the records as the report counts them (so a
+    # resumed run and `specbench report` reach the same state)
+    config = cfg.model_dump(mode="json")
+    left = prompts_left(list(cell.records.values()), config)
+    cell.decision = cell_decision(base, spec, sequence_settings(config), left)
     if cell.decision.state in ("on", "off"):
         cell.state = cell.decision.state
     elif cell.next_prompt >= len(cell.prompts):

@@ -53,7 +53,8 @@ def state_text(state: str, decision: SequentialDecision | None) -> str:
     more = decision.more_prompts if decision is not None else None
     tail = f" (needs about {more} more prompts)" if more is not None else ""
     if state == "futile" and decision is not None and decision.remaining is not None:
-        tail = f" (needs about {more} more prompts, the workload has {decision.remaining} left)"
+        left = f"the workload has {decision.remaining} left"
+        tail = f" (needs about {more} more prompts, {left})" if more is not None else f" ({left})"
     return f"[yellow]{state}[/yellow]{tail}"
 
 

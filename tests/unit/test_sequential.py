@@ -252,3 +252,16 @@ def test_futile_when_the_prompts_left_cannot_settle_it() -> None:
     assert close.more_prompts is not None and close.more_prompts <= 3
     early = decide({"γ=2": _prompts(2.0, MIN_PROMPTS - 1, 5)}, s, remaining=1)
     assert early.state == "undecided" and not early.futile
+
+
+def test_a_cell_that_cannot_reach_min_prompts_usable_prompts_is_futile() -> None:
+    """Without σ̂ (degenerate prompts set aside, §13) nothing is projected, but a candidate that
+    could not reach MIN_PROMPTS usable prompts even if every prompt left were usable can never
+    be decided: with 1 usable prompt and 2 left the cell is futile, with 3 left it is not."""
+    s = SequenceSettings(margin=MARGIN, candidates=1, n_opt=16)
+    one = {"γ=2": _prompts(1.5, 1, 9)}
+    assert decide(one, s, remaining=MIN_PROMPTS - 2).futile
+    assert not decide(one, s, remaining=MIN_PROMPTS - 1).futile
+    none: dict[str, list[np.ndarray]] = {"γ=2": [np.zeros(0)] * 4}
+    assert decide(none, s, remaining=MIN_PROMPTS - 1).futile
+    assert not decide(none, s, remaining=MIN_PROMPTS).futile
