@@ -7,7 +7,7 @@ wall time, and each cell's verdict under both plans.
     .venv/bin/python benchmarks/bench_adaptive.py configs/tiny.yaml --n 24     # every prompt
 
 A verdict agrees when both plans say ON with the same γ, or both are not ON (the full grid's OFF
-means "not shown ON", which an undecided adaptive cell also is). Where they differ, the line
+means "not shown ON", which an undecided or futile adaptive cell also is). Where they differ, the line
 says whether the full grid's speedup lies inside the adaptive plan's always-valid interval.
 Both plans share one loaded pair; the order of the two runs alternates nothing (full first).
 Prints figures; it asserts nothing (a benchmark, not a test).
@@ -41,7 +41,8 @@ def label(entry: dict[str, Any]) -> str:
 
 
 def adaptive_label(entry: dict[str, Any]) -> str:
-    """The adaptive plan's sequential verdict: ON with its setting, OFF or UNDECIDED."""
+    """The adaptive plan's sequential verdict: ON with its setting, OFF, UNDECIDED or FUTILE
+    (stopped undecided: its prompts could not settle it; not ON)."""
     seq = entry.get("adaptive") or {}
     if seq.get("state") == "on":
         return f"ON {seq['chosen']}"

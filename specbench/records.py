@@ -129,6 +129,7 @@ class UnitRecord(Record):
     seed: int | None = None
     # the adaptive plan's step that produced the unit (pilot, backfill, measure); None = full grid
     plan_step: str | None = None
+    plan_prompts: int | None = Field(default=None, ge=0)  # adaptive: the prompts its cell may use
     top_p: float | None = None
     top_k: int | None = None
     # engine backends (vllm / openai) only

@@ -2,8 +2,10 @@
 
 The harness (`harness.adaptive`) calls `cell_decision` after every prompt to decide whether to
 stop; `report` calls it on the stored records, so results.json states the same verdict the run
-stopped on: "decided ON γ=g after n prompts", "decided OFF after n prompts" or "undecided: needs
-about N more prompts".
+stopped on: "decided ON γ=g after n prompts", "decided OFF after n prompts", "undecided: needs
+about N more prompts" or, stopped for futility (`adaptive.futility`), "futile: needs about N more
+prompts, the workload has M left". Each adaptive record carries `plan_prompts`, the prompts its
+cell may use, so the prompts left are a function of the records, as the harness counted them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from specbench.analysis.latency import pair
 from specbench.analysis.recommend import SettingKey
 from specbench.analysis.sequential import (
+    MIN_PROMPTS,
     MORE_CAP,
     SequenceSettings,
     SequentialDecision,
@@ -61,12 +64,29 @@ def setting_label(rec: Record) -> str:
     return f"{rec.get('drafter') or 'model'} {pol} γ={rec['gamma']}"
 
 
+def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | None:
+    """The prompts the cell has left for the futility stop: its `plan_prompts` less the prompts
+    measured (any unit, failed ones included); None when futility is off, before MIN_PROMPTS
+    prompts, or when the records predate `plan_prompts`."""
+    if not (config.get("adaptive") or {}).get("futility", True):
+        return None
+    supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    measured = len({str(r["prompt_id"]) for r in records})
+    if not supply or measured < MIN_PROMPTS:  # no verdict, and no futility, before MIN_PROMPTS
+        return None
+    return max(max(supply) - measured, 0)
+
+
 def cell_decision(
-    baseline: list[Record], spec: list[Record], s: SequenceSettings
+    baseline: list[Record],
+    spec: list[Record],
+    s: SequenceSettings,
+    remaining: int | None = None,
 ) -> SequentialDecision:
     """The verdict over every speculative setting measured in the cell, each paired with the
     baseline on the non-degenerate prompts both measured (as the full analysis, docs/theory.md
-    §13: a prompt whose answers loop says nothing about deployed speed)."""
+    §13: a prompt whose answers loop says nothing about deployed speed); `remaining`: the
+    prompts the cell has left, for the futility stop (`analysis.sequential.decide`)."""
     by_setting: dict[SettingKey, list[Record]] = {}
     for rec in spec:
         key = (rec.get("drafter") or "", rec.get("policy") or "fixed", int(rec["gamma"]))
@@ -77,15 +97,20 @@ def cell_decision(
         candidates[setting_label(recs[0] if recs else by_setting[key][0])] = pair(
             valid.clean_base, recs
         ).arrays()
-    return decide(candidates, s)
+    return decide(candidates, s, remaining)
 
 
 def adaptive_summary(
-    baseline: list[Record], spec: list[Record], config: Mapping[str, Any]
+    baseline: list[Record],
+    spec: list[Record],
+    config: Mapping[str, Any],
+    failed: Sequence[Record] = (),
 ) -> dict[str, Any]:
-    """results.json's `adaptive` of one entry: the state, n prompts, each candidate's sequence."""
+    """results.json's `adaptive` of one entry: the state ("on", "off", "undecided", "futile"),
+    n prompts, the prompts left, each candidate's sequence."""
     s = sequence_settings(config)
-    d = cell_decision(baseline, candidate_records(spec), s)
+    left = prompts_left([*baseline, *spec, *failed], config)
+    d = cell_decision(baseline, candidate_records(spec), s, left)
     n = len({str(r["prompt_id"]) for r in baseline})
     if d.state == "on":
         text = f"decided ON {d.chosen} after {n} prompts"
@@ -98,12 +123,21 @@ def adaptive_summary(
             need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
         else:
             need = f"needs about {d.more_prompts} more prompts"
-        text = f"undecided after {n} prompts: {need}"
+        if d.futile and d.more_prompts is None:
+            text = (
+                f"futile after {n} prompts (undecided): fewer than {MIN_PROMPTS} usable "
+                f"(non-degenerate, paired) prompts even if all {left} left were usable"
+            )
+        elif d.futile:
+            text = f"futile after {n} prompts (undecided): {need}, the workload has {left} left"
+        else:
+            text = f"undecided after {n} prompts: {need}"
     return {
-        "state": d.state,
+        "state": "futile" if d.futile else d.state,
         "chosen": d.chosen,
         "n_prompts": n,
         "more_prompts": d.more_prompts,
+        "prompts_left": left,
         "summary": text,
         "level": json_num(1.0 - s.alpha),
         "candidates_k": s.candidates,

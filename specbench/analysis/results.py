@@ -104,7 +104,7 @@ def build_results(
         body["failed_units"] = len(grp["failed"])
         spec_all = [r for recs in grp["spec"].values() for r in recs]
         if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)
-            body["adaptive"] = adaptive_summary(grp["baseline"], spec_all, config)
+            body["adaptive"] = adaptive_summary(grp["baseline"], spec_all, config, grp["failed"])
         mix = request_mix(grp["baseline"])
         if mix is not None:
             body["request_sampling"] = mix

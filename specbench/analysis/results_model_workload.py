@@ -269,10 +269,11 @@ class SequenceRow(ResultsModel):
 class AdaptiveCell(ResultsModel):
     """An adaptive run's sequential verdict for the cell (docs/theory.md §14)."""
 
-    state: Literal["on", "off", "undecided"]
+    state: Literal["on", "off", "undecided", "futile"]
     chosen: str | None
     n_prompts: int
     more_prompts: int | None
+    prompts_left: int | None = None  # None: futility off, or records without `plan_prompts`
     summary: str
     level: Num
     candidates_k: int

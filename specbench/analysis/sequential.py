@@ -27,6 +27,11 @@ sequence at level α/K (Bonferroni), so all K hold at once with probability ≥ 
 ON when some candidate's lower bound clears 1 + margin (the highest point speedup among those
 that clear it is chosen); OFF when every candidate's upper bound lies below 1 + margin;
 undecided otherwise.
+
+Futility (docs/theory.md §14, "Stopping for futility"): a cell whose prompts run out before even
+an optimistic projection (the point σ̂, the estimate where it is) would exclude 1 + margin is
+stopped undecided (`futile`, `settles_by`). It never turns a cell ON, and the sequence is
+time-uniform, so the false-ON rate and the coverage at the (earlier) stopping time still hold.
 """
 
 from __future__ import annotations
@@ -160,6 +165,9 @@ class SequentialDecision:
     chosen: str | None
     bounds: list[CandidateBound]
     more_prompts: int | None  # undecided: about how many more prompts would settle it
+    # undecided and not settled within the `remaining` prompts even optimistically (`futile`)
+    futile: bool = False
+    remaining: int | None = None  # the prompts the cell had left when decided (None: unknown)
 
 
 def candidate_bound(
@@ -179,21 +187,74 @@ def more_prompts_needed(
     b: CandidateBound, sd: float, s: SequenceSettings, cap: int = MORE_CAP
 ) -> int:
     """About how many more prompts until the sequence's half-width falls below the distance of
-    the point estimate from 1 + margin (assuming the estimate and σ̂ stay where they are)."""
+    the point estimate from 1 + margin (assuming the estimate and σ̂ stay where they are; σ̂ at
+    its upper limit, as the sequence takes it). The half-width falls with n (both factors do,
+    tests/unit/test_sequential.py), so the first n below the gap is found by bisection."""
     gap = abs(math.log(b.speedup) - math.log1p(s.margin)) if b.speedup > 0 else 0.0
     if not math.isfinite(sd) or gap <= 0:
         return cap
-    for n in range(max(b.n, s.min_prompts), cap + 1):
-        half = float(sigma_upper(np.asarray(sd), np.asarray(n))) * float(
+
+    def half(n: int) -> float:
+        return float(sigma_upper(np.asarray(sd), np.asarray(n))) * float(
             boundary_factor(n, s.side_alpha, s.rho)[0]
         )
-        if half < gap:
-            return n - b.n
-    return cap
+
+    lo, hi = max(b.n, s.min_prompts), cap
+    if lo > cap or not half(cap) < gap:
+        return cap
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if half(mid) < gap:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - b.n
 
 
-def decide(candidates: dict[str, Sequence[np.ndarray]], s: SequenceSettings) -> SequentialDecision:
-    """The sequential verdict over the candidates measured so far (module docstring)."""
+def settles_by(
+    log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
+) -> np.ndarray:
+    """Whether each sequence would exclude 1 + margin by n_final prompts if its estimate log Ŝ
+    and σ̂ stayed where they are: the optimistic projection of `more_prompts_needed` (the point
+    σ̂, not its upper limit). b_α(n)/n falls with n (tests/unit/test_sequential.py checks it), so
+    the half-width at n_final is the smallest it reaches by then. False where σ̂ is unknown."""
+    n_final = np.asarray(n_final)
+    gap = np.abs(np.asarray(log_s, float) - math.log1p(s.margin))
+    values, where = np.unique(n_final, return_inverse=True)
+    factor = boundary_factor(values, s.side_alpha, s.rho)[where].reshape(n_final.shape)
+    with np.errstate(invalid="ignore"):
+        half = np.asarray(sd, float) * factor
+        return np.isfinite(half) & (half < gap) & (n_final >= s.min_prompts)
+
+
+def futile(
+    log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
+) -> np.ndarray:
+    """Whether the cell cannot be decided by n_final prompts even optimistically (`settles_by`);
+    candidates along the last axis. A candidate could end ON if its estimate is above the line
+    and settles, OFF if it is at or below and settles; one without σ̂ yet (fewer than 2 usable
+    prompts) could end either way if n_final reaches MIN_PROMPTS. Futile when no candidate could
+    end ON and not every one could end OFF (as `decide`'s "needs about N more")."""
+    log_s = np.asarray(log_s, float)
+    sd = np.asarray(sd, float)
+    n_final = np.broadcast_to(np.asarray(n_final), log_s.shape)
+    unknown = ~np.isfinite(sd) & (n_final >= s.min_prompts)
+    reach = settles_by(log_s, sd, n_final, s)
+    above = log_s > math.log1p(s.margin)
+    can_on = (above & reach) | unknown
+    can_off = (~above & reach) | unknown
+    return ~can_on.any(axis=-1) & ~can_off.all(axis=-1)
+
+
+def decide(
+    candidates: dict[str, Sequence[np.ndarray]],
+    s: SequenceSettings,
+    remaining: int | None = None,
+) -> SequentialDecision:
+    """The sequential verdict over the candidates measured so far (module docstring). With
+    `remaining` (the prompts the cell has left; the caller passes it once the cell has measured
+    MIN_PROMPTS prompts), an undecided verdict is marked `futile` when those prompts cannot
+    settle it even optimistically (`futile`)."""
     bounds = [candidate_bound(k, arr, s) for k, arr in candidates.items()]
     line = 1.0 + s.margin
     ready = [b for b in bounds if b.n >= s.min_prompts]
@@ -213,4 +274,14 @@ def decide(candidates: dict[str, Sequence[np.ndarray]], s: SequenceSettings) -> 
             sd = float(running_log_stat(arrays)[1][-1])
             need.append(more_prompts_needed(b, sd, s))
     more = (min(need) if above else max(need)) if need else None
-    return SequentialDecision("undecided", None, bounds, more)
+    stop = False
+    if bounds and remaining is not None and remaining > 0:
+        last = [
+            running_log_stat(arr) if b.n else None
+            for b, arr in zip(bounds, candidates.values(), strict=True)
+        ]
+        log_s = np.asarray([float(st[0][-1]) if st else math.nan for st in last])
+        sds = np.asarray([float(st[1][-1]) if st else math.nan for st in last])
+        ns = np.asarray([b.n for b in bounds])
+        stop = bool(futile(log_s, sds, ns + remaining, s))
+    return SequentialDecision("undecided", None, bounds, more, stop, remaining)

@@ -12,7 +12,9 @@ Per workload × temperature ("cell"), on the workload's prompts in a seeded orde
   backfill those candidates on the pilot prompts (every candidate is paired on every prompt);
   measure  prompt by prompt the baseline and every candidate; after each prompt the cell's
            confidence sequences are updated (`analysis.adaptive_summary.cell_decision`) and the
-           cell stops when decided ON or OFF, at its last prompt, or when the budget is spent.
+           cell stops when decided ON or OFF, at its last prompt, when the budget is spent, or
+           (`adaptive.futility`) when even an optimistic projection cannot settle it within
+           the prompts it has left ("futile", `analysis.sequential.futile`).
 Cells take turns prompt by prompt, so the budget is spread evenly over the undecided cells.
 Every record carries its `plan_step`; the plan is a function of the records, so `--resume`
 continues it where it stopped. γ policies and repeats are not part of the adaptive plan.
@@ -32,6 +34,7 @@ from specbench.analysis.acceptance import truncation_curve
 from specbench.analysis.adaptive_summary import (
     candidate_records,
     cell_decision,
+    prompts_left,
     sequence_settings,
 )
 from specbench.analysis.sequential import SequentialDecision
@@ -70,7 +73,8 @@ class Cell:
     records: dict[tuple[int, str, str, str], Record] = field(default_factory=dict)
     candidates: list[DecodingSetting] | None = None
     next_prompt: int = 0
-    state: str = "measuring"  # measuring | on | off | budget spent | prompts exhausted
+    # measuring | on | off | futile | budget spent | prompts exhausted
+    state: str = "measuring"
     decision: SequentialDecision | None = None
     warmed: bool = False
 
@@ -176,11 +180,17 @@ def update(cfg: RunConfig, cell: Cell) -> None:
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
-    cell.decision = cell_decision(base, spec, sequence_settings(cfg.model_dump(mode="json")))
+    # the prompts left for the futility stop, from the records as the report counts them (so a
+    # resumed run and `specbench report` reach the same state)
+    config = cfg.model_dump(mode="json")
+    left = prompts_left(list(cell.records.values()), config)
+    cell.decision = cell_decision(base, spec, sequence_settings(config), left)
     if cell.decision.state in ("on", "off"):
         cell.state = cell.decision.state
     elif cell.next_prompt >= len(cell.prompts):
         cell.state = "prompts exhausted"
+    elif cell.decision.futile:
+        cell.state = "futile"
 
 
 def make_cells(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[Cell]:
@@ -248,6 +258,7 @@ def run_adaptive(
                         _warm_up(session, cfg, cell, warm_writer)
                     ev.unit_started(cell.workload, cell.temp, unit.setting.label, k.prompt_id)
                     record, notes = measure_unit(session, unit, cell.temp)
+                    record["plan_prompts"] = len(cell.prompts)  # the futility stop's supply
                     outcome.warnings.extend(notes)
                     if record["status"] == "failed":
                         outcome.failures.append(record)

@@ -41,7 +41,9 @@ def interval_bar(lo: float, hi: float, line: float, width: int = BAR_WIDTH) -> s
 
 
 def state_text(state: str, decision: SequentialDecision | None) -> str:
-    """measuring / decided ON <setting> / decided OFF / budget spent / prompts exhausted."""
+    """measuring / decided ON <setting> / decided OFF / futile / budget spent / prompts
+    exhausted; the undecided ones say how many more prompts they need (futile: and how many the
+    workload had left)."""
     if state == "on" and decision is not None:
         return f"[green]decided ON {decision.chosen}[/green]"
     if state == "off":
@@ -50,6 +52,9 @@ def state_text(state: str, decision: SequentialDecision | None) -> str:
         return "measuring"
     more = decision.more_prompts if decision is not None else None
     tail = f" (needs about {more} more prompts)" if more is not None else ""
+    if state == "futile" and decision is not None and decision.remaining is not None:
+        left = f"the workload has {decision.remaining} left"
+        tail = f" (needs about {more} more prompts, {left})" if more is not None else f" ({left})"
     return f"[yellow]{state}[/yellow]{tail}"
 
 

@@ -71,14 +71,17 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     pilots = {r["prompt_id"] for r in pilot}
     assert all(g == {0} | chosen | ({4} if p in pilots else set()) for p, g in by_prompt.items())
     n = len(by_prompt)
+    # 4 prompts: no verdict before the 4th, so never futile (nothing is left by then)
     assert cell.state in ("on", "off", "prompts exhausted")
     assert (n == 4) == (cell.state == "prompts exhausted")
+    assert {r["plan_prompts"] for r in recs} == {4}  # the futility stop's prompt supply
     # report reproduces the verdict the plan stopped on
     write_reports(tmp_path)
     entry = json.loads((tmp_path / "results.json").read_text())["workloads"][0]
     assert cell.decision is not None
     assert entry["adaptive"]["state"] == cell.decision.state
     assert entry["adaptive"]["n_prompts"] == n
+    assert entry["adaptive"]["prompts_left"] == 4 - n
     # resume after losing the last prompt's records: the same plan, the same units
     keys = [UnitKey.of(r) for r in recs]
     lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
@@ -88,6 +91,35 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     assert again.written == len(lines) - keep
     resumed = [UnitKey.of(r) for r in read_records(tmp_path / "records.jsonl")]
     assert len(resumed) == len(keys) and set(resumed) == set(keys)
+
+
+def test_futility_state_is_a_function_of_the_records(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]
+    """With 8 prompts the plan may stop a cell as futile; whatever it stops on, the report states
+    the same (futile included, with the prompts left), and a resumed run replays the records to
+    the same state. Futility off: the cell runs until it is decided or its prompts run out."""
+    wl = [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 8}]
+    cfg = parse_config(tiny_config(tmp_path / "a", workloads=wl))
+    (cell,) = run_adaptive(cfg, tmp_path / "a", session=session).cells
+    assert cell.decision is not None
+    n = len({pid for (_, _, _, pid) in cell.records})
+    assert cell.state in ("on", "off", "futile", "prompts exhausted")
+    assert (cell.state == "futile") == cell.decision.futile
+    if cell.state == "futile":
+        assert 4 <= n < 8 and cell.decision.remaining == 8 - n
+    write_reports(tmp_path / "a")
+    entry = json.loads((tmp_path / "a" / "results.json").read_text())["workloads"][0]
+    expected = "futile" if cell.decision.futile else cell.decision.state
+    assert entry["adaptive"]["state"] == expected
+    assert entry["adaptive"]["prompts_left"] == 8 - n
+    if expected == "futile":
+        assert f"the workload has {8 - n} left" in entry["adaptive"]["summary"]
+    # the state is a function of the records: a resumed run measures nothing and stops on it
+    again = run_adaptive(cfg, tmp_path / "a", resume=True, session=session)
+    assert again.written == 0 and again.cells[0].state == cell.state
+    off = parse_config(tiny_config(tmp_path / "b", workloads=wl, adaptive={"futility": False}))
+    (plain,) = run_adaptive(off, tmp_path / "b", session=session).cells
+    assert plain.state in ("on", "off", "prompts exhausted")
+    assert plain.decision is not None and not plain.decision.futile
 
 
 def test_sequential_verdict_from_records_matches_the_recorded_state(session) -> None:  # type: ignore[no-untyped-def]

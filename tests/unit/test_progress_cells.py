@@ -33,6 +33,9 @@ def test_state_text_names_the_decision_and_what_is_left() -> None:
     assert "decided OFF" in state_text("off", SequentialDecision("off", None, [b], None))
     undecided = SequentialDecision("undecided", None, [b], 7)
     assert "needs about 7 more prompts" in state_text("budget spent", undecided)
+    stuck = SequentialDecision("undecided", None, [b], 40, futile=True, remaining=3)
+    assert "futile" in state_text("futile", stuck)
+    assert "needs about 40 more prompts, the workload has 3 left" in state_text("futile", stuck)
 
 
 def test_the_cell_table_is_drawn_with_the_progress() -> None:
