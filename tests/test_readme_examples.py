@@ -122,6 +122,13 @@ SKIPPED: dict[str, str] = {
     "run configs/tiny-vllm-load.yaml --out reports/tiny-vllm-load": (
         "needs vLLM (tests/harness/test_vllm_load.py)"
     ),
+    "schedule reports/tiny-vllm-load --workload tiny_code --temperature 0 --format vllm": (
+        "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
+    ),
+    "run configs/tiny-vllm-schedule.yaml": (
+        "needs vLLM and the tiny-vllm-load run; a schedule setting is measured by "
+        "tests/harness/test_vllm_load.py"
+    ),
     "schedule reports/tiny-vllm-load --workload tiny_code --temperature 0 --out "
     "reports/tiny-vllm-load/schedule.json": (
         "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
