@@ -81,6 +81,8 @@ class MeasuredScheduleRow(ConcurrencyLatency):
     throughput_ratio: Num
     best_fixed_gamma: int | None  # the fixed γ with the highest output tokens/s here
     vs_best_fixed: EstimateJSON | None  # paired decode speedup over that γ
+    # paired goodput ratio over that γ (Σ tokens / Σ e2e, Little's law; theory §15)
+    goodput_vs_best_fixed: EstimateJSON | None = None
     throughput_vs_best_fixed: Num
 
 

@@ -77,6 +77,11 @@ def schedule_rows(
                 "vs_best_fixed": est_json(speedup_of(pair(best_recs, s), n_boot, level))
                 if best_recs
                 else None,
+                "goodput_vs_best_fixed": est_json(
+                    speedup_of(pair(best_recs, s, end_to_end=True), n_boot, level)
+                )
+                if best_recs
+                else None,
                 "throughput_vs_best_fixed": json_num(tp / best_tp) if tp and best_tp else None,
             }
         )

@@ -150,6 +150,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
                     "tok/s ÷ off",
                     "best fixed γ",
                     "speedup vs best fixed",
+                    "goodput ÷ best fixed",
                     "tok/s ÷ best fixed",
                 ],
                 [
@@ -160,6 +161,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
                         num_text(r.throughput_ratio, "{:.2f}"),
                         "–" if r.best_fixed_gamma is None else str(r.best_fixed_gamma),
                         _est(r.vs_best_fixed, "{:.2f}"),
+                        _est(r.goodput_vs_best_fixed, "{:.2f}"),
                         num_text(r.throughput_vs_best_fixed, "{:.2f}"),
                     ]
                     for r in rows
