@@ -62,9 +62,9 @@ from specbench.analysis.stats import (
 MIN_STARTS = 2  # with one engine start there is no second factor to resample
 
 
-def _codes(labels: Sequence[object]) -> tuple[np.ndarray, int]:
-    _, codes = np.unique(np.asarray([str(v) for v in labels]), return_inverse=True)
-    return codes, int(codes.max()) + 1 if len(codes) else 0
+def _codes(labels: Sequence[object]) -> np.ndarray:
+    """Each label's index among the distinct labels (0 … levels − 1)."""
+    return np.unique(np.asarray([str(v) for v in labels]), return_inverse=True)[1]
 
 
 def _g(levels: int) -> float:
@@ -128,9 +128,7 @@ def crossed_replicates(
     standard error (module docstring)."""
     c = np.asarray(coefs, float)
     x = np.stack([np.stack([np.asarray(a, float) for a in cand]) for cand in candidates])
-    r_code, _ = _codes(rows)
-    c_code, _ = _codes(cols)
-    log0, cov, df = two_way_covariance(x, c, r_code, c_code)
+    log0, cov, df = two_way_covariance(x, c, _codes(rows), _codes(cols))
     se0 = np.sqrt(np.diag(cov))
     rng = np.random.default_rng(seed)
     n_boot = min(int(n_boot), MAX_BOOT)
@@ -151,9 +149,7 @@ def crossed_ratio_ci(
     if len(arrays[0]) == 0:
         return NAN_ESTIMATE
     x = np.stack([np.asarray(a, float) for a in arrays])[None]
-    r_code, _ = _codes(rows)
-    c_code, _ = _codes(cols)
-    log_s, var, df = two_way_variance(x, np.asarray(coefs, float), r_code, c_code)
+    log_s, var, df = two_way_variance(x, np.asarray(coefs, float), _codes(rows), _codes(cols))
     value = math.exp(float(log_s[0])) if math.isfinite(log_s[0]) else math.nan
     half = float(sps.t.ppf((1.0 + level) / 2.0, df[0]) * math.sqrt(var[0]))
     if not (math.isfinite(value) and math.isfinite(half)):

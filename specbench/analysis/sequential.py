@@ -155,6 +155,8 @@ class CandidateBound:
     speedup: float
     lo: float
     hi: float
+    log_s: float = math.nan  # log Ŝ_n, and σ̂ of the influences at n (NaN before 2 prompts)
+    sd: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,15 @@ def candidate_bound(
         return CandidateBound(label, 0, math.nan, 0.0, math.inf)
     log_s, sd = running_log_stat(arrays)
     lo, hi = log_bounds(log_s[-1:], sd[-1:], np.asarray([n]), s)
-    return CandidateBound(label, n, math.exp(log_s[-1]), math.exp(lo[0]), math.exp(hi[0]))
+    return CandidateBound(
+        label,
+        n,
+        math.exp(log_s[-1]),
+        math.exp(lo[0]),
+        math.exp(hi[0]),
+        float(log_s[-1]),
+        float(sd[-1]),
+    )
 
 
 def more_prompts_needed(
@@ -267,21 +277,16 @@ def decide(
     # ON needs one candidate above the line to clear it; OFF needs every candidate below it
     above = [i for i, b in enumerate(bounds) if b.speedup > line]
     sides = above if above else list(range(len(bounds)))
-    need = []
-    for i in sides:
-        b, arrays = bounds[i], list(candidates.values())[i]
-        if b.n >= 2 and math.isfinite(b.speedup):
-            sd = float(running_log_stat(arrays)[1][-1])
-            need.append(more_prompts_needed(b, sd, s))
+    need = [
+        more_prompts_needed(bounds[i], bounds[i].sd, s)
+        for i in sides
+        if bounds[i].n >= 2 and math.isfinite(bounds[i].speedup)
+    ]
     more = (min(need) if above else max(need)) if need else None
     stop = False
     if bounds and remaining is not None and remaining > 0:
-        last = [
-            running_log_stat(arr) if b.n else None
-            for b, arr in zip(bounds, candidates.values(), strict=True)
-        ]
-        log_s = np.asarray([float(st[0][-1]) if st else math.nan for st in last])
-        sds = np.asarray([float(st[1][-1]) if st else math.nan for st in last])
+        log_s = np.asarray([b.log_s for b in bounds])
+        sds = np.asarray([b.sd for b in bounds])
         ns = np.asarray([b.n for b in bounds])
         stop = bool(futile(log_s, sds, ns + remaining, s))
     return SequentialDecision("undecided", None, bounds, more, stop, remaining)
