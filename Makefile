@@ -23,16 +23,19 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/specbench run configs/tiny.yaml --out reports/tiny --force
 
-# The full suite: unit tests and model tests (the tiny pair on CPU), the slow ones included.
+# The full suite: unit tests and model tests (the tiny pair on CPU), the slow ones included; the
+# vLLM tests are `make test-vllm`'s. Split across TEST_JOBS processes (pytest-xdist), one per core
+# of the two-core machines it is budgeted on; each process runs torch on one thread.
+TEST_JOBS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not vllm"
 
 # The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the spec
 # tensor-math tests; the few marked slow (seeded simulations of seconds) run in `make test` only.
 # tests/unit/conftest.py fails a unit test that opens a model file or starts a process;
 # tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests/unit
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow" tests/unit
 
 # The optional vLLM backend (CPU build). Its torchvision/torchaudio/torchcodec wheels fail to load
 # beside the CPU torch and vLLM runs without them, so they are removed. vLLM's `vllm` console

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from specbench.config import RunConfig
+    from specbench.harness.runner import Session
     from specbench.models import LoadedModel, VocabInfo
 
 
@@ -23,6 +25,14 @@ class TinyPair:
     @property
     def eos_ids(self) -> frozenset[int]:
         return frozenset(self.vocab.eos_token_ids)
+
+    def session(self, cfg: RunConfig) -> Session:
+        """The runner's session on this pair for `cfg` (its sampling, tokens and γs)."""
+        from specbench.harness import runner
+
+        return runner.Session(
+            cfg, self.target, {"model": self.draft}, self.vocab.real_vocab_size, self.eos_ids
+        )
 
 
 @pytest.fixture(scope="session")

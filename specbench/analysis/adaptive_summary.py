@@ -11,6 +11,7 @@ cell may use, so the prompts left are a function of the records, as the harness 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from specbench.analysis.latency import pair
 from specbench.analysis.recommend import SettingKey
 from specbench.analysis.sequential import (
+    FUTILITY_FROM,
     MIN_PROMPTS,
     MORE_CAP,
     SequenceSettings,
@@ -66,13 +68,13 @@ def setting_label(rec: Record) -> str:
 
 def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | None:
     """The prompts the cell has left for the futility stop: its `plan_prompts` less the prompts
-    measured (any unit, failed ones included); None when futility is off, before MIN_PROMPTS
+    measured (any unit, failed ones included); None when futility is off, before FUTILITY_FROM
     prompts, or when the records predate `plan_prompts`."""
     if not (config.get("adaptive") or {}).get("futility", True):
         return None
     supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
     measured = len({str(r["prompt_id"]) for r in records})
-    if not supply or measured < MIN_PROMPTS:  # no verdict, and no futility, before MIN_PROMPTS
+    if not supply or measured < FUTILITY_FROM:  # no futility before σ̂ exists
         return None
     return max(max(supply) - measured, 0)
 
@@ -97,7 +99,14 @@ def cell_decision(
         candidates[setting_label(recs[0] if recs else by_setting[key][0])] = pair(
             valid.clean_base, recs
         ).arrays()
-    return decide(candidates, s, remaining)
+    d = decide(candidates, s, remaining)
+    # every prompt's baseline is measured: if even all the prompts left were usable the cell
+    # would not reach MIN_PROMPTS usable ones, no candidate can be decided (a certainty; this
+    # also ends a pilot whose prompts all loop, before any candidate exists)
+    usable = len({str(r["prompt_id"]) for r in valid.clean_base})
+    if d.state == "undecided" and remaining is not None and usable + remaining < MIN_PROMPTS:
+        return replace(d, futile=True, remaining=remaining)
+    return d
 
 
 def adaptive_summary(

@@ -28,9 +28,11 @@ ON when some candidate's lower bound clears 1 + margin (the highest point speedu
 that clear it is chosen); OFF when every candidate's upper bound lies below 1 + margin;
 undecided otherwise.
 
-Futility (docs/theory.md §14, "Stopping for futility"): a cell whose prompts run out before even
-an optimistic projection (the point σ̂, the estimate where it is) would exclude 1 + margin is
-stopped undecided (`futile`, `settles_by`). It never turns a cell ON, and the sequence is
+Futility (docs/theory.md §14, "Stopping for futility"): from FUTILITY_FROM prompts on, a cell whose
+prompts run out before an optimistic projection would exclude 1 + margin is stopped undecided
+(`futile`, `settles_by`): the rule as it will be applied at the last prompt (σ̂ as now, at its
+upper limit), with the estimate moved to the optimistic end of its one-sided FUTILITY_OPTIMISM
+interval. It never turns a cell ON, and the sequence is
 time-uniform, so the false-ON rate and the coverage at the (earlier) stopping time still hold.
 """
 
@@ -51,6 +53,10 @@ MIN_PROMPTS = 4  # no decision from fewer prompts: σ̂ of 2–3 prompts is too 
 VAR_DELTA = 0.1  # σ̂ is taken at its one-sided (1 − δ) upper confidence limit
 MORE_CAP = 10_000  # "needs about N more prompts" is not estimated beyond this
 ALPHA = 0.05  # all candidates' sequences hold at once with probability ≥ 1 − ALPHA (two-sided)
+# The futility stop may end a cell from its 2nd prompt (σ̂ exists from 2), projecting the estimate
+# at the far end of its one-sided 80 % t interval: chosen by simulation (docs/theory.md §14).
+FUTILITY_FROM = 2
+FUTILITY_OPTIMISM = 0.8
 
 
 @lru_cache(maxsize=4096)
@@ -221,39 +227,54 @@ def more_prompts_needed(
     return lo - b.n
 
 
+def optimism_shift(sd: np.ndarray, n_now: np.ndarray) -> np.ndarray:
+    """How far the futility projection moves an estimate of log S, towards either side: to the
+    far end of its one-sided FUTILITY_OPTIMISM Student-t interval, t_{n−1}·σ̂/√n. The projection
+    asks whether the cell could settle were the truth there, not where the noisy estimate sits."""
+    n_now = np.maximum(np.asarray(n_now, float), 2.0)
+    return np.asarray(
+        sps.t.ppf(FUTILITY_OPTIMISM, n_now - 1) * np.asarray(sd, float) / np.sqrt(n_now)
+    )
+
+
 def settles_by(
     log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
 ) -> np.ndarray:
     """Whether each sequence would exclude 1 + margin by n_final prompts if its estimate log Ŝ
-    and σ̂ stayed where they are: the optimistic projection of `more_prompts_needed` (the point
-    σ̂, not its upper limit). b_α(n)/n falls with n (tests/unit/test_sequential.py checks it), so
-    the half-width at n_final is the smallest it reaches by then. False where σ̂ is unknown."""
+    and σ̂ stayed where they are (σ̂ at its upper limit, as the sequence will take it). b_α(n)/n
+    and σ̂'s upper factor fall with n (tests/unit/test_sequential.py checks it), so the
+    half-width at n_final is the smallest it reaches by then. False where σ̂ is unknown."""
     n_final = np.asarray(n_final)
     gap = np.abs(np.asarray(log_s, float) - math.log1p(s.margin))
     values, where = np.unique(n_final, return_inverse=True)
     factor = boundary_factor(values, s.side_alpha, s.rho)[where].reshape(n_final.shape)
     with np.errstate(invalid="ignore"):
-        half = np.asarray(sd, float) * factor
+        half = sigma_upper(np.asarray(sd, float), n_final) * factor
         return np.isfinite(half) & (half < gap) & (n_final >= s.min_prompts)
 
 
 def futile(
-    log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
+    log_s: np.ndarray,
+    sd: np.ndarray,
+    n_now: np.ndarray | int,
+    n_final: np.ndarray | int,
+    s: SequenceSettings,
 ) -> np.ndarray:
-    """Whether the cell cannot be decided by n_final prompts even optimistically (`settles_by`);
-    candidates along the last axis. A candidate could end ON if its estimate is above the line
-    and settles, OFF if it is at or below and settles; one without σ̂ yet (fewer than 2 usable
-    prompts) could end either way if n_final reaches MIN_PROMPTS. Futile when no candidate could
-    end ON and not every one could end OFF (as `decide`'s "needs about N more")."""
+    """Whether the cell cannot be decided by n_final prompts even optimistically; candidates
+    along the last axis, n_now the prompts each has. A candidate could end ON if its estimate
+    moved up by `optimism_shift` lies above the line and settles by n_final (`settles_by`), OFF if
+    moved down it lies at or below the line and settles; one without σ̂ yet (fewer than 2 usable prompts) could
+    end either way if n_final reaches MIN_PROMPTS. Futile when no candidate could end ON and not
+    every one could end OFF (as `decide`'s "needs about N more")."""
     log_s = np.asarray(log_s, float)
     sd = np.asarray(sd, float)
     n_final = np.broadcast_to(np.asarray(n_final), log_s.shape)
+    n_now = np.broadcast_to(np.asarray(n_now), log_s.shape)
     unknown = ~np.isfinite(sd) & (n_final >= s.min_prompts)
-    reach = settles_by(log_s, sd, n_final, s)
-    above = log_s > math.log1p(s.margin)
-    can_on = (above & reach) | unknown
-    can_off = (~above & reach) | unknown
-    return ~can_on.any(axis=-1) & ~can_off.all(axis=-1)
+    shift = optimism_shift(sd, n_now)
+    can_on = settles_by(log_s + shift, sd, n_final, s) & (log_s + shift > math.log1p(s.margin))
+    can_off = settles_by(log_s - shift, sd, n_final, s) & (log_s - shift <= math.log1p(s.margin))
+    return ~(can_on | unknown).any(axis=-1) & ~(can_off | unknown).all(axis=-1)
 
 
 def decide(
@@ -263,7 +284,7 @@ def decide(
 ) -> SequentialDecision:
     """The sequential verdict over the candidates measured so far (module docstring). With
     `remaining` (the prompts the cell has left; the caller passes it once the cell has measured
-    MIN_PROMPTS prompts), an undecided verdict is marked `futile` when those prompts cannot
+    FUTILITY_FROM prompts), an undecided verdict is marked `futile` when those prompts cannot
     settle it even optimistically (`futile`)."""
     bounds = [candidate_bound(k, arr, s) for k, arr in candidates.items()]
     line = 1.0 + s.margin
@@ -288,5 +309,5 @@ def decide(
         log_s = np.asarray([b.log_s for b in bounds])
         sds = np.asarray([b.sd for b in bounds])
         ns = np.asarray([b.n for b in bounds])
-        stop = bool(futile(log_s, sds, ns + remaining, s))
+        stop = bool(futile(log_s, sds, ns, ns + remaining, s))
     return SequentialDecision("undecided", None, bounds, more, stop, remaining)

@@ -4,7 +4,8 @@ measure only what the verdict needs, and stop each cell when it is settled.
     specbench run configs/tiny.yaml --adaptive --budget-minutes 5
 
 Per workload × temperature ("cell"), on the workload's prompts in a seeded order:
-  pilot    the baseline and γ_max of each drafter on the first PILOT_PROMPTS prompts;
+  pilot    the baseline and γ_max of each drafter on prompts until PILOT_PROMPTS of them are
+           usable (a degenerate baseline sets its prompt aside, below);
   choose   from γ_max's truncation curve (`analysis.acceptance.truncation_curve`) and the timing
            fit (`analysis.timing_model`), the predicted best γ of the grid and its neighbours
            whose predictions are within NEIGHBOUR_TOL of it, with γ_max: at most
@@ -15,6 +16,8 @@ Per workload × temperature ("cell"), on the workload's prompts in a seeded orde
            cell stops when decided ON or OFF, at its last prompt, when the budget is spent, or
            (`adaptive.futility`) when even an optimistic projection cannot settle it within
            the prompts it has left ("futile", `analysis.sequential.futile`).
+A prompt whose baseline answer is degenerate (docs/theory.md §13: it loops, or is empty) is set
+aside by the analysis whatever its speculative answers are, so its speculative units are not run.
 Cells take turns prompt by prompt, so the budget is spread evenly over the undecided cells.
 Every record carries its `plan_step`; the plan is a function of the records, so `--resume`
 continues it where it stopped. γ policies and repeats are not part of the adaptive plan.
@@ -37,6 +40,7 @@ from specbench.analysis.adaptive_summary import (
     prompts_left,
     sequence_settings,
 )
+from specbench.analysis.content import degenerate_reason, record_checks
 from specbench.analysis.sequential import SequentialDecision
 from specbench.analysis.simulate import replay
 from specbench.analysis.timing_model import fit_from_records
@@ -76,7 +80,6 @@ class Cell:
     # measuring | on | off | futile | budget spent | prompts exhausted
     state: str = "measuring"
     decision: SequentialDecision | None = None
-    warmed: bool = False
 
     def ok(self, setting: DecodingSetting) -> list[Record]:
         return [
@@ -147,8 +150,19 @@ def choose_candidates(cfg: RunConfig, cell: Cell) -> list[DecodingSetting]:
     return out
 
 
+def set_aside(cell: Cell, prompt_id: str) -> bool:
+    """The prompt's baseline answer is degenerate: the analysis sets the prompt aside whatever
+    its speculative answers are (`analysis.validity`), so they need not be measured."""
+    rec = cell.records.get((0, "", "", prompt_id))
+    return rec is not None and degenerate_reason(record_checks(rec)) is not None
+
+
 def in_pilot(cell: Cell) -> bool:
-    return cell.candidates is None and cell.next_prompt < min(PILOT_PROMPTS, len(cell.prompts))
+    """Still piloting: fewer than PILOT_PROMPTS usable (not set aside) prompts measured so far."""
+    usable = sum(not set_aside(cell, p.id) for p in cell.prompts[: cell.next_prompt])
+    return (
+        cell.candidates is None and cell.next_prompt < len(cell.prompts) and usable < PILOT_PROMPTS
+    )
 
 
 def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
@@ -174,9 +188,8 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
 
 
 def update(cfg: RunConfig, cell: Cell) -> None:
-    """The cell's sequential verdict over the candidates measured so far."""
-    if cell.candidates is None:
-        return
+    """The cell's sequential verdict over the candidates measured so far (none in the pilot,
+    where only the usable-prompt supply can end the cell, as futile)."""
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
@@ -187,8 +200,8 @@ def update(cfg: RunConfig, cell: Cell) -> None:
     cell.decision = cell_decision(base, spec, sequence_settings(config), left)
     if cell.decision.state in ("on", "off"):
         cell.state = cell.decision.state
-    elif cell.next_prompt >= len(cell.prompts):
-        cell.state = "prompts exhausted"
+    elif cell.candidates is not None and cell.next_prompt >= len(cell.prompts):
+        cell.state = "prompts exhausted"  # (a pilot that used every prompt still backfills)
     elif cell.decision.futile:
         cell.state = "futile"
 
@@ -234,6 +247,7 @@ def run_adaptive(
     per_prompt = 1 + cfg.adaptive.max_candidates * len(cfg.drafters)
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
+    warmed: set[float] = set()  # the temperatures warmed up in this invocation
     line = 1.0 + cfg.decision.margin
     for cell in cells:
         ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
@@ -254,7 +268,10 @@ def run_adaptive(
                     if k in done:
                         outcome.skipped += 1
                         continue
-                    if not cell.warmed:
+                    if k.gamma and set_aside(cell, k.prompt_id):
+                        continue
+                    if cell.temp not in warmed:
+                        warmed.add(cell.temp)
                         _warm_up(session, cfg, cell, warm_writer)
                     ev.unit_started(cell.workload, cell.temp, unit.setting.label, k.prompt_id)
                     record, notes = measure_unit(session, unit, cell.temp)
@@ -274,9 +291,11 @@ def run_adaptive(
 
 
 def _warm_up(session: Session, cfg: RunConfig, cell: Cell, writer: RecordWriter) -> None:
-    """The config's warm-up prompts (baseline and γ_max), to warmup.jsonl, before a cell's first
-    measured unit in this invocation."""
-    cell.warmed = True
+    """The config's warm-up prompts of `cell` (baseline and γ_max), to warmup.jsonl, before the
+    first measured unit at the cell's temperature in this invocation. Once per temperature, not
+    per cell as the full grid does: cells take turns prompt by prompt, so a cell's first unit
+    follows the other cells' units on the same warm model, and a per-cell warm-up would not stand
+    closer in time to it (docs/run.md, "The adaptive plan")."""
     top = grid(cfg, cfg.draft.label)[-1]
     for p in cell.prompts[: cfg.warmup]:
         for st in (DecodingSetting(0), top):

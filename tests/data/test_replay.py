@@ -12,7 +12,6 @@ from specbench.data.prompt import Prompt
 
 
 def test_run_replays_logged_turns_and_regenerates_on_request(tiny_pair: Any) -> None:
-    from specbench.harness import runner
 
     cfg = parse_config(
         {
@@ -22,10 +21,7 @@ def test_run_replays_logged_turns_and_regenerates_on_request(tiny_pair: Any) -> 
             "max_new_tokens": 6,
         }
     )
-    session = runner.Session(
-        cfg, tiny_pair.target, {"model": tiny_pair.draft}, tiny_pair.vocab.real_vocab_size,
-        tiny_pair.eos_ids,
-    )  # fmt: skip
+    session = tiny_pair.session(cfg)
     logged = [
         {"role": "user", "content": "def add(a, b):"},
         {

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
+from specbench.analysis.sequential import FUTILITY_FROM, MIN_PROMPTS
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness import runner
@@ -40,38 +41,37 @@ def tiny_config(out: Path, **over: object) -> dict:
 @pytest.fixture(scope="module")
 def session(tiny_pair):  # type: ignore[no-untyped-def]
     cfg = parse_config(tiny_config(Path("unused")))
-    return runner.Session(
-        cfg,
-        tiny_pair.target,
-        {"model": tiny_pair.draft},
-        tiny_pair.vocab.real_vocab_size,
-        tiny_pair.eos_ids,
-    )
+    return tiny_pair.session(cfg)
 
 
 def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]
-    cfg = parse_config(tiny_config(tmp_path))
+    # futility off: the resumed run below must replay to the same end (a futility stop after a
+    # re-measured prompt could differ); test_futility_state_… covers the stop
+    cfg = parse_config(tiny_config(tmp_path, adaptive={"max_candidates": 2, "futility": False}))
     out = run_adaptive(cfg, tmp_path, session=session)
     recs = read_records(tmp_path / "records.jsonl")
     assert out.written == len(recs) and all(r["plan_step"] for r in recs)
+    aside = {r["prompt_id"] for r in recs if r["gamma"] == 0 and r["content"][0]["degenerate"]}
     pilot = [r for r in recs if r["plan_step"] == "pilot"]
-    # the pilot: baseline and γ_max on the first prompts, nothing else
-    assert sorted({r["gamma"] for r in pilot}) == [0, 4]
-    assert len({r["prompt_id"] for r in pilot}) == PILOT_PROMPTS
+    # the pilot: baseline and γ_max on the first prompts, until PILOT_PROMPTS are usable
+    assert {r["gamma"] for r in pilot} <= {0, 4}
+    assert len({r["prompt_id"] for r in pilot} - aside) == PILOT_PROMPTS
     (cell,) = out.cells
     assert cell.candidates is not None and 1 <= len(cell.candidates) <= 2  # max_candidates
     chosen = {c.gamma for c in cell.candidates}
     past_pilot = {r["gamma"] for r in recs if r["kind"] == "spec" and r["plan_step"] != "pilot"}
     assert past_pilot == chosen - {4} or past_pilot == chosen  # only the candidates after it
     # every prompt measured has the baseline and every candidate (backfill pairs the pilots);
-    # γ_max stays on the pilot prompts unless it was chosen
+    # γ_max stays on the pilot prompts unless it was chosen; a prompt whose baseline answer is
+    # degenerate gets no speculative unit (the analysis sets it aside whatever they give)
     by_prompt: dict[str, set[int]] = {}
     for r in recs:
         by_prompt.setdefault(r["prompt_id"], set()).add(r["gamma"])
     pilots = {r["prompt_id"] for r in pilot}
-    assert all(g == {0} | chosen | ({4} if p in pilots else set()) for p, g in by_prompt.items())
+    for p, g in by_prompt.items():
+        assert g == ({0} if p in aside else {0} | chosen | ({4} if p in pilots else set()))
     n = len(by_prompt)
-    # 4 prompts: no verdict before the 4th, so never futile (nothing is left by then)
+    # 4 prompts: no verdict before the 4th
     assert cell.state in ("on", "off", "prompts exhausted")
     assert (n == 4) == (cell.state == "prompts exhausted")
     assert {r["plan_prompts"] for r in recs} == {4}  # the futility stop's prompt supply
@@ -81,11 +81,14 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     assert cell.decision is not None
     assert entry["adaptive"]["state"] == cell.decision.state
     assert entry["adaptive"]["n_prompts"] == n
-    assert entry["adaptive"]["prompts_left"] == 4 - n
-    # resume after losing the last prompt's records: the same plan, the same units
+    assert entry["adaptive"]["prompts_left"] is None  # futility off
+    # resume after losing the last step's records: the same plan, the same units
     keys = [UnitKey.of(r) for r in recs]
+    last = (recs[-1]["prompt_id"], recs[-1]["plan_step"])
+    keep = len(recs)
+    while keep and (recs[keep - 1]["prompt_id"], recs[keep - 1]["plan_step"]) == last:
+        keep -= 1
     lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
-    keep = len(lines) - (1 + len(cell.candidates))  # the last prompt: baseline + candidates
     (tmp_path / "records.jsonl").write_text("".join(lines[:keep]))
     again = run_adaptive(cfg, tmp_path, resume=True, session=session)
     assert again.written == len(lines) - keep
@@ -105,7 +108,7 @@ def test_futility_state_is_a_function_of_the_records(tmp_path: Path, session) ->
     assert cell.state in ("on", "off", "futile", "prompts exhausted")
     assert (cell.state == "futile") == cell.decision.futile
     if cell.state == "futile":
-        assert 4 <= n < 8 and cell.decision.remaining == 8 - n
+        assert FUTILITY_FROM <= n < 8 and cell.decision.remaining == 8 - n
     write_reports(tmp_path / "a")
     entry = json.loads((tmp_path / "a" / "results.json").read_text())["workloads"][0]
     expected = "futile" if cell.decision.futile else cell.decision.state
@@ -154,7 +157,9 @@ def test_policies_are_predicted_from_the_pilot_and_can_be_chosen(tmp_path: Path,
         {"name": "heuristic", "gamma": 2, "max_gamma": 4},
         {"name": "adaptive", "gamma": 2, "max_gamma": 8},
     ]
-    cfg = parse_config(tiny_config(tmp_path, policies=policies, adaptive={"max_prompts": 2}))
+    # 2 prompts could never settle a verdict: futility off, or the pilot would end the cell
+    adaptive = {"max_prompts": 2, "futility": False}
+    cfg = parse_config(tiny_config(tmp_path, policies=policies, adaptive=adaptive))
     out = run_adaptive(cfg, tmp_path, session=session)
     (cell,) = out.cells
     pred = predictions(cfg, cell, cfg.draft)
@@ -163,3 +168,28 @@ def test_policies_are_predicted_from_the_pilot_and_can_be_chosen(tmp_path: Path,
     assert all(v > 0 for v in pred.values())
     ranked = sorted(pred, key=lambda st: -pred[st])
     assert cell.candidates is not None and cell.candidates[0] == ranked[0]
+
+
+def test_a_degenerate_baseline_sets_its_prompt_aside_unmeasured(tmp_path: Path, tiny_pair) -> None:  # type: ignore[no-untyped-def]
+    """At T = 0 the tiny pair loops on most tiny_prose prompts. A prompt whose baseline answer is
+    degenerate is set aside by the analysis whatever its speculative answers say, so the plan
+    runs none of them; the pilot goes on until PILOT_PROMPTS usable prompts, and a cell whose
+    prompts cannot reach MIN_PROMPTS usable ones ends futile, in the run and in the report."""
+    wl = [{"name": "tiny_prose", "dataset": {"name": "tiny_prose"}, "n": 6}]
+    over = {"workloads": wl, "sampling": {"temperatures": [0.0]}, "max_new_tokens": 40}
+    cfg = parse_config(tiny_config(tmp_path, **over))
+    session = tiny_pair.session(cfg)  # this config's 40 new tokens (the module's makes 8)
+    (cell,) = run_adaptive(cfg, tmp_path, session=session).cells
+    recs = read_records(tmp_path / "records.jsonl")
+    base = {r["prompt_id"]: r for r in recs if r["gamma"] == 0}
+    aside = {p for p, r in base.items() if r["content"][0]["degenerate"]}
+    assert aside  # the premise: some baselines loop
+    spec_prompts = {r["prompt_id"] for r in recs if r["gamma"]}
+    assert not spec_prompts & aside
+    usable = len(base) - len(aside)
+    write_reports(tmp_path)
+    entry = json.loads((tmp_path / "results.json").read_text())["workloads"][0]
+    assert entry["content"]["n_degenerate"] >= len(aside)
+    assert entry["adaptive"]["state"] == ("futile" if cell.state == "futile" else cell.state)
+    if usable + (6 - len(base)) < MIN_PROMPTS:
+        assert cell.state == "futile" and "even if all" in entry["adaptive"]["summary"]

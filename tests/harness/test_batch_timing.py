@@ -21,13 +21,7 @@ TIMING = {"batch_sizes": [1, 2], "repeats": 2, "warmup": 0}
 @pytest.fixture(scope="module")
 def session(tiny_pair):  # type: ignore[no-untyped-def]
     cfg = parse_config(tiny_config(Path("unused")))
-    return runner.Session(
-        cfg,
-        tiny_pair.target,
-        {"model": tiny_pair.draft},
-        tiny_pair.vocab.real_vocab_size,
-        tiny_pair.eos_ids,
-    )
+    return tiny_pair.session(cfg)
 
 
 def test_batch_timing_records_resume_and_prediction(tmp_path: Path, session) -> None:  # type: ignore[no-untyped-def]

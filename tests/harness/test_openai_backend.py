@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +21,7 @@ from typer.testing import CliRunner
 from specbench.cli.app import app
 from specbench.records import read_records
 from tests.logged_requests import ROWS, write_logged_requests
+from tests.vllm_server import tiny_vllm_server
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 
@@ -395,12 +393,6 @@ def test_logged_requests_are_sent_as_sampled(
 # a real vLLM server on the tiny pair
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def tiny_pair_dirs() -> tuple[str, str]:
     """The shipped tiny pair's directories."""
     from specbench.models.tinypair import tiny_model_dir
@@ -410,42 +402,8 @@ def tiny_pair_dirs() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("vllm")
-    target, draft = tiny_pair_dirs()
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 2}
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", target,
-        "--served-model-name", "tiny-target", "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "512", "--gpu-memory-utilization", "0.3",
-        "--enforce-eager", "--speculative-config", json.dumps(spec),
-    ]  # fmt: skip
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 400
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    import urllib.request
-
-                    urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-                    break
-            except OSError:
-                time.sleep(2)
-        else:
-            pytest.fail("the vLLM server did not come up in 400 s")
+    with tiny_vllm_server(tmp_path_factory.mktemp("server"), gamma=2) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.vllm

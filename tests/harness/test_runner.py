@@ -33,13 +33,7 @@ def tiny_config(out: Path, **over: object) -> dict:
 @pytest.fixture(scope="module")
 def session(tiny_pair):  # type: ignore[no-untyped-def]
     cfg = parse_config(tiny_config(Path("unused")))
-    return runner.Session(
-        cfg,
-        tiny_pair.target,
-        {"model": tiny_pair.draft},
-        tiny_pair.vocab.real_vocab_size,
-        tiny_pair.eos_ids,
-    )
+    return tiny_pair.session(cfg)
 
 
 def _units(path: Path) -> list[UnitKey]:

@@ -9,13 +9,6 @@ with the tokens received (docs/theory.md §17: 0 ≤ W − E ≤ γ per request)
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,54 +17,18 @@ import pytest
 from specbench.analysis.serving_acceptance import counter_units
 from specbench.config import parse_config
 from specbench.harness.serving.driver import run_engine
-from specbench.models.tinypair import tiny_model_dir
 from specbench.records import read_records
 from tests.load_server import LoadServer
+from tests.vllm_server import tiny_vllm_server
 
 GAMMA = 4
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("vllm")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    spec = {
-        "method": "draft_model",
-        "model": str(tiny_model_dir("draft")),
-        "num_speculative_tokens": GAMMA,
-    }
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(tiny_model_dir("target")), "--served-model-name", "tiny-target",
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--max-model-len", "512", "--gpu-memory-utilization", "0.3", "--enforce-eager",
-        "--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "summary",
-    ]  # fmt: skip
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 400
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("the vLLM server did not come up in 400 s")
-                time.sleep(2)
+    args = ("--per-request-spec-decode-metrics", "summary")
+    with tiny_vllm_server(tmp_path_factory.mktemp("vllm"), GAMMA, args) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.vllm

