@@ -262,10 +262,11 @@ def futile(
 ) -> np.ndarray:
     """Whether the cell cannot be decided by n_final prompts even optimistically; candidates
     along the last axis, n_now the prompts each has. A candidate could end ON if its estimate
-    moved up by `optimism_shift` lies above the line and settles by n_final (`settles_by`), OFF if
-    moved down it lies at or below the line and settles; one without σ̂ yet (fewer than 2 usable prompts) could
-    end either way if n_final reaches MIN_PROMPTS. Futile when no candidate could end ON and not
-    every one could end OFF (as `decide`'s "needs about N more")."""
+    moved up by `optimism_shift` lies above the line and settles by n_final (`settles_by`), OFF
+    if moved down it lies at or below the line and settles; one without σ̂ yet (fewer than 2
+    usable prompts) could end either way if n_final reaches MIN_PROMPTS. Futile when no
+    candidate could end ON and not every one could end OFF (as `decide`'s "needs about N
+    more")."""
     log_s = np.asarray(log_s, float)
     sd = np.asarray(sd, float)
     n_final = np.broadcast_to(np.asarray(n_final), log_s.shape)

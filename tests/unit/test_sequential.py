@@ -107,6 +107,7 @@ def test_coverage_at_the_stopping_time_when_it_stops_early() -> None:
     assert coverage >= 0.95 - 2 * mc_se(0.95, reps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("k", "n_max"), [(1, 8), (3, 16), (3, 48)])
 def test_futility_stop_keeps_false_on_and_coverage_with_a_finite_prompt_supply(
     k: int, n_max: int
@@ -123,6 +124,7 @@ def test_futility_stop_keeps_false_on_and_coverage_with_a_finite_prompt_supply(
     assert STOPS[(k, n_max, 1 + MARGIN, seed, True)] < STOPS[(k, n_max, 1 + MARGIN, seed, False)]
 
 
+@pytest.mark.slow
 def test_what_the_futility_stop_costs_in_power() -> None:
     """It can give up a cell that more prompts would have decided ON: its projection starts from
     an early, noisy estimate. At a true 1.4× (K = 3) the loss is small on 8 prompts and larger on
