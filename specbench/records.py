@@ -130,6 +130,7 @@ class UnitRecord(Record):
     # the adaptive plan's step that produced the unit (pilot, backfill, measure); None = full grid
     plan_step: str | None = None
     plan_prompts: int | None = Field(default=None, ge=0)  # adaptive: the prompts its cell may use
+    target_forwards: int | None = Field(default=None, ge=0)  # adaptive: the unit's target calls
     top_p: float | None = None
     top_k: int | None = None
     # engine backends (vllm / openai) only

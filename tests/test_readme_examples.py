@@ -47,6 +47,11 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "report reports/tiny": ("report {tmp}/reports/tiny", 0),
+    "run configs/tiny.yaml --adaptive --budget-forwards 3000": (
+        "run configs/tiny.yaml --adaptive --budget-forwards 300 --out {tmp}/ad "
+        "--max-prompts 4 --workloads tiny_code --temperature 1",
+        0,
+    ),
     "report reports/tiny --gpu-hour-usd 2.5 --gpus 2": (
         "report {tmp}/reports/tiny --gpu-hour-usd 2.5 --gpus 2",
         0,

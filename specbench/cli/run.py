@@ -25,6 +25,7 @@ from specbench.cli.options import (
     csv_ints,
     economics_options,
 )
+from specbench.config import MAX_BUDGET_FORWARDS
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # the runner (torch) is imported only when the command runs
@@ -130,6 +131,16 @@ def run(
             "undecided workloads; default: the config's adaptive.budget_minutes, none).",
         ),
     ] = None,
+    budget_forwards: Annotated[
+        int | None,
+        typer.Option(
+            "--budget-forwards",
+            min=1,
+            max=MAX_BUDGET_FORWARDS,
+            help="Adaptive plan: stop measuring after this many target forwards (a budget in "
+            "target steps, the same on any machine; default: adaptive.budget_forwards, none).",
+        ),
+    ] = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -164,8 +175,12 @@ def run(
     if econ:
         over["economics"] = econ
     cfg = parse_config(deep_merge(data, over), str(config))
-    if budget_minutes is not None and cfg.plan != "adaptive":
-        raise SpecbenchError("--budget-minutes bounds the adaptive plan: add --adaptive")
+    for flag, value in (
+        ("--budget-minutes", budget_minutes),
+        ("--budget-forwards", budget_forwards),
+    ):
+        if value is not None and cfg.plan != "adaptive":
+            raise SpecbenchError(f"{flag} bounds the adaptive plan: add --adaptive")
     out_dir = Path(cfg.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
@@ -180,7 +195,12 @@ def run(
                 from specbench.harness.adaptive import run_adaptive
 
                 outcome = run_adaptive(
-                    cfg, out_dir, base_dir=config.parent, budget_minutes=budget_minutes, **opts
+                    cfg,
+                    out_dir,
+                    base_dir=config.parent,
+                    budget_minutes=budget_minutes,
+                    budget_forwards=budget_forwards,
+                    **opts,
                 )
             elif cfg.backend == "transformers":
                 outcome = runner.run(cfg, out_dir, base_dir=config.parent, **opts)

@@ -33,6 +33,7 @@ from specbench.config.run import SCHEMA_VERSION, RunConfig
 from specbench.config.sections import (
     DRAFT_METHODS,
     MAX_BOOTSTRAP,
+    MAX_BUDGET_FORWARDS,
     MAX_GAMMA,
     MAX_NEW_TOKENS,
     MAX_PROMPTS,
@@ -55,6 +56,7 @@ __all__ = [
     "DRAFT_METHODS",
     "EXTENDS_KEY",
     "MAX_BOOTSTRAP",
+    "MAX_BUDGET_FORWARDS",
     "MAX_GAMMA",
     "MAX_NEW_TOKENS",
     "MAX_PROMPTS",

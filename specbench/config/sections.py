@@ -210,14 +210,20 @@ class DecisionSpec(StrictModel):
     )  # for "too few prompts" warnings
 
 
+MAX_BUDGET_FORWARDS = 10**9
+
+
 class AdaptiveSpec(StrictModel):
     """Bounds of the adaptive plan (`plan: adaptive`, harness/adaptive.py, docs/theory.md §14):
-    the wall-clock budget spread over the undecided workload × temperature cells, the prompts
+    the budget in wall-clock minutes or in target forwards (the target model's forward calls of
+    the measured units: a machine-independent budget), spread over the undecided workload ×
+    temperature cells, the prompts
     a cell may use (None = all the workload's), and the settings measured directly per drafter
     (the Bonferroni K of the sequential rule is this cap × drafters, fixed before any data),
     and whether a cell its prompts cannot settle stops early as "futile" (§14)."""
 
     budget_minutes: float | None = Field(default=None, gt=0.0, le=1e6)
+    budget_forwards: int | None = Field(default=None, ge=1, le=MAX_BUDGET_FORWARDS)
     max_prompts: int | None = Field(default=None, ge=1, le=MAX_PROMPTS)
     max_candidates: int = Field(default=3, ge=1, le=16)
     futility: bool = True

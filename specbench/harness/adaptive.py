@@ -18,7 +18,10 @@ Per workload × temperature ("cell"), on the workload's prompts in a seeded orde
            the prompts it has left ("futile", `analysis.sequential.futile`).
 A prompt whose baseline answer is degenerate (docs/theory.md §13: it loops, or is empty) is set
 aside by the analysis whatever its speculative answers are, so its speculative units are not run.
-Cells take turns prompt by prompt, so the budget is spread evenly over the undecided cells.
+Without a budget, cells take turns prompt by prompt. With one (`--budget-minutes`, or
+`--budget-forwards`: target forwards, the same on any machine), every cell pilots first, then the
+undecided cell nearest a verdict (fewest "more prompts needed") goes next, so the budget buys as
+many verdicts as it can (shortest first finishes the most by a deadline); `nearest_first`.
 Every record carries its `plan_step`; the plan is a function of the records, so `--resume`
 continues it where it stopped. γ policies and repeats are not part of the adaptive plan.
 """
@@ -228,13 +231,16 @@ def run_adaptive(
     events: RunEvents | None = None,
     session: Session | None = None,
     budget_minutes: float | None = None,
+    budget_forwards: int | None = None,
 ) -> AdaptiveOutcome:
-    """Run the adaptive plan (module docstring); records go to DIR/records.jsonl as they exist."""
+    """Run the adaptive plan (module docstring); records go to DIR/records.jsonl as they exist.
+    Each record carries the target forwards its unit spent, so a resumed run counts the budget
+    already spent."""
     prompts, session, done = start_run(cfg, out_dir, resume, force, base_dir, session)
     ev = events or SilentEvents()
     cells = make_cells(cfg, prompts)
     by_cell = {(c.workload, c.temp): c for c in cells}
-    spent_ms = 0.0
+    spent_ms, spent_forwards = 0.0, 0
     for rec in iter_records(out_dir / RECORDS_FILE) if (out_dir / RECORDS_FILE).exists() else []:
         cell = by_cell.get((str(rec.get("workload")), float(rec.get("temperature") or 0.0)))
         if cell is not None and rec.get("kind") in ("baseline", "spec", "failed"):
@@ -242,8 +248,11 @@ def run_adaptive(
             key = (g, d, pol, str(rec["prompt_id"]))
             cell.records[key] = rec
             spent_ms += float(rec.get("wall_ms") or 0.0)
+            spent_forwards += int(rec.get("target_forwards") or 0)
     budget = cfg.adaptive.budget_minutes if budget_minutes is None else budget_minutes
     deadline = math.inf if budget is None else time.monotonic() + budget * 60 - spent_ms / 1000
+    max_forwards = cfg.adaptive.budget_forwards if budget_forwards is None else budget_forwards
+    budgeted = budget is not None or max_forwards is not None
     per_prompt = 1 + cfg.adaptive.max_candidates * len(cfg.drafters)
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
@@ -256,8 +265,8 @@ def run_adaptive(
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
     ):
         while any(c.state == "measuring" for c in cells):
-            for cell in (c for c in cells if c.state == "measuring"):
-                if time.monotonic() > deadline:
+            for cell in nearest_first(cells) if budgeted else measuring(cells):
+                if time.monotonic() > deadline or spent_forwards >= (max_forwards or math.inf):
                     cell.state = "budget spent"
                     ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
                     continue
@@ -274,8 +283,11 @@ def run_adaptive(
                         warmed.add(cell.temp)
                         _warm_up(session, cfg, cell, warm_writer)
                     ev.unit_started(cell.workload, cell.temp, unit.setting.label, k.prompt_id)
+                    before = session.target_forwards
                     record, notes = measure_unit(session, unit, cell.temp)
                     record["plan_prompts"] = len(cell.prompts)  # the futility stop's supply
+                    record["target_forwards"] = session.target_forwards - before
+                    spent_forwards += record["target_forwards"]
                     outcome.warnings.extend(notes)
                     if record["status"] == "failed":
                         outcome.failures.append(record)
@@ -288,6 +300,26 @@ def run_adaptive(
                 update(cfg, cell)
                 ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
     return outcome
+
+
+def measuring(cells: list[Cell]) -> list[Cell]:
+    return [c for c in cells if c.state == "measuring"]
+
+
+def nearest_first(cells: list[Cell]) -> list[Cell]:
+    """Under a budget, the one cell to advance next: a cell still piloting (it has no estimate
+    yet), else the undecided cell with the fewest "more prompts needed" (unknown first: it needs
+    data to be estimated at all), ties in config order."""
+
+    def key(i: int) -> tuple[int, float, int]:
+        c = cells[i]
+        if c.candidates is None or c.decision is None:
+            return (0, 0.0, i)
+        more = c.decision.more_prompts
+        return (1, -1.0 if more is None else float(more), i)
+
+    active = [i for i, c in enumerate(cells) if c.state == "measuring"]
+    return [cells[min(active, key=key)]] if active else []
 
 
 def _warm_up(session: Session, cfg: RunConfig, cell: Cell, writer: RecordWriter) -> None:

@@ -195,6 +195,9 @@ CASES: list[tuple[str, str]] = [
     ("run {root}/cfg/good.yaml --workloads nope", "unknown workload"),
     ("run {root}/cfg/good.yaml --seed -5", "seed"),
     ("run {root}/cfg/cycle_a.yaml", "cycle"),
+    ("run {root}/cfg/good.yaml --budget-forwards 100", "add --adaptive"),
+    ("run {root}/cfg/good.yaml --adaptive --budget-forwards 0", "budget-forwards"),
+    ("run {root}/cfg/good.yaml --adaptive --budget-forwards 99999999999999", "budget-forwards"),
     *[(f"run {{root}}/cfg/{name}.yaml", "") for name in BAD_CONFIGS],
     # --- report ---
     ("report {root}/runs/nope", "not found"),

@@ -193,3 +193,51 @@ def test_a_degenerate_baseline_sets_its_prompt_aside_unmeasured(tmp_path: Path, 
     assert entry["adaptive"]["state"] == ("futile" if cell.state == "futile" else cell.state)
     if usable + (6 - len(base)) < MIN_PROMPTS:
         assert cell.state == "futile" and "even if all" in entry["adaptive"]["summary"]
+
+
+def test_a_forwards_budget_stops_the_plan_and_resume_spends_the_rest(
+    tmp_path: Path, session
+) -> None:  # type: ignore[no-untyped-def]
+    """`--budget-forwards B`: every record carries its unit's target forwards (the session's
+    counter), the plan stops once B are spent (over by at most the step it was in), and a
+    resumed run counts what the records spent: the same budget measures nothing more, a larger
+    one continues the plan."""
+    wl = [
+        {"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 8},
+        {"name": "tiny_prose", "dataset": {"name": "tiny_prose"}, "n": 8},
+    ]
+    cfg = parse_config(tiny_config(tmp_path, workloads=wl, adaptive={"futility": False}))
+    before = session.target_forwards
+    out = run_adaptive(cfg, tmp_path, session=session, budget_forwards=150)
+    recs = read_records(tmp_path / "records.jsonl")
+    spent = sum(r["target_forwards"] for r in recs)
+    assert all(r["target_forwards"] > 0 for r in recs)
+    assert spent == session.target_forwards - before  # no warm-up here (warmup: 0)
+    step = 1 + len(cfg.gammas) * 2  # a step: one prompt's baseline and candidates, or a backfill
+    assert 150 <= spent < 150 + step * (cfg.max_new_tokens + 1)
+    assert "budget spent" in {c.state for c in out.cells}
+    again = run_adaptive(cfg, tmp_path, resume=True, session=session, budget_forwards=150)
+    assert again.written == 0
+    more = run_adaptive(cfg, tmp_path, resume=True, session=session, budget_forwards=400)
+    assert more.written > 0
+    total = sum(r["target_forwards"] for r in read_records(tmp_path / "records.jsonl"))
+    assert total >= 400 or all(c.state != "budget spent" for c in more.cells)
+
+
+def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
+    """Shortest first: pilots before estimates, then the fewest "more prompts needed"; unknown
+    (too few usable prompts to estimate) before any estimate; decided cells never."""
+    from specbench.analysis.sequential import SequentialDecision
+    from specbench.harness.adaptive import Cell, nearest_first
+
+    def cell(name: str, more: int | None, piloting: bool = False, state: str = "measuring") -> Cell:
+        c = Cell(name, 1.0, [], state=state)
+        c.candidates = None if piloting else [DecodingSetting(2, "model")]
+        c.decision = SequentialDecision("undecided", None, [], more)
+        return c
+
+    far, near, done = cell("far", 300), cell("near", 12), cell("done", 1, state="on")
+    assert nearest_first([far, near, done]) == [near]
+    assert nearest_first([far, near, cell("pilot", None, piloting=True)])[0].workload == "pilot"
+    assert nearest_first([near, cell("unknown", None)])[0].workload == "unknown"
+    assert nearest_first([done]) == []
