@@ -307,19 +307,20 @@ def measuring(cells: list[Cell]) -> list[Cell]:
 
 
 def nearest_first(cells: list[Cell]) -> list[Cell]:
-    """Under a budget, the one cell to advance next: a cell still piloting (it has no estimate
-    yet), else the undecided cell with the fewest "more prompts needed" (unknown first: it needs
-    data to be estimated at all), ties in config order."""
+    """Under a budget, the cells to advance next: the cells still piloting, one step each (none
+    has an estimate yet, and a tight budget must not starve the last ones), else the one
+    undecided cell with the fewest "more prompts needed" (unknown first: it needs data to be
+    estimated at all), ties in config order."""
+    active = measuring(cells)
+    piloting = [c for c in active if c.candidates is None or c.decision is None]
+    if piloting or not active:
+        return piloting
 
-    def key(i: int) -> tuple[int, float, int]:
-        c = cells[i]
-        if c.candidates is None or c.decision is None:
-            return (0, 0.0, i)
-        more = c.decision.more_prompts
-        return (1, -1.0 if more is None else float(more), i)
+    def key(c: Cell) -> tuple[float, int]:
+        more = c.decision.more_prompts if c.decision is not None else None
+        return (-1.0 if more is None else float(more), cells.index(c))
 
-    active = [i for i, c in enumerate(cells) if c.state == "measuring"]
-    return [cells[min(active, key=key)]] if active else []
+    return [min(active, key=key)]
 
 
 def _warm_up(session: Session, cfg: RunConfig, cell: Cell, writer: RecordWriter) -> None:

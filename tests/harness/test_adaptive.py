@@ -225,7 +225,8 @@ def test_a_forwards_budget_stops_the_plan_and_resume_spends_the_rest(
 
 
 def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
-    """Shortest first: pilots before estimates, then the fewest "more prompts needed"; unknown
+    """Shortest first: every pilot in turn before any estimate, then the fewest "more prompts
+    needed"; unknown
     (too few usable prompts to estimate) before any estimate; decided cells never."""
     from specbench.analysis.sequential import SequentialDecision
     from specbench.harness.adaptive import Cell, nearest_first
@@ -238,6 +239,7 @@ def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
 
     far, near, done = cell("far", 300), cell("near", 12), cell("done", 1, state="on")
     assert nearest_first([far, near, done]) == [near]
-    assert nearest_first([far, near, cell("pilot", None, piloting=True)])[0].workload == "pilot"
+    pilots = [cell("p1", None, piloting=True), cell("p2", None, piloting=True)]
+    assert nearest_first([far, pilots[0], near, pilots[1]]) == pilots  # each pilots, in turn
     assert nearest_first([near, cell("unknown", None)])[0].workload == "unknown"
     assert nearest_first([done]) == []
