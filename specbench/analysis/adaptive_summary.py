@@ -72,11 +72,19 @@ def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | 
     prompts, or when the records predate `plan_prompts`."""
     if not (config.get("adaptive") or {}).get("futility", True):
         return None
-    supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    supply = any(r.get("plan_prompts") is not None for r in records)
     measured = len({str(r["prompt_id"]) for r in records})
     if not supply or measured < FUTILITY_FROM:  # no futility before σ̂ exists
         return None
-    return max(max(supply) - measured, 0)
+    return unused_prompts(records)
+
+
+def unused_prompts(records: Sequence[Record]) -> int:
+    """The prompts the cell may use (`plan_prompts`) that it has not measured; 0 when the
+    records predate `plan_prompts`."""
+    supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    measured = len({str(r["prompt_id"]) for r in records})
+    return max(max(supply) - measured, 0) if supply else 0
 
 
 def cell_decision(
@@ -139,6 +147,10 @@ def adaptive_summary(
             )
         elif d.futile:
             text = f"futile after {n} prompts (undecided): {need}, the workload has {left} left"
+        elif unused_prompts([*baseline, *spec, *failed]):
+            # undecided with prompts unused: the plan stopped on its budget (or the run was
+            # interrupted; `--resume` continues it), not for want of prompts
+            text = f"undecided at the budget after {n} prompts: {need}"
         else:
             text = f"undecided after {n} prompts: {need}"
     return {

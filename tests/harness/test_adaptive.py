@@ -216,6 +216,12 @@ def test_a_forwards_budget_stops_the_plan_and_resume_spends_the_rest(
     step = 1 + len(cfg.gammas) * 2  # a step: one prompt's baseline and candidates, or a backfill
     assert 150 <= spent < 150 + step * (cfg.max_new_tokens + 1)
     assert "budget spent" in {c.state for c in out.cells}
+    write_reports(tmp_path)  # the report says which cells the budget stopped
+    entries = json.loads((tmp_path / "results.json").read_text())["workloads"]
+    summary = {(e["workload"], e["temperature"]): e["adaptive"]["summary"] for e in entries}
+    for c in out.cells:
+        stopped = summary[(c.workload, c.temp)].startswith("undecided at the budget")
+        assert stopped == (c.state == "budget spent"), summary
     again = run_adaptive(cfg, tmp_path, resume=True, session=session, budget_forwards=150)
     assert again.written == 0
     more = run_adaptive(cfg, tmp_path, resume=True, session=session, budget_forwards=400)
