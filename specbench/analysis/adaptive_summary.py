@@ -126,7 +126,8 @@ def adaptive_summary(
     """results.json's `adaptive` of one entry: the state ("on", "off", "undecided", "futile"),
     n prompts, the prompts left, each candidate's sequence."""
     s = sequence_settings(config)
-    left = prompts_left([*baseline, *spec, *failed], config)
+    records = [*baseline, *spec, *failed]
+    left = prompts_left(records, config)
     d = cell_decision(baseline, candidate_records(spec), s, left)
     n = len({str(r["prompt_id"]) for r in baseline})
     if d.state == "on":
@@ -147,7 +148,7 @@ def adaptive_summary(
             )
         elif d.futile:
             text = f"futile after {n} prompts (undecided): {need}, the workload has {left} left"
-        elif unused_prompts([*baseline, *spec, *failed]):
+        elif unused_prompts(records):
             # undecided with prompts unused: the plan stopped on its budget (or the run was
             # interrupted; `--resume` continues it), not for want of prompts
             text = f"undecided at the budget after {n} prompts: {need}"

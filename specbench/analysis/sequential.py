@@ -199,14 +199,14 @@ def candidate_bound(
     )
 
 
-def more_prompts_needed(
-    b: CandidateBound, sd: float, s: SequenceSettings, cap: int = MORE_CAP
-) -> int:
+def more_prompts_needed(b: CandidateBound, s: SequenceSettings, cap: int = MORE_CAP) -> int:
     """About how many more prompts until the sequence's half-width falls below the distance of
-    the point estimate from 1 + margin (assuming the estimate and σ̂ stay where they are; σ̂ at
-    its upper limit, as the sequence takes it). The half-width falls with n (both factors do,
-    tests/unit/test_sequential.py), so the first n below the gap is found by bisection."""
+    the point estimate from 1 + margin (assuming the estimate and σ̂ = `b.sd` stay where they
+    are; σ̂ at its upper limit, as the sequence takes it). The half-width falls with n (both
+    factors do, tests/unit/test_sequential.py), so the first n below the gap is found by
+    bisection."""
     gap = abs(math.log(b.speedup) - math.log1p(s.margin)) if b.speedup > 0 else 0.0
+    sd = b.sd
     if not math.isfinite(sd) or gap <= 0:
         return cap
 
@@ -300,7 +300,7 @@ def decide(
     above = [i for i, b in enumerate(bounds) if b.speedup > line]
     sides = above if above else list(range(len(bounds)))
     need = [
-        more_prompts_needed(bounds[i], bounds[i].sd, s)
+        more_prompts_needed(bounds[i], s)
         for i in sides
         if bounds[i].n >= 2 and math.isfinite(bounds[i].speedup)
     ]

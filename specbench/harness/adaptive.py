@@ -190,15 +190,15 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
     return [unit(base, p, "measure")] + [unit(st, p, "measure") for st in cell.candidates]
 
 
-def update(cfg: RunConfig, cell: Cell) -> None:
+def update(config: dict[str, Any], cell: Cell) -> None:
     """The cell's sequential verdict over the candidates measured so far (none in the pilot,
-    where only the usable-prompt supply can end the cell, as futile)."""
+    where only the usable-prompt supply can end the cell, as futile); `config`: the run's config
+    as stored (`RunConfig.model_dump(mode="json")`), which the report reads too."""
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
     # the prompts left for the futility stop, from the records as the report counts them (so a
     # resumed run and `specbench report` reach the same state)
-    config = cfg.model_dump(mode="json")
     left = prompts_left(list(cell.records.values()), config)
     cell.decision = cell_decision(base, spec, sequence_settings(config), left)
     if cell.decision.state in ("on", "off"):
@@ -257,6 +257,7 @@ def run_adaptive(
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
     warmed: set[float] = set()  # the temperatures warmed up in this invocation
+    config = cfg.model_dump(mode="json")
     line = 1.0 + cfg.decision.margin
     for cell in cells:
         ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
@@ -264,7 +265,7 @@ def run_adaptive(
         RecordWriter(out_dir / RECORDS_FILE) as writer,
         RecordWriter(out_dir / "warmup.jsonl") as warm_writer,
     ):
-        while any(c.state == "measuring" for c in cells):
+        while measuring(cells):
             for cell in nearest_first(cells) if budgeted else measuring(cells):
                 if time.monotonic() > deadline or spent_forwards >= (max_forwards or math.inf):
                     cell.state = "budget spent"
@@ -297,7 +298,7 @@ def run_adaptive(
                     ev.unit_finished(record)
                 if pilot_or_measure:
                     cell.next_prompt += 1
-                update(cfg, cell)
+                update(config, cell)
                 ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
     return outcome
 

@@ -169,9 +169,9 @@ def test_half_widths_fall_with_n() -> None:
 def test_more_prompts_needed_is_the_first_n_below_the_gap() -> None:
     s = SequenceSettings(margin=MARGIN, candidates=3, n_opt=16)
     for speedup, n, sd in ((1.3, 6, 0.3), (1.1, 8, 0.2), (0.8, 5, 0.5), (1.06, 4, 0.3)):
-        b = CandidateBound("c", n, speedup, 0.0, math.inf)
+        b = CandidateBound("c", n, speedup, 0.0, math.inf, sd=sd)
         gap = abs(math.log(speedup) - math.log1p(MARGIN))
-        more = more_prompts_needed(b, sd, s, cap=3000)
+        more = more_prompts_needed(b, s, cap=3000)
         m = np.arange(n, 3001)
         half = sigma_upper(np.full(m.shape, sd), m) * boundary_factor(m, s.side_alpha, s.rho)
         first = int(m[np.argmax(half < gap)]) - n if (half < gap).any() else 3000
