@@ -20,7 +20,8 @@ import numpy as np
 
 from specbench.analysis import roi
 from specbench.analysis.latency import pair
-from specbench.analysis.recommend import WorkloadInput, pool_recommendation, recommend
+from specbench.analysis.pool import WorkloadInput, pool_recommendation
+from specbench.analysis.recommend import recommend
 from specbench.analysis.stats import mean_ci, proportion_ci, throughput_ratio_ci
 
 Rate = tuple[float, float]  # (rate, Monte Carlo standard error)

@@ -28,9 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis import signflip
 from specbench.analysis.crossed import MIN_STARTS, crossed_replicates
 from specbench.analysis.latency import Paired, pair, speedup_of
 from specbench.analysis.serialize import est_json, json_num
+from specbench.analysis.signflip import Decision, RatioPivots, throughput_pivots
 from specbench.analysis.stats import (
     DEFAULT_SEED,
     THROUGHPUT_RATIO_COEFS,
@@ -39,11 +41,11 @@ from specbench.analysis.stats import (
     cluster_sums,
     log_linear_replicates,
     simultaneous_lower,
-    symmetric_quantiles,
 )
 
 SettingKey = tuple[str, str, int]  # (drafter, policy, γ)
 MIN_PROMPTS = 2
+RULE = "sign-flip max-T: ON if a lower bound > 1 + margin, OFF if every upper bound < 1 + margin"
 
 
 def one_sided(level: float) -> float:
@@ -77,7 +79,7 @@ def _value(e: Estimate | None) -> float:
     return e.value if e is not None else math.nan
 
 
-def _name(key: SettingKey) -> str:
+def setting_name(key: SettingKey) -> str:
     """A setting in a sentence: "γ=4", "ngram γ=4", or an engine setting's own label."""
     drafter, policy, gamma = key
     name = drafter if "γ=" in drafter else f"{drafter} γ={gamma}"
@@ -85,7 +87,7 @@ def _name(key: SettingKey) -> str:
     return name if policy in ("", "fixed") else f"{name} ({policy})"
 
 
-def _label(key: SettingKey) -> dict[str, Any]:
+def setting_label(key: SettingKey) -> dict[str, Any]:
     return {"drafter": key[0], "policy": key[1], "gamma": key[2]}
 
 
@@ -125,6 +127,81 @@ def candidates(
     return Candidates(keys, marginal, dict(zip(keys, bounds, strict=True)), crit, n_common)
 
 
+def _crossed_decision(cand: Candidates, margin: float, level: float) -> Decision | None:
+    """Interleaved engine starts (two crossed factors, `analysis.crossed`): the max-T bootstrap
+    bounds decide ON, every marginal upper end below the line decides OFF (docs/theory.md §15)."""
+    if cand.bounds is None:
+        return None
+    lower = np.asarray([cand.bounds[k] for k in cand.keys])
+    upper = np.asarray([_upper(cand.marginal[k]) for k in cand.keys])
+    line = 1.0 + margin
+    points = np.asarray([_value(cand.marginal[k]) for k in cand.keys])
+    clears = [i for i in range(len(lower)) if lower[i] > line]
+    outcome = "on" if clears else ("off" if np.all(upper < line) else "undecided")
+    chosen = max(clears, key=lambda i: points[i]) if clears else None
+    crit = cand.critical_value if cand.critical_value is not None else math.nan
+    return Decision(outcome, chosen, lower, upper, crit, cand.n_common, math.nan)
+
+
+def _upper(e: Estimate | None) -> float:
+    return e.hi if e is not None else math.nan
+
+
+def common_prompts(paired: list[Paired]) -> list[Paired]:
+    """Every candidate restricted to the prompts all of them measured (one cluster a prompt:
+    repeats summed, as the resampling unit is the prompt — docs/theory.md §7)."""
+    common = set(paired[0].keys)
+    for p in paired[1:]:
+        common &= set(p.keys)
+    keys = [k for k in paired[0].keys if k in common]
+    return [p.restricted(keys) for p in paired]
+
+
+def cluster_pivots(paired: list[Paired]) -> RatioPivots:
+    """The K candidates' speedup pivots over their common prompts, repeats summed per prompt."""
+    common = common_prompts(paired)
+    clusters = common[0].clusters
+    arrays = [cluster_sums(p.arrays(), clusters) for p in common]
+    tn, mn, tb, mb = (np.stack([a[j] for a in arrays]) for j in range(4))
+    return throughput_pivots(tn, mn, tb, mb)
+
+
+def decision_numbers(
+    piv: RatioPivots, d: Decision, k: int, margin: float, alpha: float
+) -> dict[str, Any]:
+    """What every verdict states beside its outcome: prompts, effective prompts, the test's
+    resolution, the speedup it detects with 80 % power, and for UNDECIDED the prompts that would
+    likely settle it (docs/theory.md §8)."""
+    line = 1.0 + margin
+    n, k_count = d.n, piv.y.shape[0]
+    se = signflip.se_log(piv, k, line) if n >= 2 else math.nan
+    ratio = signflip.detectable_ratio(se, n, alpha, k_count)
+    detectable = line * ratio if ratio <= MAX_RELATIVE else None
+    out: dict[str, Any] = {
+        "n_prompts": n,
+        "n_eff": json_num(d.n_eff),
+        "min_prompts": signflip.min_prompts(alpha),
+        "detectable_speedup": json_num(detectable),
+    }
+    if d.outcome == "undecided":
+        est = float(piv.estimates[k])
+        effect = abs(math.log(est / line)) if est > 0 else math.nan
+        need = signflip.prompts_for_power(effect, se * math.sqrt(n), alpha, k_count)
+        if n < signflip.min_prompts(alpha) and need is not None:
+            need = max(need, signflip.min_prompts(alpha))
+        out["prompts_needed"] = need
+    return out
+
+
+MAX_RELATIVE = 11.0  # a detectable change above +1000 % is printed as unbounded
+
+
+def need_text(need: int | None, n: int) -> str:
+    if need is None:
+        return f"not settled within {signflip.MORE_CAP:,} prompts at the measured effect"
+    return f"needs about {need} prompts in all ({max(need - n, 0)} more) for 80 % power"
+
+
 def recommend(
     base: list[dict[str, Any]],
     settings: dict[SettingKey, list[dict[str, Any]]],
@@ -133,175 +210,97 @@ def recommend(
     n_boot: int,
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
-    """The selection-aware verdict for one workload × temperature (module docstring)."""
-    cand = candidates(base, settings, level, n_boot, seed)
+    """The selection-aware three-outcome verdict for one workload × temperature (module
+    docstring; docs/theory.md §8)."""
+    alpha = 1.0 - one_sided(level)
     out: dict[str, Any] = {
-        "rule": "max-T simultaneous lower bound > 1 + margin",
-        "candidates": len(cand.keys),
-        "false_on_rate": json_num(1.0 - one_sided(level)),
+        "rule": RULE,
+        "candidates": 0,
+        "false_on_rate": json_num(alpha),
+        "false_off_rate": json_num(alpha),
         "margin": margin,
     }
-    if not cand.keys:
-        return {**out, "gamma": 0, "verdict": "off", "speedup": None, "reason": "no measured γ"}
-    keys, marginal = cand.keys, cand.marginal
+    paired = {k: pair(base, recs) for k, recs in settings.items()}
+    paired = {k: p for k, p in paired.items() if len(p)}
+    keys = list(paired)
+    out["candidates"] = len(keys)
+    if not keys:
+        return {**out, "gamma": 0, "verdict": "not_measured", "speedup": None,
+                "reason": "no speculative setting measured: not a verdict"}  # fmt: skip
+    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
-    if cand.bounds is None:
+    plist = [paired[k] for k in keys]
+    piv = cluster_pivots(plist)
+    crossed = all(p.by_start for p in plist)
+    d = (
+        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin, level)
+        if crossed
+        else None
+    ) or signflip.decide(piv, 1.0 + margin, alpha)
+    kb = keys.index(best)
+    out.update(decision_numbers(piv, d, d.chosen if d.chosen is not None else kb, margin, alpha))
+    out["critical_value"] = json_num(d.critical_on)
+    line = 1.0 + margin
+    basis = (
+        f"{d.n} prompts, effective {d.n_eff:.1f}" if math.isfinite(d.n_eff) else f"{d.n} prompts"
+    )
+    if d.outcome == "on" and d.chosen is not None:
+        chosen = keys[d.chosen]
+        return {
+            **out,
+            **setting_label(chosen),
+            "verdict": "on",
+            "speedup": est_json(marginal[chosen]),
+            "decision_lower_bound": json_num(d.lower[d.chosen]),
+            "reason": (
+                f"simultaneous lower bound {d.lower[d.chosen]:.3f} > 1 + margin {margin:g} "
+                f"(best of {len(keys)} settings, selection accounted for; {basis})"
+            ),
+        }
+    best_measured = {
+        **setting_label(best),
+        "speedup": est_json(marginal[best]),
+        "decision_lower_bound": json_num(d.lower[kb]),
+        "decision_upper_bound": json_num(d.upper[kb]),
+    }
+    if d.outcome == "off":
+        worst = min(keys, key=lambda k: points[k] if math.isfinite(points[k]) else math.inf)
         return {
             **out,
             "gamma": 0,
             "verdict": "off",
             "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-            "best_measured": {**_label(best), "speedup": est_json(marginal[best])},
-            "reason": f"fewer than {MIN_PROMPTS} prompts measured by every setting: no decision",
-        }
-    bound_of = cand.bounds
-    out.update({"n_prompts": cand.n_common, "critical_value": json_num(cand.critical_value)})
-    clearing = [k for k in keys if bound_of[k] > 1.0 + margin]
-    if clearing:
-        chosen = max(clearing, key=lambda k: points[k])
-        return {
-            **out,
-            **_label(chosen),
-            "verdict": "on",
-            "speedup": est_json(marginal[chosen]),
-            "decision_lower_bound": json_num(bound_of[chosen]),
+            "best_measured": best_measured,
             "reason": (
-                f"simultaneous lower bound {bound_of[chosen]:.3f} > 1 + margin {margin:g} "
-                f"(best of {len(keys)} settings, selection accounted for)"
+                f"shown not to pay: every setting's upper bound is below 1 + margin {line:g} "
+                f"(best {setting_name(best)}: {points[best]:.3f}×, upper bound {d.upper[kb]:.3f}; {basis})"
             ),
+            "loss_avoided": {**setting_label(worst), "speedup": est_json(marginal[worst])},
         }
-    worst = min(keys, key=lambda k: points[k] if math.isfinite(points[k]) else math.inf)
+    if d.n < signflip.min_prompts(alpha):
+        why = (
+            f"{d.n} prompts cannot decide at a {alpha:.1%} error rate (the test needs at least "
+            f"{signflip.min_prompts(alpha)})"
+        )
+    else:
+        why = (
+            f"best setting {setting_name(best)} gives {points[best]:.3f}×; its bounds "
+            f"[{fmt_bound(d.lower[kb])}, {fmt_bound(d.upper[kb])}] contain 1 + margin {line:g} ({basis})"
+        )
     return {
         **out,
         "gamma": 0,
-        "verdict": "off",
+        "verdict": "undecided",
         "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-        "best_measured": {
-            **_label(best),
-            "speedup": est_json(marginal[best]),
-            "decision_lower_bound": json_num(bound_of[best]),
-        },
-        "reason": (
-            f"best setting {_name(best)} gives {points[best]:.3f}× but its simultaneous lower bound "
-            f"{bound_of[best]:.3f} is not above 1 + margin {margin:g}"
-        ),
-        "loss_avoided": {**_label(worst), "speedup": est_json(marginal[worst])},
+        "best_measured": best_measured,
+        "reason": f"undecided, speculation stays off: {why}; "
+        + need_text(out.get("prompts_needed"), d.n),
     }
 
 
-@dataclass(frozen=True)
-class WorkloadInput:
-    """What the pool-wide decision needs of one workload at one temperature."""
-
-    workload: str
-    weight: float  # share of output tokens (normalised over the pool)
-    baseline_itl_ms: float
-    paired: dict[SettingKey, Paired]
-    own_speedup: float  # the workload's own recommendation (1 when off)
-
-
-def _pool_replicates(
-    inputs: Sequence[WorkloadInput], keys: list[SettingKey], n_boot: int
-) -> Replicates | None:
-    """Replicates of log O_k (module docstring): workloads resampled independently (strata)."""
-    total = sum(w.weight for w in inputs) or 1.0
-    a = np.asarray([w.weight / total * w.baseline_itl_ms for w in inputs])  # (W,)
-    reps = []
-    for i, w in enumerate(inputs):
-        joint = joint_replicates([w.paired[k] for k in keys], n_boot, DEFAULT_SEED + 7919 * (i + 1))
-        if joint is None:
-            return None
-        reps.append(joint[0])
-
-    def combine(logs: np.ndarray, ses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # logs, ses: (W, …, K) → log O and its delta-method se, (…, K)
-        spec_time = a.reshape((-1,) + (1,) * (logs.ndim - 1)) * np.exp(-logs)
-        share = spec_time / spec_time.sum(axis=0)
-        log_o = math.log(a.sum()) - np.log(spec_time.sum(axis=0))
-        return log_o, np.sqrt((share**2 * ses**2).sum(axis=0))
-
-    log0, se0 = combine(np.stack([r.log_value for r in reps]), np.stack([r.se for r in reps]))
-    b = min(len(r.boot_log) for r in reps)
-    logb, seb = combine(
-        np.stack([r.boot_log[:b] for r in reps]), np.stack([r.boot_se[:b] for r in reps])
-    )
-    return Replicates(log0, se0, logb, seb)
-
-
-def pool_recommendation(
-    temperature: float,
-    inputs: Sequence[WorkloadInput],
-    margin: float,
-    level: float,
-    n_boot: int,
-) -> dict[str, Any]:
-    """One setting (or off) for a pool serving every workload at this temperature."""
-    total = sum(w.weight for w in inputs) or 1.0
-    a = {w.workload: w.weight / total * w.baseline_itl_ms for w in inputs}
-    routed = sum(a.values()) / sum(a[w.workload] / w.own_speedup for w in inputs)
-    keys = sorted(set.intersection(*(set(w.paired) for w in inputs)) if inputs else set())
-    out: dict[str, Any] = {
-        "temperature": temperature,
-        "workloads": [w.workload for w in inputs],
-        "rule": "max-T simultaneous lower bound of the time-weighted pool speedup > 1 + margin",
-        "candidates": len(keys),
-        "false_on_rate": json_num(1.0 - one_sided(level)),
-        "per_workload_routing_speedup": json_num(routed),
-    }
-    rep = _pool_replicates(inputs, keys, n_boot) if keys else None
-    if rep is None:
-        return {
-            **out,
-            "verdict": "off",
-            "gamma": 0,
-            "speedup": None,
-            "reason": "no setting measured on at least 2 prompts of every workload",
-        }
-    bounds, crit = simultaneous_lower(rep, level)
-    points = np.exp(rep.log_value)
-    half = symmetric_quantiles(rep, level)
-    with np.errstate(over="ignore", invalid="ignore"):
-        ends = np.exp(rep.log_value - half * rep.se), np.exp(rep.log_value + half * rep.se)
-    intervals = {
-        k: [
-            json_num(float(ends[0][i])),
-            json_num(float(ends[1][i])),
-        ]
-        for i, k in enumerate(keys)
-    }
-    table = [
-        {
-            **_label(k),
-            "speedup": {"value": json_num(points[i]), "ci95": intervals[k]},
-            "decision_lower_bound": json_num(bounds[i]),
-        }
-        for i, k in enumerate(keys)
-    ]
-    out.update({"critical_value": json_num(crit), "settings": table})
-    clearing = [i for i in range(len(keys)) if bounds[i] > 1.0 + margin]
-    best = int(np.argmax(points))
-    if clearing:
-        i = max(clearing, key=lambda j: points[j])
-        return {
-            **out,
-            **_label(keys[i]),
-            "verdict": "on",
-            "speedup": table[i]["speedup"],
-            "decision_lower_bound": json_num(bounds[i]),
-            "reason": f"pool lower bound {bounds[i]:.3f} > 1 + margin {margin:g}",
-        }
-    return {
-        **out,
-        "verdict": "off",
-        "gamma": 0,
-        "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-        "best_measured": table[best],
-        "reason": (
-            f"no single setting clears 1 + margin {margin:g} for the whole pool (best "
-            f"{_name(keys[best])}: {points[best]:.3f}×, lower bound {bounds[best]:.3f})"
-        ),
-    }
+def fmt_bound(x: float) -> str:
+    return f"{x:.3f}" if math.isfinite(x) else "unbounded"
 
 
 def decide_entry(

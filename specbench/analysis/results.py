@@ -39,7 +39,8 @@ from specbench.analysis.batch_prediction import batch_prediction
 from specbench.analysis.groups import Group, Record, failure_rows, group_records, is_engine_group
 from specbench.analysis.latency import pair
 from specbench.analysis.load_cells import attach_load, closed_loop
-from specbench.analysis.recommend import SettingKey, WorkloadInput, pool_recommendation
+from specbench.analysis.pool import WorkloadInput, pool_recommendation
+from specbench.analysis.recommend import SettingKey
 from specbench.analysis.request_mix import request_mix
 from specbench.analysis.serialize import json_safe
 from specbench.analysis.serving_cost import add_tails, economics_section, with_memory

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specbench.analysis.results_model_base import (
+    DecisionNumbers,
     EstimateJSON,
     Num,
     ResultsModel,
@@ -101,7 +102,7 @@ class RunEnv(BaseModel):
 # --- the pool-wide decision -------------------------------------------------------------------
 
 
-class PoolDecision(ResultsModel):
+class PoolDecision(DecisionNumbers):
     """One temperature's pool-wide setting (`analysis.recommend.pool_recommendation`)."""
 
     temperature: float

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Verdict = Literal["on", "off", "not_measured"]
+Verdict = Literal["on", "off", "undecided", "not_measured"]
 Num = float | None
 Interval = tuple[Num, Num]
 
@@ -55,6 +55,21 @@ class SettingSpeedup(SettingLabel):
 
     speedup: EstimateJSON | None
     decision_lower_bound: Num = None
+    decision_upper_bound: Num = None  # the OFF test's bound (docs/theory.md §8)
+
+
+class DecisionNumbers(ResultsModel):
+    """What every verdict states beside its outcome (docs/theory.md §8): the prompts it rests on,
+    Kish's effective number of them, the fewest prompts the test can decide with, the speedup it
+    detects with 80 % power (None: unbounded), and for UNDECIDED the prompts that would likely
+    settle it (None: not within 10,000)."""
+
+    n_prompts: int | None = None
+    n_eff: Num = None
+    min_prompts: int | None = None
+    detectable_speedup: Num = None
+    prompts_needed: int | None = None
+    false_off_rate: Num = None
 
 
 class ModelOptimum(ResultsModel):

@@ -7,6 +7,7 @@ from typing import Literal
 
 from specbench.analysis.results_model_base import (
     AlphaJSON,
+    DecisionNumbers,
     EstimateJSON,
     Interval,
     LatencyTails,
@@ -127,14 +128,13 @@ class VerdictBasis(ResultsModel):
     n_degenerate_excluded: int
 
 
-class Recommendation(ResultsModel):
+class Recommendation(DecisionNumbers):
     """The workload's own verdict (`analysis.recommend`, docs/theory.md §8)."""
 
     rule: str
     candidates: int
     false_on_rate: Num
     margin: float
-    n_prompts: int | None = None  # absent without a joint bootstrap (too few prompts)
     critical_value: Num = None
     drafter: str | None = None  # ON only: the chosen setting
     policy: str | None = None

@@ -58,9 +58,10 @@ def test_verdict_uses_only_the_non_degenerate_prompts() -> None:
     (e,) = res["workloads"]
     c = e["content"]
     assert c["n_degenerate"] == 4 and c["reasons"] == {"repetition": 4}
-    # with the loops counted the pair looks fast enough to turn on …
-    assert c["all_prompts"]["verdict"] == "on"
-    assert c["all_prompts"]["speedup"]["value"] > 1.5
+    # with the loops counted the pair looks fast (4 of 10 prompts are too few for the sign-flip
+    # test to call it ON, but nothing says it does not pay) …
+    assert c["all_prompts"]["verdict"] == "undecided"
+    assert c["all_prompts"]["speedup"]["value"] > 1.4
     # … over the text prompts it is slower than plain decoding (round 16 ms for 1 token vs 10 ms)
     assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10 / 16, rel=1e-6)
     assert c["non_degenerate"]["alpha"]["value"] == 0.0
