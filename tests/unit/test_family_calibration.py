@@ -1,0 +1,50 @@
+"""The three-outcome verdict's error rates and power on the realistic family (docs/theory.md §8,
+§10), at small replicate counts with seeds written before the test was run; each bound allows
+nominal + 2 Monte Carlo standard errors. benchmarks/bench_calibration.py prints the full table
+(≥ 4,000 replicates a setting, fresh seeds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench.analysis import family_calibration as fc
+from specbench.analysis import signflip
+from specbench.analysis import traffic_family as tf
+
+
+def _within(r: tuple[float, float], target: float = fc.ALPHA) -> bool:
+    return r[0] <= target + 2 * r[1]
+
+
+def test_below_the_tests_resolution_the_answer_is_undecided() -> None:
+    """2^-n > 2.5 % for n ≤ 5: no data can decide, whatever the truth."""
+    assert signflip.min_prompts(0.025) == 6
+    o = fc.outcomes(4, 4, 2.5, reps=40, seed=41)  # a clear 2.5× that 4 prompts cannot show
+    assert o.undecided[0] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("n", "k", "sigma"), [(6, 1, 0.5), (8, 4, 0.5), (8, 8, 0.5), (16, 4, 1.0), (32, 1, 0.5)]
+)
+def test_false_on_false_off_and_both_tails_hold_at_the_line(n: int, k: int, sigma: float) -> None:
+    o = fc.outcomes(n, k, fc.LINE, reps=300, seed=1000 + n + k, fam=tf.Family(cost_sigma=sigma))
+    assert _within(o.on) and _within(o.off), o
+    assert _within(o.below) and _within(o.above), o
+
+
+@pytest.mark.slow
+def test_power_floor_at_eight_prompts() -> None:
+    o = fc.outcomes(8, 4, 1.6, reps=200, seed=77)
+    assert o.on[0] >= 0.5 - 2 * o.on[1], o
+
+
+@pytest.mark.slow
+def test_pool_decision_holds_its_level_with_measured_weights() -> None:
+    assert _within(fc.pool_false_on(8, reps=200, seed=88))
+
+
+@pytest.mark.slow
+def test_following_the_advice_gives_about_eighty_percent_power() -> None:
+    (p, se), _ = fc.advice_power(8, 1.3, reps=150, seed=99)
+    assert p >= 0.7 - 2 * se, (p, se)
