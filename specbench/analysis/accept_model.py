@@ -144,7 +144,7 @@ class BreakEvenCost(_Doc):
 class Plan(_Doc):
     """The rollout plan of one bucket × setting (docs/theory.md §3–4, §8)."""
 
-    verdict: Literal["on", "off"]
+    verdict: Literal["on", "off", "undecided"]
     provisional: bool
     gamma: int
     """γ to deploy; 0 = off."""
@@ -157,6 +157,10 @@ class Plan(_Doc):
     break_even_cost_ratio: BreakEvenCost | None
     reason: str
     gammas: list[GammaRow]
+    detectable_speedup: float | None = None
+    """The speedup the verdict detects with 80 % power (None: unbounded; docs/theory.md §8)."""
+    requests_needed: int | None = None
+    """UNDECIDED: about how many requests would settle it (None: not within 10,000)."""
 
 
 class ProfileBin(_Doc):

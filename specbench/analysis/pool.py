@@ -12,7 +12,7 @@ with W_w the workload's share of output tokens (its config `weight`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,18 @@ def pool_recommendation(
             "reason": "no setting measured on at least 2 prompts of every workload: undecided",
         }
     d = signflip.decide(piv, 1.0 + margin, alpha)
+    # each workload's traffic share rests on its own prompts only: the pool is no better measured
+    # than its least-measured workload, so each must reach the test's resolution (§8)
+    fewest = min(inputs, key=lambda w: len(common_prompts([w.paired[k] for k in keys])[0]))
+    n_fewest = len(common_prompts([fewest.paired[k] for k in keys])[0])
+    if n_fewest < signflip.min_prompts(alpha) and d.outcome != "undecided":
+        d = replace(d, outcome="undecided", chosen=None)
+        short = (
+            f"workload {fewest.workload} rests on {n_fewest} prompts, fewer than the "
+            f"{signflip.min_prompts(alpha)} a verdict needs"
+        )
+    else:
+        short = ""
     points = piv.estimates
     table = []
     for i, k in enumerate(keys):
@@ -131,12 +143,15 @@ def pool_recommendation(
             "reason": f"pool lower bound {d.lower[i]:.3f} > 1 + margin {margin:g}",
         }
     verdict = d.outcome
-    why = (
-        f"every setting's pool upper bound is below 1 + margin {1 + margin:g}"
-        if verdict == "off"
-        else f"no single setting is shown to clear 1 + margin {margin:g} for the whole pool, "
-        f"nor shown not to; " + need_text(out.get("prompts_needed"), d.n)
-    )
+    if short:
+        why = f"{short}; the pool is no better measured than its least-measured workload"
+    else:
+        why = (
+            f"every setting's pool upper bound is below 1 + margin {1 + margin:g}"
+            if verdict == "off"
+            else f"no single setting is shown to clear 1 + margin {margin:g} for the whole "
+            f"pool, nor shown not to; " + need_text(out.get("prompts_needed"), d.n)
+        )
     return {
         **out,
         "verdict": verdict,

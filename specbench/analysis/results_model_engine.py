@@ -214,6 +214,7 @@ class ConformanceStat(ResultsModel):
     diff: float
     ci95: Interval
     relative_shortfall: float
+    detectable_shortfall: Num = None  # at 80 % power, relative to the reference (None: unbounded)
     p_adjusted: Num
     shortfall: bool
     higher: bool

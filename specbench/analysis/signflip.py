@@ -1,30 +1,35 @@
 """Sign-flip tests of a ratio of sums, inverted into bounds: the three-outcome verdict's statistics.
 
 A speedup, an acceptance rate and tokens per round are each a ratio of sums over prompts,
-θ = Σ_u y_u / Σ_u x_u. At a null value θ0 the per-prompt **pivot** d_u(θ0) = y_u − θ0·x_u has
-mean zero exactly when θ = θ0 (Fieller's trick), so "θ > θ0" is a one-sample question about the
-mean of n independent pivots (docs/theory.md §8). Under the hypothesis that each prompt's pivot is
-as likely to be positive as negative (symmetric about zero), flipping the signs of the pivots
-leaves their joint distribution unchanged, and the studentized mean of the observed pivots is one
-draw among the 2^n flipped ones: comparing it with all of them is an **exact** test at any n and
-for any scale of the pivots — a heavy-tailed prompt cost makes some pivots huge, and the test
-conditions on their sizes instead of assuming normal tails (docs/theory.md §8 names the family of
-data for which the calibration is measured; no test is exact for every skewed distribution).
+θ = Σ_u y_u / Σ_u x_u. At a value θ the per-prompt **pivot** d_u(θ) = y_u − θ·x_u has mean zero
+exactly when θ is the truth (Fieller's trick), so "θ > θ0" is a question about the mean of n
+independent pivots, answered by the studentized mean t(θ0) = mean(d) / (sd(d)/√n)
+(docs/theory.md §8).
+
+The reference distribution of t is not Student's: prompts carry very unequal weight (a heavy-tailed
+cost, lengths across 30×), so t has heavy, skewed tails at the n people run. It comes from the data
+instead: the pivots **centred at the estimate** (d_u(θ̂), mean exactly zero) with their signs
+flipped in every one of the 2^n ways (Rademacher weights: a wild bootstrap of the studentized
+mean, enumerated exactly up to MAX_EXACT prompts). Flipping the pivots at θ0 itself would be an
+exact test *if* every prompt's pivot were symmetric about zero, but when acceptance is correlated
+with length the heavy prompts are also the fast ones, the pivots are skewed, and that test's false
+OFF rate reached 4 % at n = 8 in the calibration family; the centred flips hold both sides
+(docs/theory.md §10).
 
 Three consequences the verdict uses:
 
-- **Resolution.** With n prompts the smallest one-sided p-value is 2^-n, so a one-sided test at
-  2.5 % cannot reject with fewer than ⌈log2(1/0.025)⌉ = 6 prompts: below that the answer is
-  UNDECIDED by construction (`min_prompts`), and the printed bound is unbounded — the test's own
-  resolution, not a tuned threshold.
+- **Resolution.** n prompts give 2^n equally likely flips, and a one-sided 2.5 % tail needs at
+  least 40 of them: with fewer than ⌈log2(1/0.025)⌉ = 6 prompts nothing is decided — UNDECIDED by
+  construction (`min_prompts`) and the printed bound is unbounded: the test's own resolution, not
+  a tuned threshold.
 - **Selection.** K candidates measured on the same prompts are flipped together (one sign per
-  prompt), and the ON test uses the maximum of their studentized statistics (max-T): choosing the
+  prompt) and the ON test uses the maximum of their studentized statistics (max-T): choosing the
   best of K and testing it is covered (Westfall & Young 1993).
-- **Consistency.** Each printed bound is the test inverted with the critical value found at the
-  decision's null value, so "lower bound > 1 + margin" and "ON" are the same statement.
+- **Consistency.** Each printed bound is the test inverted with its critical value, so "lower
+  bound > 1 + margin" and "ON" are the same statement.
 
 Exact enumeration up to MAX_EXACT prompts; beyond, MC_FLIPS seeded random sign vectors plus the
-identity (a valid Monte Carlo test: p = (1 + #{t* ≥ t}) / (1 + F)).
+identity.
 """
 
 from __future__ import annotations
@@ -191,8 +196,10 @@ def decide(piv: RatioPivots, theta0: float, alpha: float) -> Decision:
     if n < min_prompts(alpha):
         return Decision("undecided", None, nan, nan, math.inf, n, piv.n_eff())
     signs = sign_vectors(n)
-    t_star = studentized(piv.pivots(np.full(k_count, theta0)), signs)  # (F, K)
-    t_obs = t_star[0]
+    t_obs = studentized(piv.pivots(np.full(k_count, theta0)), signs[:1])[0]
+    # the reference distribution: sign flips of each candidate's pivots centred at its own
+    # estimate (module docstring: flips at θ0 assume symmetric pivots, which real traffic breaks)
+    t_star = studentized(piv.pivots(est), signs)
     crit_on = _upper_critical(np.max(t_star, axis=1), alpha)
     crit_off = [-_upper_critical(-t_star[:, k], alpha) for k in range(k_count)]
     lower = np.asarray([_bound(piv, k, theta0, crit_on, True) for k in range(k_count)])
@@ -227,7 +234,10 @@ def interval(piv: RatioPivots, level: float) -> tuple[float, float]:
     if one.n < min_prompts(alpha):
         return math.nan, math.nan
     est = float(one.estimates[0])
-    t_star = studentized(one.pivots(np.asarray([est])), sign_vectors(one.n))[:, 0]
+    centred = one.pivots(np.asarray([est]))
+    if np.allclose(centred, 0.0, atol=1e-12 * max(float(np.abs(one.y).max()), 1e-300)):
+        return est, est  # every prompt has exactly the same ratio: nothing to be uncertain about
+    t_star = studentized(centred, sign_vectors(one.n))[:, 0]
     crit = _upper_critical(t_star, alpha)
     crit_low = -_upper_critical(-t_star, alpha)
     return _invert(one, 0, crit, True), _invert(one, 0, crit_low, False)

@@ -61,7 +61,13 @@ def build_blocks(doc: AcceptResults, plot: str | None) -> list[Block]:
         ]
         for s in b.settings:
             plan = s.plan
-            verdict = f"**ON, γ = {plan.gamma}**" if plan.verdict == "on" else "**OFF**"
+            verdict = (
+                f"**ON, γ = {plan.gamma}**"
+                if plan.verdict == "on"
+                else "**UNDECIDED**"
+                if plan.verdict == "undecided"
+                else "**OFF**"
+            )
             if b.timing.provisional:
                 verdict += " (provisional)"
             drift = f"; drift along the response {ci_cell(s.drift, '{:+.3f}')}" if s.drift else ""

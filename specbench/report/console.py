@@ -97,7 +97,11 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
             setting_label(rec) if on else (f"off (best {setting_label(best)})" if best else "off"),
             ci_text(rec.speedup if on else (best.speedup if best else None)),
             itl_txt,
-            f"[green]{verdict}[/green]" if verdict == "ON" else f"[red]{verdict}[/red]",
+            f"[green]{verdict}[/green]"
+            if verdict == "ON"
+            else f"[yellow]{verdict}[/yellow]"
+            if verdict == "UNDECIDED"
+            else f"[red]{verdict}[/red]",
         )
     console.print(table)
     for e in results.workloads:

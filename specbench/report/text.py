@@ -7,7 +7,7 @@ import re
 from typing import Any, Protocol
 
 from specbench.analysis.results_model import PoolDecision, RunInfo, RunResults
-from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.results_model_base import DecisionNumbers, EstimateJSON
 from specbench.analysis.results_model_workload import WorkloadResult
 
 
@@ -85,7 +85,28 @@ def pool_decision(g: PoolDecision, margin: float | None) -> str:
         )
     if g.verdict == "not_measured":
         return head + f"**not measured** ({g.reason})"
-    return head + f"**OFF** for all traffic ({g.reason})"
+    basis = basis_text(g)
+    why = f"{g.reason}; {basis}" if basis else g.reason
+    if g.verdict == "undecided":
+        return head + f"**UNDECIDED**, keep speculation off ({why})"
+    return head + f"**OFF** for all traffic ({why})"
+
+
+def basis_text(d: DecisionNumbers) -> str:
+    """What a verdict rests on and can see (docs/theory.md §8): "8 prompts, effective 2.7;
+    detects ≥ 1.32× with 80 % power" (unbounded where the data cannot say)."""
+    parts = []
+    if d.n_prompts is not None:
+        eff = f", effective {d.n_eff:.1f}" if d.n_eff is not None else ""
+        parts.append(f"{d.n_prompts} prompts{eff}")
+    if d.n_prompts is not None:
+        mde = d.detectable_speedup
+        parts.append(
+            f"detects ≥ {mde:.2f}× with 80 % power"
+            if mde is not None
+            else "detectable speedup unbounded"
+        )
+    return "; ".join(parts)
 
 
 def routing_note(g: PoolDecision) -> str:
@@ -104,7 +125,8 @@ def counts_line(results: RunResults) -> str:
     failed = sum(e.failed_units for e in entries)
     return (
         f"{len(entries)} workload × temperature cells: {verdicts.count('on')} ON, "
-        f"{verdicts.count('off')} OFF, {verdicts.count('not_measured')} not measured; "
+        f"{verdicts.count('off')} OFF, {verdicts.count('undecided')} UNDECIDED, "
+        f"{verdicts.count('not_measured')} not measured; "
         f"{failed} failed unit(s) (prompt × setting)"
         + (f", {len(results.failures)} unresolved" if failed else "")
     )

@@ -8,6 +8,7 @@ from specbench.analysis.results_model_base import EstimateJSON, SettingLabel
 from specbench.analysis.results_model_workload import HeterogeneityRow, WorkloadResult
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.text import (
+    basis_text,
     ci_text,
     decision_rule,
     entry_slug,
@@ -37,7 +38,10 @@ def _verdict_text(e: WorkloadResult) -> str:
             f"**ON, γ = {rec.gamma}** ({drafter} drafter, {policy} policy): "
             f"{_ci(rec.speedup, '{:.2f}×')} ({rec.reason})."
         )
-    head = f"**{'NOT MEASURED' if rec.verdict == 'not_measured' else 'OFF'}**: {rec.reason}."
+    word = {"not_measured": "NOT MEASURED", "undecided": "UNDECIDED"}.get(rec.verdict, "OFF")
+    head = f"**{word}**: {rec.reason}."
+    if rec.verdict != "not_measured":
+        head += f" ({basis_text(rec)}.)"
     loss = rec.loss_avoided
     if loss and loss.speedup and loss.speedup.value is not None and loss.speedup.value < 1:
         head += f" Turning it off avoids γ={loss.gamma} at {_ci(loss.speedup, '{:.2f}×')}."

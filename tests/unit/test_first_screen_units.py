@@ -104,9 +104,12 @@ def test_counts_line_counts_unmeasured_and_failed_cells() -> None:
         _entry("a", "on", 4, [], failed=2),
         _entry("b", "off", 0, []),
         _entry("c", "not_measured", 0, [], failed=5),
+        _entry("d", "undecided", 0, []),
     ]
     line = counts_line(_results(entries, 4, failures=3))
-    assert line.startswith("3 workload × temperature cells: 1 ON, 1 OFF, 1 not measured")
+    assert line.startswith(
+        "4 workload × temperature cells: 1 ON, 1 OFF, 1 UNDECIDED, 1 not measured"
+    )
     assert "7 failed unit(s)" in line and "3 unresolved" in line
 
 

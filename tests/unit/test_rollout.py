@@ -81,11 +81,11 @@ def test_plan_maps_alpha_interval_through_the_speedup_model() -> None:
     ) == pytest.approx(1.2 / 1.08)
 
 
-def test_plan_is_off_when_the_interval_reaches_below_the_margin() -> None:
+def test_plan_is_undecided_when_the_interval_reaches_below_the_margin() -> None:
     tm = rollout.time_model_from_flags(100.0, 8.0, 0.0)
     # γ=1 at α=0.2 predicts 1.11×, but the CI low end α=0.05 gives 0.97×: not proven
     unsure = rollout.plan_rollout(Estimate(0.2, 0.05, 0.35), tm, 8, 0.05)
-    assert unsure.best_gamma == 1 and unsure.verdict == "off" and unsure.gamma == 0
+    assert unsure.best_gamma == 1 and unsure.verdict == "undecided" and unsure.gamma == 0
     assert unsure.speedup.lo < 1.05 < unsure.speedup.value + 0.1
     slow = rollout.plan_rollout(Estimate(0.05, 0.03, 0.07), tm, 8, 0.05)
     assert (slow.verdict, slow.best_gamma, slow.speedup.value) == ("off", 0, 1.0)

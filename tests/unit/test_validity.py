@@ -54,22 +54,21 @@ CONFIG = {"workloads": [{"name": "w"}], "decision": {"bootstrap": 400}}
 
 
 def test_verdict_uses_only_the_non_degenerate_prompts() -> None:
-    res = build_results(_records(4, 6), CONFIG, {})
+    res = build_results(_records(8, 6), CONFIG, {})
     (e,) = res["workloads"]
     c = e["content"]
-    assert c["n_degenerate"] == 4 and c["reasons"] == {"repetition": 4}
-    # with the loops counted the pair looks fast (4 of 10 prompts are too few for the sign-flip
-    # test to call it ON, but nothing says it does not pay) …
-    assert c["all_prompts"]["verdict"] == "undecided"
-    assert c["all_prompts"]["speedup"]["value"] > 1.4
+    assert c["n_degenerate"] == 8 and c["reasons"] == {"repetition": 8}
+    # with the loops counted the pair looks fast enough to turn on …
+    assert c["all_prompts"]["verdict"] == "on"
+    assert c["all_prompts"]["speedup"]["value"] > 1.5
     # … over the text prompts it is slower than plain decoding (round 16 ms for 1 token vs 10 ms)
     assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10 / 16, rel=1e-6)
     assert c["non_degenerate"]["alpha"]["value"] == 0.0
     rec = e["recommendation"]
     assert rec["verdict"] == "off"
-    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 6, "n_degenerate_excluded": 4}
-    assert rec["reason"].startswith("over the 6 of 10 non-degenerate prompts")
-    assert any(w.startswith("degenerate output: 4 of 10") for w in e["warnings"])
+    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 6, "n_degenerate_excluded": 8}
+    assert rec["reason"].startswith("over the 6 of 14 non-degenerate prompts")
+    assert any(w.startswith("degenerate output: 8 of 14") for w in e["warnings"])
     assert c["differs_beyond_intervals"]
     assert any("inflated by repetition" in w for w in e["warnings"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ def measure(
             lo, hi = est.lo, est.hi
         rel = (point_r - point_e) / point_r if point_r > 0 else 0.0
         return {
+            "detectable_shortfall": detectable_shortfall(lo, hi, point_r, level),
             "engine": round(point_e, 6),
             "reference": round(point_r, 6),
             "diff": round(point_e - point_r, 6),
@@ -88,6 +90,18 @@ def measure(
             pos["untested"] = f"fewer than {2 * MIN_ROUNDS} rounds reached it in the two runs"
     row = {"n_prompts": len(common), "mean_accepted_length": tau, "per_position": positions}
     return row, tests
+
+
+def detectable_shortfall(lo: float, hi: float, reference: float, level: float) -> float | None:
+    """The relative shortfall the test detects with 80 % power, (z_{1−a} + z_0.8)·se / reference,
+    se from the interval's width (docs/theory.md §8: every decision states its power); None where
+    it is unbounded — a shortfall above 100 % of the reference is not a quantity."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or reference <= 0:
+        return None
+    z = NormalDist()
+    se = (hi - lo) / (2 * z.inv_cdf(0.5 + level / 2))
+    mde = (z.inv_cdf(level) + z.inv_cdf(0.8)) * se / reference
+    return round(mde, 6) if 0 <= mde <= 1 else None
 
 
 def judge(

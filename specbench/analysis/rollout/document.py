@@ -65,6 +65,8 @@ def plan_doc(plan: RolloutPlan, tm: TimeModel) -> Plan:
                 else {"gamma": be[0], "value": be[1].value, "ci95": (be[1].lo, be[1].hi)}
             ),
             "reason": plan.reason,
+            "detectable_speedup": plan.detectable_speedup,
+            "requests_needed": plan.requests_needed,
             "gammas": [
                 GammaRow(
                     gamma=o.gamma,

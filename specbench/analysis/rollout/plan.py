@@ -6,9 +6,11 @@ by tokens because a deployment spends L_r / ā(γ, α_r) rounds on request r:
     ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)),   ā(γ, α) = (1 − α^{γ+1}) / (1 − α),
     round(γ) = γ·T_d + verify_base + slope·γ,    speedup(γ) = T_ar · ā_pool(γ) / round(γ).
 (ā at the pooled α instead is optimistic whenever α varies across requests: ā is concave in α.)
-Timings are taken as exact; the interval of ā_pool(γ) is a ratio of sums over requests. The
-verdict is selection-aware like `run`'s (docs/theory.md §8): ON only if some γ's simultaneous
-(max-T over γ = 1..γ_max) lower bound exceeds 1 + margin.
+Timings are taken as exact; speedup(γ) is then a ratio of sums over requests (Σ L_r·T_ar /
+round(γ) over Σ L_r / ā(γ, α_r)), decided like `run`'s verdict (docs/theory.md §8): the
+sign-flip max-T test over γ = 1..γ_max, three outcomes — ON when some γ's lower bound exceeds
+1 + margin, OFF when every γ's upper bound is below it, UNDECIDED otherwise (with the requests a
+decision would likely need) — each with its minimum detectable speedup at 80 % power.
 """
 
 from __future__ import annotations
@@ -19,15 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis import roi
+from specbench.analysis import roi, signflip
 from specbench.analysis.rollout.timing import TimeModel
-from specbench.analysis.stats import (
-    DEFAULT_SEED,
-    Estimate,
-    log_linear_replicates,
-    ratio_ci,
-    simultaneous_lower,
-)
+from specbench.analysis.signflip import RatioPivots
+from specbench.analysis.stats import DEFAULT_SEED, Estimate
+
+MAX_DETECTABLE = 11.0  # a detectable speedup above 11× (+1000 %) is reported as unbounded
 
 
 def predicted_speedup(gamma: int, alpha: float, tm: TimeModel) -> float:
@@ -65,7 +64,7 @@ class GammaOption:
 
 @dataclass(frozen=True)
 class RolloutPlan:
-    verdict: str  # "on" | "off"
+    verdict: str  # "on" | "off" | "undecided"
     gamma: int  # γ to deploy; 0 = off
     best_gamma: int  # the speedup-maximising γ (0 when none beats plain decoding)
     speedup: Estimate  # at best_gamma (1 when it is 0)
@@ -75,6 +74,8 @@ class RolloutPlan:
     reason: str
     options: list[GammaOption]
     warnings: list[str] = field(default_factory=list)
+    detectable_speedup: float | None = None  # at 80 % power (None: unbounded)
+    requests_needed: int | None = None  # undecided: requests that would likely settle it
 
 
 def _pooled_options(
@@ -83,29 +84,31 @@ def _pooled_options(
     tm: TimeModel,
     gamma_max: int,
     level: float,
-    n_boot: int,
-    seed: int,
-) -> tuple[list[GammaOption], np.ndarray]:
-    """Per γ: ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)) with its interval, the speedup and ITL it
-    implies, and the simultaneous (max-T over γ) lower bounds of the speedups."""
+) -> tuple[list[GammaOption], RatioPivots]:
+    """Per γ: ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)) with its interval, and the speedup and ITL
+    it implies; and the speedups' pivots for the decision (one ratio of sums per γ)."""
     a = np.clip(alphas, 0.0, 1.0)
-    per_gamma = [
-        [tokens, tokens / np.asarray([roi.expected_tokens(g, float(x)) for x in a])]
-        for g in range(1, gamma_max + 1)
-    ]
-    rep = log_linear_replicates(per_gamma, (1.0, -1.0), n_boot, seed)
-    bounds, _ = simultaneous_lower(rep, level)
-    options, speed_bounds = [], []
+    rounds = np.stack(
+        [
+            tokens / np.asarray([roi.expected_tokens(g, float(x)) for x in a])
+            for g in range(1, gamma_max + 1)
+        ]
+    )  # (γ_max, R): rounds each request takes at γ
+    per_token = np.asarray(
+        [tm.t_target_ms / tm.timing.round_ms(g) for g in range(1, gamma_max + 1)]
+    )
+    options = []
     for g in range(1, gamma_max + 1):
-        expected = ratio_ci(per_gamma[g - 1][0], per_gamma[g - 1][1], n_boot, level, seed)
-        per_token = tm.t_target_ms / tm.timing.round_ms(g)
-        speed = Estimate(*(x * per_token for x in (expected.value, expected.lo, expected.hi)))
+        lo, hi = signflip.interval(RatioPivots(tokens[None, :], rounds[g - 1 : g]), level)
+        value = float(tokens.sum() / rounds[g - 1].sum())
+        expected = Estimate(value, lo, hi)
+        speed = Estimate(*(x * per_token[g - 1] for x in (value, lo, hi)))
         itl = Estimate(
             *(tm.t_target_ms / x if x > 0 else math.nan for x in (speed.value, speed.hi, speed.lo))
         )
         options.append(GammaOption(g, expected, speed, itl))
-        speed_bounds.append(bounds[g - 1] * per_token)
-    return options, np.asarray(speed_bounds)
+    piv = RatioPivots(np.broadcast_to(tokens, rounds.shape) * per_token[:, None], rounds)
+    return options, piv
 
 
 def plan_rollout(
@@ -126,16 +129,15 @@ def plan_rollout(
     """
     if gamma_max < 1:
         raise ValueError("gamma_max must be >= 1")
-    decision_bounds: np.ndarray | None = None
+    del n_boot, seed  # the sign-flip test needs no resamples
+    piv: RatioPivots | None = None
     if per_request is not None and len(per_request[0]) >= 2:
-        options, decision_bounds = _pooled_options(
+        options, piv = _pooled_options(
             np.asarray(per_request[0], float),
             np.asarray(per_request[1], float),
             tm,
             gamma_max,
             level,
-            n_boot,
-            seed,
         )
     else:
         options = []
@@ -164,8 +166,17 @@ def plan_rollout(
             if math.isfinite(sp.value) and sp.value > 0
             else "α is undefined (no scored positions)"
         )
+        # OFF only when shown (every γ's upper bound below the line); else UNDECIDED (§8)
+        line = 1.0 + margin
+        if piv is not None:
+            shown = signflip.decide(piv, line, (1.0 - level) / 2.0).outcome == "off"
+        else:
+            highs = [o.speedup.hi for o in options]
+            shown = all(math.isfinite(h) and h < line for h in highs)
+        if not shown:
+            reason = f"undecided, speculation stays off: {reason}, but not shown below {line:g}"
         return RolloutPlan(
-            "off",
+            "off" if shown else "undecided",
             0,
             0,
             Estimate(1.0, 1.0, 1.0),
@@ -180,38 +191,25 @@ def plan_rollout(
         warnings.append(
             f"ā = {top.expected_tokens.value:.2f} tokens per round at γ={top.gamma} (< 1.5)"
         )
-    if decision_bounds is not None:
-        clearing = [o for o, b in zip(options, decision_bounds, strict=True) if b > 1.0 + margin]
-        if clearing:
-            chosen = max(clearing, key=lambda o: o.speedup.value)
-            bound = decision_bounds[chosen.gamma - 1]
-            verdict, gamma = "on", chosen.gamma
-            reason = (
-                f"simultaneous lower bound {bound:.3f} over γ = 1..{gamma_max} > 1 + margin "
-                f"{margin:g}"
-            )
-            top = chosen
-        else:
-            bound = decision_bounds[top.gamma - 1]
-            verdict, gamma = "off", 0
-            reason = (
-                f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its simultaneous lower bound "
-                f"{bound:.3f} is not above 1 + margin {margin:g}"
-            )
+    if piv is not None:
+        return _decide_pooled(piv, options, top, tm, gamma_max, margin, level, warnings)
+    lo = top.speedup.lo
+    hi = max((o.speedup.hi for o in options), default=math.nan)
+    if math.isfinite(lo) and lo > 1.0 + margin:
+        verdict, gamma = "on", top.gamma
+        reason = f"speedup CI low end {lo:.3f} > 1 + margin {margin:g}"
+    elif math.isfinite(hi) and hi < 1.0 + margin:
+        verdict, gamma = "off", 0
+        reason = f"shown not to pay: every γ's CI high end is below 1 + margin {margin:g}"
     else:
-        lo = top.speedup.lo
-        if math.isfinite(lo) and lo > 1.0 + margin:
-            verdict, gamma = "on", top.gamma
-            reason = f"speedup CI low end {lo:.3f} > 1 + margin {margin:g}"
-        else:
-            verdict, gamma = "off", 0
-            reason = (
-                f"γ={top.gamma} predicts {top.speedup.value:.2f}× but its CI low end {lo:.3f} is "
-                f"not above 1 + margin {margin:g}"
-                if math.isfinite(lo)
-                else f"γ={top.gamma} predicts {top.speedup.value:.2f}× but one request gives no "
-                "confidence interval"
-            )
+        verdict, gamma = "undecided", 0
+        reason = (
+            f"undecided, speculation stays off: γ={top.gamma} predicts "
+            f"{top.speedup.value:.2f}× and its CI contains 1 + margin {margin:g}"
+            if math.isfinite(lo)
+            else f"undecided: γ={top.gamma} predicts {top.speedup.value:.2f}× but one request "
+            "gives no confidence interval"
+        )
     return RolloutPlan(
         verdict,
         gamma,
@@ -223,6 +221,70 @@ def plan_rollout(
         reason,
         options,
         warnings,
+    )
+
+
+def _decide_pooled(
+    piv: RatioPivots,
+    options: list[GammaOption],
+    top: GammaOption,
+    tm: TimeModel,
+    gamma_max: int,
+    margin: float,
+    level: float,
+    warnings: list[str],
+) -> RolloutPlan:
+    """The three-outcome sign-flip verdict over γ = 1..γ_max on per-request pivots (§8)."""
+    alpha = (1.0 - level) / 2.0
+    line = 1.0 + margin
+    d = signflip.decide(piv, line, alpha)
+    k = d.chosen if d.chosen is not None else top.gamma - 1
+    se = signflip.se_log(piv, k, line)
+    ratio = signflip.detectable_ratio(se, d.n, alpha, gamma_max)
+    detectable = line * ratio if ratio <= MAX_DETECTABLE else None
+    need = None
+    chosen = top
+    if d.outcome == "on" and d.chosen is not None:
+        chosen = options[d.chosen]
+        verdict, gamma = "on", chosen.gamma
+        reason = (
+            f"simultaneous lower bound {d.lower[d.chosen]:.3f} over γ = 1..{gamma_max} > "
+            f"1 + margin {margin:g} ({d.n} requests, effective {d.n_eff:.1f})"
+        )
+    elif d.outcome == "off":
+        verdict, gamma = "off", 0
+        reason = (
+            f"shown not to pay: every γ's upper bound is below 1 + margin {margin:g} (γ={top.gamma} "
+            f"predicts {top.speedup.value:.2f}×, upper bound {d.upper[top.gamma - 1]:.3f})"
+        )
+    else:
+        verdict, gamma = "undecided", 0
+        est = float(piv.estimates[k])
+        effect = abs(math.log(est / line)) if est > 0 else math.nan
+        need = signflip.prompts_for_power(effect, se * math.sqrt(d.n), alpha, gamma_max)
+        advice = (
+            f"needs about {need} requests for 80 % power"
+            if need is not None
+            else f"not settled within {signflip.MORE_CAP:,} requests at this effect"
+        )
+        reason = (
+            f"undecided, speculation stays off: γ={top.gamma} predicts "
+            f"{top.speedup.value:.2f}× and its bounds contain 1 + margin {margin:g} "
+            f"({d.n} requests); {advice}"
+        )
+    return RolloutPlan(
+        verdict,
+        gamma,
+        chosen.gamma,
+        chosen.speedup,
+        tm.t_target_ms,
+        chosen.itl_ms,
+        break_even_alpha(chosen.gamma, tm),
+        reason,
+        options,
+        warnings,
+        None if detectable is None else float(detectable),
+        need,
     )
 
 
