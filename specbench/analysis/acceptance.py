@@ -137,7 +137,10 @@ def prompt_truncation(records: list[dict[str, Any]], gamma_max: int) -> PromptTr
         dra = np.asarray(rec["rounds"]["drafted"], int)
         lengths.append(float((acc + 1).sum()))
         alphas.append(pp.beta_sum[i] / pp.verified[i] if pp.verified[i] > 0 else np.nan)
-        pmfs.append(censored_pmf(acc, dra, gamma_max))
+        # what the budget let each round draft (γ_max when uncapped); records without the asked
+        # γ read every short round as capped by the budget
+        asked = np.asarray(rec["rounds"].get("gamma") or dra, int)
+        pmfs.append(censored_pmf(acc, np.where(asked < gamma_max, dra, gamma_max), gamma_max))
     expected = tokens_per_round_by_prompt(records, np.asarray(pmfs, float), gamma_max)
     return PromptTruncation(np.asarray(lengths, float), np.asarray(alphas, float), expected)
 

@@ -36,17 +36,24 @@ from typing import Any
 import numpy as np
 
 BUDGET_STOP = "max_new_tokens"  # the stop reason of a turn that used its whole budget
+EOS_STOP = "eos"
 
 
 @dataclass(frozen=True)
 class TurnSpan:
     """One turn of a record: its rounds [start, stop), the tokens they emitted (the turn's
-    output after the prefill's first token) and whether the turn ran into its budget."""
+    output after the prefill's first token) and how it ended: "budget" (max_new_tokens: every
+    round drafts at most the tokens left − 1), "eos" (no round accepts past the EOS, where the
+    drafter stops proposing) or "free" (a stop string, which cuts after the round, or unknown)."""
 
     start: int
     stop: int
     tokens: int
-    capped: bool
+    end: str
+
+    @property
+    def capped(self) -> bool:
+        return self.end == "budget"
 
 
 def turn_spans(rec: Mapping[str, Any]) -> list[TurnSpan]:
@@ -55,7 +62,7 @@ def turn_spans(rec: Mapping[str, Any]) -> list[TurnSpan]:
     did not run into its budget — the per-round truncation, as before budgets were modelled."""
     rounds = rec["rounds"]
     accepted = list(rounds["accepted"])
-    whole = [TurnSpan(0, len(accepted), sum(a + 1 for a in accepted), False)]
+    whole = [TurnSpan(0, len(accepted), sum(a + 1 for a in accepted), "free")]
     per_turn, reasons = rec.get("new_tokens_per_turn"), rec.get("stop_reason")
     emitted = rounds.get("emitted")
     if not per_turn or not isinstance(reasons, list) or len(reasons) != len(per_turn):
@@ -70,7 +77,8 @@ def turn_spans(rec: Mapping[str, Any]) -> list[TurnSpan]:
             i += 1
         if got != want:
             return whole
-        spans.append(TurnSpan(start, i, want, reason == BUDGET_STOP))
+        end = {BUDGET_STOP: "budget", EOS_STOP: "eos"}.get(str(reason), "free")
+        spans.append(TurnSpan(start, i, want, end))
     return spans if i == len(accepted) else whole
 
 
@@ -90,19 +98,21 @@ def _truncate(pmf: np.ndarray, g: int) -> np.ndarray:
 
 
 def capped_walk(
-    pmf: np.ndarray, gamma: int, remaining: Sequence[int] | np.ndarray
+    pmf: np.ndarray, gamma: int, remaining: Sequence[int] | np.ndarray, eos: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Expected (rounds, accepted tokens) of a fixed-γ walk down each unit's budget: pmf is
     (U, γ_max + 1) with γ ≤ γ_max, `remaining` the tokens r₀ each unit has left after its first
-    (module docstring). Units with r₀ ≤ 0 spend no round."""
-    pmf = np.atleast_2d(np.asarray(pmf, float))
+    (module docstring). Units with r₀ ≤ 0 spend no round. `eos`: the turn ended at EOS, so a
+    round accepts at most the r tokens left (g(r) = min(γ, r)) instead of the budget's cap."""
     r0 = np.asarray(remaining, int)
     units, k = len(r0), gamma + 1
+    pmf = np.atleast_2d(np.asarray(pmf, float))
+    pmf = np.broadcast_to(pmf, (units, pmf.shape[1]))  # one distribution may serve every unit
     # exact recursion for r = 1..γ + 1, where the cap g(r) = max(1, min(γ, r − 1)) still binds
     n_tab = np.zeros((k + 1, units))  # row r holds N(r); row 0 is N(0) = 0
     a_tab = np.zeros((k + 1, units))
     for r in range(1, k + 1):
-        g = max(1, min(gamma, r - 1))
+        g = min(gamma, r) if eos else max(1, min(gamma, r - 1))
         p = _truncate(pmf, g)
         n_tab[r], a_tab[r] = 1.0, p @ np.arange(g + 1)
         for a in range(g + 1):
@@ -156,22 +166,28 @@ def tokens_per_round_by_prompt(
     records: Sequence[Mapping[str, Any]], pmfs: np.ndarray, gamma_max: int
 ) -> np.ndarray:
     """(P, γ_max): each prompt's ā_p(γ) = Σ_turns emitted / Σ_turns rounds of a γ run, turns
-    that ran into their budget walked down it (`capped_walk`), the others at 1 + E[min(A, γ)]
-    (uncapped, where the walk's ratio is exact by Wald's identity). pmfs is (P, γ_max + 1)."""
+    that ended at the budget or at EOS walked down to it (`capped_walk`), the others at
+    1 + E[min(A, γ)] (where the walk's ratio is exact by Wald's identity). pmfs is (P, γ_max + 1)."""
     pmfs = np.asarray(pmfs, float).reshape(len(records), gamma_max + 1)
     spans = [turn_spans(rec) for rec in records]
-    owner = np.asarray([i for i, s in enumerate(spans) for t in s if t.capped], int)
-    budget = np.asarray([t.tokens for s in spans for t in s if t.capped], int)
-    free = np.asarray([sum(t.tokens for t in s if not t.capped) for s in spans], float)
+    walks = {
+        end: (
+            np.asarray([i for i, s in enumerate(spans) for t in s if t.end == end], int),
+            np.asarray([t.tokens for s in spans for t in s if t.end == end], int),
+        )
+        for end in ("budget", "eos")
+    }
+    free = np.asarray([sum(t.tokens for t in s if t.end == "free") for s in spans], float)
     out = np.full((len(records), gamma_max), np.nan)
     for g in range(1, gamma_max + 1):
         uncapped = 1.0 + _truncate(pmfs, g) @ np.arange(g + 1)  # (P,)
         rounds = free / uncapped
         emitted = free.copy()
-        if owner.size:
-            n, acc = capped_walk(pmfs[owner], g, budget)
-            np.add.at(rounds, owner, n)
-            np.add.at(emitted, owner, n + acc)
+        for end, (owner, tokens) in walks.items():
+            if owner.size:
+                n, acc = capped_walk(pmfs[owner], g, tokens, eos=end == "eos")
+                np.add.at(rounds, owner, n)
+                np.add.at(emitted, owner, n + acc)
         with np.errstate(invalid="ignore", divide="ignore"):
             per = np.where(rounds > 0, emitted / rounds, uncapped)
         out[:, g - 1] = per
@@ -179,18 +195,26 @@ def tokens_per_round_by_prompt(
 
 
 def censored_pmf(
-    accepted: Sequence[int] | np.ndarray, drafted: Sequence[int] | np.ndarray, gamma_max: int
+    accepted: Sequence[int] | np.ndarray, limits: Sequence[int] | np.ndarray, gamma_max: int
 ) -> np.ndarray:
-    """P(A = a), a = 0..γ_max, from every round, a round capped below γ_max censored at its
-    length: the per-position rates h_i = #(A ≥ i) / #(A ≥ i − 1 and drafted ≥ i) (§2 (d))
-    chained as P(A ≥ i) = Π_{j ≤ i} h_j. All NaN where a position was never reached."""
-    acc, dra = np.asarray(accepted, int), np.asarray(drafted, int)
+    """P(A = a), a = 0..γ_max, from every round of a γ_max run. `limits` holds, per round, the
+    tokens the budget let it draft (γ_max when the budget did not cap it): a capped round that
+    accepted all it drafted is censored (A ≥ its limit). Per-position rates over the rounds
+    observed at each depth, h_i = #(A ≥ i) / #(A ≥ i − 1) (§2 (d)), chained as
+    P(A ≥ i) = Π_{j ≤ i} h_j; a depth no round reached carries the last rate on. All NaN
+    without any round. A round its drafter cut short (n-gram, EOS) is an exact observation:
+    at a smaller γ it would be as short."""
+    acc, lim = np.asarray(accepted, int), np.asarray(limits, int)
+    if acc.size == 0:
+        return np.full(gamma_max + 1, np.nan)
+    censored = (lim < gamma_max) & (acc >= lim)
     surv = np.ones(gamma_max + 2)
     surv[gamma_max + 1] = 0.0
-    rate = np.nan
+    rate = 1.0
     for i in range(1, gamma_max + 1):
-        reached = int(((acc >= i - 1) & (dra >= i)).sum())
+        seen = ~censored | (lim >= i)
+        reached = int((seen & (acc >= i - 1)).sum())
         if reached:
-            rate = float(((acc >= i) & (dra >= i)).sum()) / reached
-        surv[i] = surv[i - 1] * rate  # never reached: the last rate carries on
+            rate = float((seen & (acc >= i)).sum()) / reached
+        surv[i] = surv[i - 1] * rate
     return surv[:-1] - surv[1:]

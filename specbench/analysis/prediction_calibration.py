@@ -76,6 +76,8 @@ def decode(
     rng: np.random.Generator, p: _Prompt, gamma: int, budget: int, round_sd: float = 0.0
 ) -> dict[str, Any]:
     """One prompt decoded at fixed γ as spec/generate.py does; its record's analysed fields.
+    A prompt that stops at EOS has it at output position `length` − 1: a draft accepted there
+    was the EOS, and the drafter stops proposing after it.
 
     A draft at output position t is accepted when the prompt's uniform u_t falls below its
     probability there (shifted on the logit scale by the round's N(0, round_sd) draw). Each run
@@ -87,15 +89,18 @@ def decode(
     while out < min(budget, p.length):
         remaining = budget - out
         g = max(1, min(gamma, remaining - 1))  # never draft more than can be emitted
-        drafted = min(g, p.length - out)  # the drafter stops after proposing EOS
+        drafted = g
         shift = math.exp(-rng.normal(0.0, round_sd)) if round_sd > 0 else 1.0
         a = 0
-        while a < drafted:
+        while a < g:
             b = p.beta[out + a]
             # β shifted by the round on the logit scale: b / (b + (1 − b)·e^(−shift))
             if p.uniform[out + a] >= b / (b + (1.0 - b) * shift):
                 break
             a += 1
+            if out + a == p.length < budget:  # the draft proposed the EOS: it stops there
+                drafted = a
+                break
         kept = min(a + 1, remaining, p.length - out)  # stopper: budget, then EOS
         acc_l.append(a)
         dra_l.append(drafted)

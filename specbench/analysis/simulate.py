@@ -56,7 +56,26 @@ def _budget_capped(rounds: dict[str, Any], gamma_max: int | None) -> list[bool]:
 
 
 def _one_turn(rounds: dict[str, Any]) -> list[TurnSpan]:
-    return [TurnSpan(0, len(rounds["accepted"]), sum(a + 1 for a in rounds["accepted"]), False)]
+    return [TurnSpan(0, len(rounds["accepted"]), sum(a + 1 for a in rounds["accepted"]), "free")]
+
+
+def _known_draw(
+    i: int, asked: int, rows: range, rounds: dict[str, Any], capped: list[bool]
+) -> tuple[int, bool]:
+    """The recorded round whose acceptance a replayed round asking `asked` tokens uses, and
+    whether that round was capped by γ_max's budget (not by its drafter). A capped round that
+    accepted all it drafted is censored (A ≥ its length): when more is asked, the next uncapped
+    round of the turn that accepted at least as many stands in for it (hot-deck), so the rounds
+    near the end are neither dropped (which biases the rest high, docs/theory.md §3) nor cut."""
+    acc, dra = rounds["accepted"], rounds["drafted"]
+    if not capped[i] or acc[i] < dra[i] or asked <= dra[i]:
+        return i, capped[i]
+    n = len(rows)
+    for step in range(1, n):
+        j = rows[(i - rows.start + step) % n]
+        if not capped[j] and acc[j] >= acc[i]:
+            return j, False
+    return i, capped[i]
 
 
 def replay_prompt(
@@ -69,11 +88,12 @@ def replay_prompt(
     """(tokens, rounds, time_ms, γ per round) of one recorded prompt under `policy`, turn by turn
     (`spans`, from `end_of_budget.turn_spans`; default one turn that did not reach its budget).
 
-    A turn that did not reach its budget replays each of its uncapped recorded rounds once. A
-    turn that ran into max_new_tokens is walked down its budget as the decoding loop does — each
-    round drafts at most max(1, min(γ, tokens left − 1)) — drawing the recorded rounds' acceptance
-    in order (cycling when the policy needs more rounds than γ_max did): the rounds near the
-    end are capped by the policy's own budget walk, not by γ_max's (docs/theory.md §3)."""
+    A turn that ran into max_new_tokens is walked down its budget as the decoding loop does —
+    each round drafts at most max(1, min(γ, tokens left − 1)) — drawing the recorded rounds'
+    acceptance in order (cycling when the policy needs more rounds than γ_max did): the rounds
+    near the end are capped by the policy's own budget walk, not by γ_max's (docs/theory.md §3).
+    A turn that ended at EOS is walked the same way, a round accepting at most the tokens left.
+    Any other turn (a stop string; no per-turn fields) replays each recorded round once."""
     capped_rec = _budget_capped(rounds, gamma_max)
     accepted_all, drafted_all, top_all = (
         rounds["accepted"],
@@ -85,27 +105,27 @@ def replay_prompt(
     threshold = policy.min_confidence
     for span in spans if spans is not None else _one_turn(rounds):
         rows = range(span.start, span.stop)
-        draws = [i for i in rows if not capped_rec[i]] or list(rows)
-        if not draws:
+        if not rows:
             continue
         accepted_sim: list[int] = []
         drafted_sim: list[int] = []
         gamma = policy.initial_gamma()  # the loop starts each turn's policy afresh
         t, j = 0, 0
-        while (j < len(draws)) if not span.capped else (t < span.tokens):
-            i = draws[j % len(draws)]
-            a_rec, k_rec, top = accepted_all[i], drafted_all[i], top_all[i]
+        while (j < len(rows)) if span.end == "free" else (t < span.tokens):
             asked = max(1, min(gamma, span.tokens - t - 1)) if span.capped else gamma
-            g = min(asked, k_rec) if k_rec > 0 else 0
+            i, by_budget = _known_draw(rows[j % len(rows)], asked, rows, rounds, capped_rec)
+            a_rec, k_rec, top = accepted_all[i], drafted_all[i], top_all[i]
+            # a round the budget cut short says nothing of the drafter's length: only its own
+            g = asked if by_budget else (min(asked, k_rec) if k_rec > 0 else 0)
             forwards = g
             if threshold > 0 and g > 1:
                 # confidence stop: keep leading positions whose top probability reaches it
                 keep = 1
-                while keep < g and top[keep] >= threshold:
+                while keep < g and keep < len(top) and top[keep] >= threshold:
                     keep += 1
                 forwards = keep + (1 if keep < g else 0)
                 g = keep
-            a = min(a_rec, g)
+            a = min(a_rec, g, span.tokens - t) if span.end == "eos" else min(a_rec, g)
             tokens += a + 1
             t += a + 1
             j += 1
