@@ -4,8 +4,12 @@ The first γ draft tokens of a round and their accept decisions do not depend on
 after them (docs/theory.md §3), so a round recorded at γ_max with A accepted tokens would have accepted
 min(A, γ) at any γ ≤ γ_max. Sampled traces are replayed round by round that way. Greedy traces
 are replayed position by position (`replay_greedy_prompt`): the output is the same at any γ, so
-the policy's own round boundaries are laid over the recorded match/mismatch of every position. Replaying a policy over a prompt's recorded rounds gives its γ per
-round and tokens per round; the run's fitted timing model turns them into ITL and speedup:
+the policy's own round boundaries are laid over the recorded match/mismatch of every position.
+Both replays go turn by turn, and a turn that ran into max_new_tokens (or ended at EOS) is walked
+down to its end with the policy's own cap — a round drafts at most max(1, min(γ, tokens left − 1))
+— rather than with the caps the γ_max run met (docs/theory.md §3, "End of budget"). Replaying a
+policy over a prompt's recorded rounds gives its γ per round and tokens per round; the run's
+fitted timing model turns them into ITL and speedup:
 
     round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ)   (`analysis.timing_model`)
 
