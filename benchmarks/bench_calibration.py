@@ -24,6 +24,7 @@ from specbench.analysis import compare_calibration as cc
 from specbench.analysis import conformance_calibration as conf
 from specbench.analysis import family_calibration as fc
 from specbench.analysis import lossless_tests as lossless
+from specbench.analysis import prediction_calibration as pred
 from specbench.analysis import schedule_calibration as sc
 
 Rate = tuple[float, float]
@@ -104,6 +105,7 @@ def rows(reps: int) -> list[tuple[str, Callable[[], Rate], str, Callable[[float,
         )
     )
     out += extra_rows(reps)
+    out += pred.prediction_rows(reps)  # γ predictions at the end of the budget (§3)
     return out
 
 

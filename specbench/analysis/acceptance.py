@@ -8,9 +8,9 @@ For one group of speculative records (same workload, temperature, drafter and γ
   (d) per-position conditional acceptance a_i = #(A ≥ i) / #(A ≥ i − 1), over rounds that drafted
       at least i tokens;
 plus α solved from the mean accepted length τ = 1 + accepted / rounds, and the truncation curve:
-ā_p(γ') = 1 + mean(min(A, γ')) per prompt from its rounds that drafted the full γ, pooled by tokens
-Σ L_p / Σ (L_p / ā_p(γ')) (docs/theory.md §3: pooling rounds instead is biased low whenever α
-varies across prompts). Every interval resamples prompts, repeats of a prompt as one cluster.
+ā_p(γ') = 1 + E[min(A, γ')] per prompt, each turn that ran into max_new_tokens walked down its
+budget with the loop's cap (`analysis.end_of_budget`), pooled by tokens Σ L_p / Σ (L_p / ā_p(γ'))
+(docs/theory.md §3: pooling rounds instead is biased low whenever α varies across prompts). Every interval resamples prompts, repeats of a prompt as one cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import roi
+from specbench.analysis.end_of_budget import censored_pmf, iid_pmf, tokens_per_round_by_prompt
 from specbench.analysis.stats import Estimate, proportion_ci, ratio_ci
 
 
@@ -118,7 +119,8 @@ def accepted_histogram(accepted: np.ndarray, gamma: int) -> list[int]:
 @dataclass(frozen=True)
 class PromptTruncation:
     """Per prompt (record) of a γ_max run: tokens emitted L_p, exact-β α_p and ā_p(γ) for
-    γ = 1..γ_max from its rounds that drafted all γ_max (NaN where it has none)."""
+    γ = 1..γ_max from its rounds (rounds capped below γ_max censored; NaN without any round),
+    each turn that ran into max_new_tokens walked down its budget (`analysis.end_of_budget`)."""
 
     lengths: np.ndarray  # (P,)
     alphas: np.ndarray  # (P,)
@@ -126,21 +128,20 @@ class PromptTruncation:
 
 
 def prompt_truncation(records: list[dict[str, Any]], gamma_max: int) -> PromptTruncation:
-    """Valid because the first γ decisions of a round do not depend on what is drafted after them."""
-    lengths, alphas, rows = [], [], []
-    gammas = np.arange(1, gamma_max + 1)
+    """Valid because the first γ decisions of a round do not depend on what is drafted after them;
+    a round near the end of the budget is capped by the tokens left, not by γ (docs/theory.md §3)."""
+    lengths, alphas, pmfs = [], [], []
     pp = per_prompt(records)
     for i, rec in enumerate(records):
         acc = np.asarray(rec["rounds"]["accepted"], int)
         dra = np.asarray(rec["rounds"]["drafted"], int)
-        full = acc[dra == gamma_max]
         lengths.append(float((acc + 1).sum()))
         alphas.append(pp.beta_sum[i] / pp.verified[i] if pp.verified[i] > 0 else np.nan)
-        if len(full):
-            rows.append(1.0 + np.minimum(full[:, None], gammas[None, :]).mean(axis=0))
-        else:
-            rows.append(np.full(gamma_max, np.nan))
-    expected = np.asarray(rows, float).reshape(len(records), gamma_max)
+        # what the budget let each round draft (γ_max when uncapped); records without the asked
+        # γ read every short round as capped by the budget
+        asked = np.asarray(rec["rounds"].get("gamma") or dra, int)
+        pmfs.append(censored_pmf(acc, np.where(asked < gamma_max, dra, gamma_max), gamma_max))
+    expected = tokens_per_round_by_prompt(records, np.asarray(pmfs, float), gamma_max)
     return PromptTruncation(np.asarray(lengths, float), np.asarray(alphas, float), expected)
 
 
@@ -156,12 +157,16 @@ def truncation_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int,
 
 
 def iid_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int, float]:
-    """ā(γ) from the iid model at each prompt's own exact-β α, pooled by tokens."""
+    """ā(γ) from the iid model at each prompt's own exact-β α, pooled by tokens, each turn that
+    ran into max_new_tokens walked down its budget as in `prompt_truncation`."""
     pt = prompt_truncation(records, gamma_max)
     keep = np.isfinite(pt.alphas)
     if not keep.any():
         return {}
+    kept = [rec for rec, k in zip(records, keep, strict=True) if k]
+    pmfs = np.asarray([iid_pmf(a, gamma_max) for a in pt.alphas[keep]], float)
+    expected = tokens_per_round_by_prompt(kept, pmfs, gamma_max)
     return {
-        g: roi.pooled_expected_tokens_iid(g, pt.lengths[keep], pt.alphas[keep])
+        g: roi.pooled_tokens_per_round(pt.lengths[keep], expected[:, g - 1])
         for g in range(1, gamma_max + 1)
     }

@@ -6,7 +6,8 @@ Per workload × temperature, for each timed batch size b and γ of the grid (γ 
 
     step(b, γ)        = γ·T_d(b) + T_t(b, γ)                       (T: medians over repetitions)
     ā_pool(γ)         = Σ_p L_p / Σ_p (L_p / ā_p(γ))               (§3, ā_p by truncation of
-                                                                    the γ_max run's rounds)
+                                                                    the γ_max run's rounds, each
+                                                                    turn walked down its budget)
     goodput(b, γ)     = b · ā_pool(γ) / step(b, γ)                 tokens/s, all b sequences
     goodput(b, 0)     = b / T_t(b, 0)                              one token per sequence a step
     speedup(b, γ)     = goodput(b, γ) / goodput(b, 0) = ā_pool(γ) · T_t(b, 0) / step(b, γ)

@@ -4,8 +4,12 @@ The first γ draft tokens of a round and their accept decisions do not depend on
 after them (docs/theory.md §3), so a round recorded at γ_max with A accepted tokens would have accepted
 min(A, γ) at any γ ≤ γ_max. Sampled traces are replayed round by round that way. Greedy traces
 are replayed position by position (`replay_greedy_prompt`): the output is the same at any γ, so
-the policy's own round boundaries are laid over the recorded match/mismatch of every position. Replaying a policy over a prompt's recorded rounds gives its γ per
-round and tokens per round; the run's fitted timing model turns them into ITL and speedup:
+the policy's own round boundaries are laid over the recorded match/mismatch of every position.
+Both replays go turn by turn, and a turn that ran into max_new_tokens (or ended at EOS) is walked
+down to its end with the policy's own cap — a round drafts at most max(1, min(γ, tokens left − 1))
+— rather than with the caps the γ_max run met (docs/theory.md §3, "End of budget"). Replaying a
+policy over a prompt's recorded rounds gives its γ per round and tokens per round; the run's
+fitted timing model turns them into ITL and speedup:
 
     round time(γ) = draft forwards·T_d + (t0 + t1·γ) + (o0 + o1·γ)   (`analysis.timing_model`)
 
@@ -27,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.end_of_budget import TurnSpan, turn_spans
 from specbench.analysis.latency import pair, speedup_of
 from specbench.analysis.serialize import est_json
 from specbench.analysis.stats import Estimate, ratio_ci
@@ -45,53 +50,116 @@ class Replay:
     mean_gamma: float
 
 
+def _budget_capped(rounds: dict[str, Any], gamma_max: int | None) -> list[bool]:
+    """Which recorded rounds the γ_max run capped near max_new_tokens (it asked for fewer than
+    γ_max tokens): their acceptance is censored, so the replay draws from the others."""
+    asked = rounds.get("gamma")
+    if gamma_max is None or asked is None:
+        return [False] * len(rounds["accepted"])
+    return [int(g) < gamma_max for g in asked]
+
+
+def _one_turn(rounds: dict[str, Any]) -> list[TurnSpan]:
+    return [TurnSpan(0, len(rounds["accepted"]), sum(a + 1 for a in rounds["accepted"]), "free")]
+
+
+def _known_draw(
+    i: int, asked: int, rows: range, rounds: dict[str, Any], capped: list[bool]
+) -> tuple[int, bool]:
+    """The recorded round whose acceptance a replayed round asking `asked` tokens uses, and
+    whether that round was capped by γ_max's budget (not by its drafter). A capped round that
+    accepted all it drafted is censored (A ≥ its length): when more is asked, the next uncapped
+    round of the turn that accepted at least as many stands in for it (hot-deck), so the rounds
+    near the end are neither dropped (which biases the rest high, docs/theory.md §3) nor cut."""
+    acc, dra = rounds["accepted"], rounds["drafted"]
+    if not capped[i] or acc[i] < dra[i] or asked <= dra[i]:
+        return i, capped[i]
+    n = len(rows)
+    for step in range(1, n):
+        j = rows[(i - rows.start + step) % n]
+        if not capped[j] and acc[j] >= acc[i]:
+            return j, False
+    return i, capped[i]
+
+
 def replay_prompt(
-    policy: Policy, rounds: dict[str, Any], timing: Timing
+    policy: Policy,
+    rounds: dict[str, Any],
+    timing: Timing,
+    spans: Sequence[TurnSpan] | None = None,
+    gamma_max: int | None = None,
 ) -> tuple[int, int, float, list[int]]:
-    """(tokens, rounds, time_ms, γ per round) of one recorded prompt under `policy`."""
-    accepted_sim: list[int] = []
-    drafted_sim: list[int] = []
+    """(tokens, rounds, time_ms, γ per round) of one recorded prompt under `policy`, turn by turn
+    (`spans`, from `end_of_budget.turn_spans`; default one turn that did not reach its budget).
+
+    A turn that ran into max_new_tokens is walked down its budget as the decoding loop does —
+    each round drafts at most max(1, min(γ, tokens left − 1)) — drawing the recorded rounds'
+    acceptance in order (cycling when the policy needs more rounds than γ_max did): the rounds
+    near the end are capped by the policy's own budget walk, not by γ_max's (docs/theory.md §3).
+    A turn that ended at EOS is walked the same way, a round accepting at most the tokens left.
+    Any other turn (a stop string; no per-turn fields) replays each recorded round once."""
+    capped_rec = _budget_capped(rounds, gamma_max)
+    accepted_all, drafted_all, top_all = (
+        rounds["accepted"],
+        rounds["drafted"],
+        rounds["draft_top_prob"],
+    )
+    tokens, time_ms = 0, 0.0
     gammas: list[int] = []
-    tokens = 0
-    time_ms = 0.0
-    gamma = policy.initial_gamma()
     threshold = policy.min_confidence
-    for a_rec, k_rec, top in zip(
-        rounds["accepted"], rounds["drafted"], rounds["draft_top_prob"], strict=True
-    ):
-        g = min(gamma, k_rec) if k_rec > 0 else 0
-        forwards = g
-        if threshold > 0 and g > 1:
-            # confidence stop: keep leading positions whose top probability reaches the threshold
-            keep = 1
-            while keep < g and top[keep] >= threshold:
-                keep += 1
-            forwards = keep + (1 if keep < g else 0)
-            g = keep
-        a = min(a_rec, g)
-        tokens += a + 1
-        time_ms += timing.round_ms(g, forwards)
-        accepted_sim.append(a)
-        drafted_sim.append(g)
-        gammas.append(g)
-        gamma = policy.update(gamma, accepted_sim, drafted_sim)
+    for span in spans if spans is not None else _one_turn(rounds):
+        rows = range(span.start, span.stop)
+        if not rows:
+            continue
+        accepted_sim: list[int] = []
+        drafted_sim: list[int] = []
+        gamma = policy.initial_gamma()  # the loop starts each turn's policy afresh
+        t, j = 0, 0
+        while (j < len(rows)) if span.end == "free" else (t < span.tokens):
+            asked = max(1, min(gamma, span.tokens - t - 1)) if span.capped else gamma
+            i, by_budget = _known_draw(rows[j % len(rows)], asked, rows, rounds, capped_rec)
+            a_rec, k_rec, top = accepted_all[i], drafted_all[i], top_all[i]
+            # a round the budget cut short says nothing of the drafter's length: only its own
+            g = asked if by_budget else (min(asked, k_rec) if k_rec > 0 else 0)
+            forwards = g
+            if threshold > 0 and g > 1:
+                # confidence stop: keep leading positions whose top probability reaches it
+                keep = 1
+                while keep < g and keep < len(top) and top[keep] >= threshold:
+                    keep += 1
+                forwards = keep + (1 if keep < g else 0)
+                g = keep
+            a = min(a_rec, g, span.tokens - t) if span.end == "eos" else min(a_rec, g)
+            tokens += a + 1
+            t += a + 1
+            j += 1
+            time_ms += timing.round_ms(g, forwards)
+            accepted_sim.append(a)
+            drafted_sim.append(g)
+            gammas.append(g)
+            gamma = policy.update(gamma, accepted_sim, drafted_sim)
     return tokens, len(gammas), time_ms, gammas
 
 
-def _position_trace(rounds: dict[str, Any]) -> tuple[list[int | None], list[float | None]]:
+def _position_trace(
+    rounds: dict[str, Any], span: TurnSpan | None = None
+) -> tuple[list[int | None], list[float | None]]:
     """Greedy traces, position by position: whether the draft's greedy token matched the target's
     at each generated position, and the draft's top probability there.
 
     Under greedy decoding the output does not depend on γ, and an accepted draft token equals the
     target's, so the draft's context at every tested position is the true output: each round of a
     γ_max trace reveals the match (1) or mismatch (0) at the positions it tested. Only the
-    positions of bonus tokens (after an all-accepted round) were never tested: None.
+    positions of bonus tokens (after an all-accepted round) were never tested: None. With a
+    `span`, one turn's positions, cut at the tokens it kept.
     """
     match: list[int | None] = []
     conf: list[float | None] = []
+    lo, hi = (0, len(rounds["accepted"])) if span is None else (span.start, span.stop)
     for a, k, top in zip(
-        rounds["accepted"], rounds["drafted"], rounds["draft_top_prob"], strict=True
-    ):
+        rounds["accepted"][lo:hi], rounds["drafted"][lo:hi], rounds["draft_top_prob"][lo:hi],
+        strict=True,
+    ):  # fmt: skip
         match += [1] * a
         conf += list(top[:a])
         if a < k:
@@ -100,41 +168,58 @@ def _position_trace(rounds: dict[str, Any]) -> tuple[list[int | None], list[floa
         else:
             match.append(None)
             conf.append(None)
+    if span is not None:
+        del match[span.tokens :], conf[span.tokens :]
     return match, conf
 
 
 def replay_greedy_prompt(
-    policy: Policy, rounds: dict[str, Any], timing: Timing
+    policy: Policy,
+    rounds: dict[str, Any],
+    timing: Timing,
+    spans: Sequence[TurnSpan] | None = None,
+    gamma_max: int | None = None,
 ) -> tuple[int, int, float, list[int]]:
     """Exact replay of a greedy trace (up to untested bonus positions, taken as matches): the
-    policy's rounds are laid over the same output sequence, whatever their boundaries."""
-    match, conf = _position_trace(rounds)
-    length = len(match)
-    accepted_sim: list[int] = []
-    drafted_sim: list[int] = []
-    tokens, t, time_ms = 0, 0, 0.0
-    gamma = policy.initial_gamma()
+    policy's rounds are laid over the same output sequence, whatever their boundaries, turn by
+    turn; a turn that ran into max_new_tokens caps each round at the tokens left, as the loop
+    does. Without `spans`, one turn capped at the trace's length (the former behaviour)."""
+    tokens, n_rounds, time_ms = 0, 0, 0.0
+    all_drafted: list[int] = []
+    turns = [None] if spans is None else list(spans)
     threshold = policy.min_confidence
-    while t < length:
-        g = max(1, min(gamma, length - t - 1))  # the loop never drafts past the token budget
-        forwards = g
-        if threshold > 0 and g > 1:
-            keep = 1
-            while keep < g and t + keep < length and (conf[t + keep] or 1.0) >= threshold:
-                keep += 1
-            forwards = keep + (1 if keep < g else 0)
-            g = keep
-        a = 0
-        while a < g and t + a < length and match[t + a] != 0:
-            a += 1
-        emitted = min(a + 1, length - t)
-        tokens += emitted
-        t += emitted
-        time_ms += timing.round_ms(g, forwards)
-        accepted_sim.append(a)
-        drafted_sim.append(g)
-        gamma = policy.update(gamma, accepted_sim, drafted_sim)
-    return tokens, len(drafted_sim), time_ms, drafted_sim
+    for span in turns:
+        match, conf = _position_trace(rounds, span)
+        length = len(match)
+        capped = span is None or span.capped
+        accepted_sim: list[int] = []
+        drafted_sim: list[int] = []
+        t = 0
+        gamma = policy.initial_gamma()
+        while t < length:
+            # the loop never drafts past the token budget
+            g = max(1, min(gamma, length - t - 1)) if capped else gamma
+            forwards = g
+            if threshold > 0 and g > 1:
+                keep = 1
+                while keep < g and t + keep < length and (conf[t + keep] or 1.0) >= threshold:
+                    keep += 1
+                forwards = keep + (1 if keep < g else 0)
+                g = keep
+            a = 0
+            while a < g and t + a < length and match[t + a] != 0:
+                a += 1
+            # a round's tokens count as measured τ counts them (1 + accepted, an accepted draft
+            # cut by the budget included); the walk advances by what the loop keeps
+            tokens += a + 1
+            t += min(a + 1, length - t)
+            time_ms += timing.round_ms(g, forwards)
+            accepted_sim.append(a)
+            drafted_sim.append(g)
+            gamma = policy.update(gamma, accepted_sim, drafted_sim)
+        n_rounds += len(drafted_sim)
+        all_drafted += drafted_sim
+    return tokens, n_rounds, time_ms, all_drafted
 
 
 def replay(
@@ -165,7 +250,7 @@ def replay(
             )
         greedy = position_level and float(rec.get("temperature", 1.0)) == 0.0
         replay_one = replay_greedy_prompt if greedy else replay_prompt
-        t, n, ms, gs = replay_one(policy, rec["rounds"], timing)
+        t, n, ms, gs = replay_one(policy, rec["rounds"], timing, turn_spans(rec), gamma_max)
         prefill = sum(rec.get("draft_prefill_ms") or [0.0])
         toks.append(t)
         nrounds.append(n)
