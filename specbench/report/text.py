@@ -40,14 +40,17 @@ def entry_slug(e: WorkloadResult) -> str:
 
 def decision_rule(run: RunInfo) -> str:
     level = run.ci_level
+    a = (1 - level) / 2
     return (
-        f"Speculation is ON for a workload only if the simultaneous {1 - (1 - level) / 2:.1%} "
-        f"lower confidence bound of its best setting's speedup exceeds 1 + {run.margin} — "
-        "simultaneous over "
-        "every measured drafter × policy × γ, so picking the best does not inflate the error: the "
-        f"false-ON rate is at most {(1 - level) / 2:.1%} when no setting truly clears the margin. "
-        "Speedup = pooled decode tokens/s of speculation ÷ the baseline's on the same prompts; "
-        "intervals are studentized bootstrap over prompts (docs/theory.md §7–8)."
+        f"Three outcomes (docs/theory.md §8). ON for a workload only if the simultaneous "
+        f"{1 - a:.1%} lower confidence bound of its best setting's speedup exceeds 1 + "
+        f"{run.margin} — simultaneous over every measured drafter × policy × γ, so picking the "
+        f"best does not inflate the error: a false ON at most {a:.1%} of the time. OFF only if "
+        f"every setting's {1 - a:.1%} upper bound is below 1 + {run.margin}: a false OFF at most "
+        f"{a:.1%}. Otherwise UNDECIDED: speculation stays off, and the verdict says how many "
+        "prompts would likely decide it. Fewer than 6 prompts decide nothing. Speedup = pooled "
+        "decode time of the baseline ÷ speculation on the same tokens; the bounds are a sign-flip "
+        "test over prompts inverted (docs/theory.md §8)."
     )
 
 
@@ -210,12 +213,12 @@ def grouped_warnings(results: RunResults) -> list[tuple[int | None, str, list[st
 
 
 def short_rule(run: RunInfo) -> str:
-    """The decision rule in one sentence, with its nominal error rate (full text: decision_rule)."""
-    level = run.ci_level
+    """The decision rule in one sentence, with its nominal error rates (full text: decision_rule)."""
+    a = (1 - run.ci_level) / 2
     return (
-        f"ON only where the simultaneous {1 - (1 - level) / 2:.1%} lower bound of the speedup exceeds "
-        f"1 + {run.margin}: a false ON at most {(1 - level) / 2:.1%} of the time "
-        "(docs/theory.md §8)."
+        f"ON only where the simultaneous {1 - a:.1%} lower bound of the speedup exceeds "
+        f"1 + {run.margin}, OFF only where every upper bound is below it (each wrong at most "
+        f"{a:.1%} of the time); otherwise UNDECIDED (docs/theory.md §8)."
     )
 
 
