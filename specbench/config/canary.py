@@ -1,0 +1,163 @@
+"""The configuration of `specbench canary` (docs/canary.md): one YAML file, these keys.
+
+    alpha: 0.05            # family-wise error over every guard, bucket and look
+    window_s: 60           # one paired window
+    max_duration_h: 24     # then `on_timeout` if still undecided
+    on_timeout: rollback
+    traffic: {canary_share: 0.05, control_share: 0.05}
+    guards: {tpot: {margin: 0.05, slo_ms: 60}, errors: {margin: 0.005}, ...}
+    sources: {logs: {canary: c.jsonl, control: k.jsonl}}   # or metrics / prometheus
+    state: canary-state.jsonl
+
+Every size a user can type is bounded; secrets (a Prometheus bearer token) are read from the
+environment variable named by `token_env`, never from the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_WINDOW_S = 86_400.0
+MAX_DURATION_H = 24.0 * 90
+MAX_BUCKETS = 256
+MAX_URLS = 256
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LatencyGuard(_Section):
+    """canary ÷ control of the per-window medians must stay below 1 + margin; the share of
+    requests over `slo_ms` must not grow by more than `slo_margin` (absolute)."""
+
+    margin: float = Field(0.05, gt=0, le=10)
+    slo_ms: float | None = Field(None, gt=0, le=1e7)
+    slo_margin: float = Field(0.02, gt=0, le=1)
+
+
+class ErrorGuard(_Section):
+    margin: float = Field(0.005, gt=0, le=1)  # canary error share − control's, absolute
+
+
+class AcceptanceGuard(_Section):
+    """accepted / proposed of each bucket against a floor: `floor` when given, else the
+    break-even α read from `accept_json` (docs/canary.md), else the rule-of-thumb floors."""
+
+    floor: float | None = Field(None, gt=0, lt=1)
+    accept_json: Path | None = None
+    min_ratio: float = Field(0.4, gt=0, lt=1)  # rule of thumb: accepted / proposed
+    min_length: float = Field(1.5, ge=1, le=65)  # rule of thumb: mean accepted length
+    gamma: int | None = Field(None, ge=1, le=64)  # default: proposed / drafts as measured
+    buckets: list[str] | None = Field(None, max_length=MAX_BUCKETS)
+    max_buckets: int = Field(8, ge=1, le=MAX_BUCKETS)
+
+
+class OutputGuard(_Section):
+    """A speculative engine that is not lossless shifts what is generated: output length (log
+    ratio of medians, either way), share cut by the length limit and degenerate share."""
+
+    length_margin: float = Field(0.1, gt=0, le=10)
+    finish_margin: float = Field(0.02, gt=0, le=1)
+    degenerate_margin: float = Field(0.01, gt=0, le=1)
+
+
+class Guards(_Section):
+    tpot: LatencyGuard | None = Field(default_factory=LatencyGuard)
+    e2e: LatencyGuard | None = Field(default_factory=LatencyGuard)
+    errors: ErrorGuard | None = Field(default_factory=ErrorGuard)
+    acceptance: AcceptanceGuard | None = Field(default_factory=AcceptanceGuard)
+    output: OutputGuard | None = Field(default_factory=OutputGuard)
+
+
+class Traffic(_Section):
+    canary_share: float = Field(0.05, gt=0, lt=1)
+    control_share: float = Field(0.05, gt=0, lt=1)
+    tolerance: float = Field(0.05, gt=0, lt=0.5)  # of canary ÷ (canary + control)
+
+    @property
+    def expected(self) -> float:
+        """The canary's expected share of the requests the two arms serve together."""
+        return self.canary_share / (self.canary_share + self.control_share)
+
+
+class LogFields(_Section):
+    """Field paths (docs/accept.md's syntax: `response.usage.completion_tokens`) into a row."""
+
+    time: str = "timestamp"  # Unix seconds or ISO-8601
+    status: str = "status"  # "ok", an HTTP status code or "error"/"timeout"
+    tpot_ms: str = "tpot_ms"
+    e2e_ms: str = "e2e_ms"
+    output_tokens: str = "output_tokens"
+    finish_reason: str = "finish_reason"
+    response: str = "response"  # text, for the degenerate-output check
+    bucket: str | None = None
+    accepted: str = "spec.accepted_tokens"
+    proposed: str = "spec.draft_tokens"
+    drafts: str = "spec.drafts"
+
+
+class LogSource(_Section):
+    canary: str
+    control: str
+    fields: LogFields = Field(default_factory=LogFields)
+
+
+class MetricNames(_Section):
+    """Metric names to read; vLLM's and SGLang's are built in (`engine`), others mapped here."""
+
+    requests: str | None = None
+    errors: list[str] | None = None
+    tpot: str | None = None  # a histogram in seconds
+    e2e: str | None = None
+    output_tokens: str | None = None
+    finish: str | None = None  # a counter with a finished_reason label
+    accepted: str | None = None
+    proposed: str | None = None
+    drafts: str | None = None
+
+
+class MetricsSource(_Section):
+    engine: Literal["vllm", "sglang", "custom"] = "vllm"
+    canary: list[str] = Field(min_length=1, max_length=MAX_URLS)
+    control: list[str] = Field(min_length=1, max_length=MAX_URLS)
+    names: MetricNames = Field(default_factory=MetricNames)
+
+
+class PrometheusSource(_Section):
+    url: str
+    canary: str = Field(min_length=1, max_length=2000)  # a label matcher, e.g. job="canary"
+    control: str = Field(min_length=1, max_length=2000)
+    engine: Literal["vllm", "sglang", "custom"] = "vllm"
+    names: MetricNames = Field(default_factory=MetricNames)
+    token_env: str | None = None  # the environment variable holding a bearer token
+    timeout_s: float = Field(10.0, gt=0, le=300)
+
+
+class Sources(_Section):
+    logs: LogSource | None = None
+    metrics: MetricsSource | None = None
+    prometheus: PrometheusSource | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Sources:
+        if self.logs is None and self.metrics is None and self.prometheus is None:
+            raise ValueError("give sources.logs, sources.metrics or sources.prometheus")
+        return self
+
+
+class CanaryConfig(_Section):
+    name: str = Field("canary", max_length=200)
+    alpha: float = Field(0.05, gt=0, le=0.5)
+    window_s: float = Field(60.0, ge=1, le=MAX_WINDOW_S)
+    min_windows: int = Field(8, ge=2, le=10_000)
+    n_opt: int = Field(120, ge=1, le=1_000_000)  # windows the sequences are tightest near
+    max_duration_h: float = Field(24.0, gt=0, le=MAX_DURATION_H)
+    on_timeout: Literal["rollback", "promote"] = "rollback"
+    traffic: Traffic = Field(default_factory=Traffic)
+    guards: Guards = Field(default_factory=Guards)
+    sources: Sources
+    state: Path = Path("canary-state.jsonl")
