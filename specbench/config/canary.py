@@ -15,6 +15,7 @@ environment variable named by `token_env`, never from the file.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +38,8 @@ class LatencyGuard(_Section):
     margin: float = Field(0.05, gt=0, le=10)
     slo_ms: float | None = Field(None, gt=0, le=1e7)
     slo_margin: float = Field(0.02, gt=0, le=1)
+    # --export-rules: alert when more than this share of requests is over the SLO (no control)
+    alert_share: float = Field(0.05, gt=0, lt=1)
 
 
 class ErrorGuard(_Section):
@@ -144,8 +147,14 @@ class Sources(_Section):
 
     @model_validator(mode="after")
     def _one(self) -> Sources:
-        if self.logs is None and self.metrics is None and self.prometheus is None:
+        given = [k for k in ("logs", "metrics", "prometheus") if getattr(self, k) is not None]
+        if not given:
             raise ValueError("give sources.logs, sources.metrics or sources.prometheus")
+        if len(given) > 1:
+            raise ValueError(
+                f"give one source, not {' and '.join(given)}: windows from different sources are "
+                "not merged"
+            )
         return self
 
 
@@ -161,3 +170,39 @@ class CanaryConfig(_Section):
     guards: Guards = Field(default_factory=Guards)
     sources: Sources
     state: Path = Path("canary-state.jsonl")
+    # when the canary began (Unix seconds or ISO-8601): where a Prometheus source starts reading
+    start: datetime | None = None
+
+
+def load_canary_config(path: Path) -> CanaryConfig:
+    """The canary config at `path`; relative paths in it (state, accept_json, local logs) are
+    relative to the file's folder. A bad file is one line naming the key to change."""
+    from pydantic import ValidationError
+
+    from specbench.config.loader import format_validation_error, read_yaml
+    from specbench.data.sources import is_url
+    from specbench.errors import SpecbenchError
+
+    if not path.is_file():
+        raise SpecbenchError(f"config not found: {path}")
+    data = read_yaml(path)
+    try:
+        cfg = CanaryConfig.model_validate(data)
+    except ValidationError as exc:
+        raise SpecbenchError(format_validation_error(exc, str(path))) from None
+    base = path.parent
+
+    def rel(p: Path) -> Path:
+        return p if p.is_absolute() else base / p
+
+    cfg.state = rel(cfg.state.expanduser())
+    a = cfg.guards.acceptance
+    if a is not None and a.accept_json is not None:
+        a.accept_json = rel(a.accept_json.expanduser())
+    logs = cfg.sources.logs
+    if logs is not None:
+        for arm in ("canary", "control"):
+            loc = getattr(logs, arm)
+            if not is_url(loc):
+                setattr(logs, arm, str(rel(Path(loc).expanduser())))
+    return cfg

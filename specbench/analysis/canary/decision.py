@@ -186,6 +186,8 @@ def evaluate_guard(
     more = None
     if status == "undecided":
         more = windows_to_settle(b, settle_line(g, b), side_alpha, cfg.n_opt)
+        if more is not None:  # undecided now: at least one more window, whatever the projection
+            more = max(more, 1)
         if b.n < cfg.min_windows:
             more = max(more or 0, cfg.min_windows - b.n)
 

@@ -7,7 +7,8 @@ window) and says which side of its line is harm:
                          harm above log(1 + margin)
     tpot_slo / e2e_slo   canary − control share of requests over the SLO; harm above slo_margin
     errors               canary − control share of failed requests; harm above margin
-    acceptance[bucket]   the canary's accepted / proposed; harm below the floor (`floor_for`)
+    acceptance[bucket]   the canary's accepted / proposed; harm below the floor (`floor_for`);
+                         a betting sequence (values in [0, 1]), every other guard a mean one
     output_length        log(canary ÷ control) of the median output length; harm beyond ±margin
     finish_length        canary − control share cut by the length limit; harm beyond ±margin
     degenerate           canary − control share of degenerate answers; harm above margin
@@ -209,7 +210,7 @@ def fixed_guards(cfg: CanaryConfig) -> list[Guard]:
             "sample_ratio",
             "canary ÷ (canary + control) requests",
             _sample_ratio,
-            "betting",
+            "mean",
             "either",
             t.tolerance,
             center=t.expected,

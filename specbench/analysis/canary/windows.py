@@ -54,7 +54,8 @@ class ArmWindow(_Model):
 
 
 class WindowPair(_Model):
-    """Both arms over [start, end) (Unix seconds); `seq` counts windows from 0."""
+    """Both arms over [start, end) (Unix seconds). `seq` orders the windows: the epoch-aligned
+    window index (start = seq · window_s) for logs and the Prometheus API, a count for scrapes."""
 
     seq: NonNegativeInt
     start: float
