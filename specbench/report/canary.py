@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specbench.analysis.canary.curves import Curve
@@ -116,15 +117,15 @@ def render_console(console: Console, d: CanaryDecision) -> None:
     title = TITLES[d.decision] + (" (max duration reached)" if d.timed_out else "")
     console.print(f"[bold]{title}[/bold]")
     for line in headline(d):
-        console.print(f"  {line}")
+        console.print(f"  {escape(line)}")
     table = Table(box=table_box())
     for i, h in enumerate(HEADER):
         table.add_column(h, no_wrap=i == 0)
     for row in guard_rows(d):
-        table.add_row(*row)
+        table.add_row(*(escape(c) for c in row))  # "acceptance[chat]" is not rich markup
     console.print(table)
     for n in d.notes:
-        console.print(f"  note: {n}")
+        console.print(f"  note: {escape(n)}")
 
 
 def write_report(out_dir: Path, d: CanaryDecision, curves: list[Curve]) -> list[Path]:

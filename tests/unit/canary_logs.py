@@ -25,12 +25,15 @@ def write_logs(
     length_factor: float = 1.0,
     window_s: float = 60.0,
     t0: float = 1_700_000_040.0,  # a multiple of 60: windows align with the epoch
+    load_seed: int = 0,
 ) -> None:
     rng = np.random.default_rng(seed)
+    # both arms run side by side: one load factor per window, shared (the same `load_seed`)
+    loads = np.random.default_rng(load_seed).lognormal(0, 0.3, windows + 1)
     acc = acceptance or {"chat": 0.7, "code": 0.8}
     rows = []
     for w in range(windows + 1):  # one more window so that the last one closes
-        load = rng.lognormal(0, 0.3)
+        load = loads[w]
         for _ in range(rng.poisson(per_window)):
             t = t0 + (w + rng.random()) * window_s
             bucket = "chat" if rng.random() < 0.5 else "code"
@@ -40,7 +43,9 @@ def write_logs(
             tpot = 30.0 * load * tpot_factor * rng.lognormal(0, 0.25)
             out = int(min(max(round(200 * length_factor * rng.lognormal(0, 0.6)), 1), 1024))
             words = PROSE.split()
-            text = " ".join(words[i % len(words)] + str(i // len(words)) for i in range(out // 4 + 1))
+            text = " ".join(
+                words[i % len(words)] + str(i // len(words)) for i in range(out // 4 + 1)
+            )
             row = {
                 "timestamp": t,
                 "status": 200,

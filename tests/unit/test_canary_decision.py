@@ -87,7 +87,9 @@ def test_rule_of_thumb_floor_uses_the_mean_accepted_length_at_small_gamma() -> N
             seq=i,
             start=60.0 * i,
             end=60.0 * (i + 1),
-            canary=ArmWindow(requests=10, acceptance={"chat": Acceptance(accepted=45, proposed=100, drafts=100)}),
+            canary=ArmWindow(
+                requests=10, acceptance={"chat": Acceptance(accepted=45, proposed=100, drafts=100)}
+            ),
             control=ArmWindow(requests=10),
         )
         for i in range(3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from prometheus_client.utils import floatToGoString
 
 from specbench.config.canary import CanaryConfig
 from specbench.harness.canary.counters import parse_selector, resolve_names
@@ -66,7 +67,12 @@ def alert_rules(cfg: CanaryConfig, floor: float, matcher: str = "") -> dict[str,
             continue
         sel = parse_selector(name)
         le = f"{guard.slo_ms / 1000:g}"
-        bucket = type(sel)(sel.name + "_bucket", (*sel.labels, ("le", le))).promql(matcher)
+        # exporters write the edge as "20" or "20.0" (prometheus_client): match either form
+        forms = sorted({le, floatToGoString(guard.slo_ms / 1000)})
+        le_match = 'le=~"' + "|".join(f.replace(".", r"\\.") for f in forms) + '"'
+        bucket = type(sel)(sel.name + "_bucket", sel.labels).promql(
+            ", ".join(x for x in (matcher, le_match) if x)
+        )
         count = type(sel)(sel.name + "_count", sel.labels).promql(matcher)
         share = f"1 - sum(increase({bucket}[{w}])) / sum(increase({count}[{w}]))"
         rules.append(
