@@ -138,6 +138,7 @@ class PrometheusSource(_Section):
     names: MetricNames = Field(default_factory=MetricNames)
     token_env: str | None = None  # the environment variable holding a bearer token
     timeout_s: float = Field(10.0, gt=0, le=300)
+    lag_s: float = Field(15.0, ge=0, le=3600)  # a window is read this long after it ends
 
 
 class Sources(_Section):

@@ -32,8 +32,6 @@ from specbench.harness.canary.scrape import (
     snapshot,
 )
 
-INGEST_LAG_S = 15.0  # a Prometheus window is read this long after it ends (scrape + ingest)
-
 
 @dataclass
 class Look:
@@ -115,7 +113,7 @@ def _new_from_prometheus(
             "a Prometheus source needs `start:` in the config (when the canary began, e.g. "
             "2026-12-01T15:00:00Z) so that every look reads the same windows"
         )
-    last = math.floor((now - INGEST_LAG_S) / w) - 1
+    last = math.floor((now - src.lag_s) / w) - 1
     if last < first:
         return [], []
     names = resolve_names(src.engine, src.names)
