@@ -115,7 +115,7 @@ def _export(cfg: object, path: Path, selector: str | None) -> None:
     from specbench.harness.canary.rules import rules_yaml
 
     assert isinstance(cfg, CanaryConfig)
-    a = cfg.guards.acceptance or AcceptanceGuard()
+    a = cfg.guards.acceptance or AcceptanceGuard.model_validate({})
     floor = floor_for(
         a, "overall", measured_gamma(read_state(cfg.state)), break_even_from(a.accept_json)
     )

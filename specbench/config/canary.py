@@ -35,51 +35,51 @@ class LatencyGuard(_Section):
     """canary ÷ control of the per-window medians must stay below 1 + margin; the share of
     requests over `slo_ms` must not grow by more than `slo_margin` (absolute)."""
 
-    margin: float = Field(0.05, gt=0, le=10)
-    slo_ms: float | None = Field(None, gt=0, le=1e7)
-    slo_margin: float = Field(0.02, gt=0, le=1)
+    margin: float = Field(default=0.05, gt=0, le=10)
+    slo_ms: float | None = Field(default=None, gt=0, le=1e7)
+    slo_margin: float = Field(default=0.02, gt=0, le=1)
     # --export-rules: alert when more than this share of requests is over the SLO (no control)
-    alert_share: float = Field(0.05, gt=0, lt=1)
+    alert_share: float = Field(default=0.05, gt=0, lt=1)
 
 
 class ErrorGuard(_Section):
-    margin: float = Field(0.005, gt=0, le=1)  # canary error share − control's, absolute
+    margin: float = Field(default=0.005, gt=0, le=1)  # canary error share − control's, absolute
 
 
 class AcceptanceGuard(_Section):
     """accepted / proposed of each bucket against a floor: `floor` when given, else the
     break-even α read from `accept_json` (docs/canary.md), else the rule-of-thumb floors."""
 
-    floor: float | None = Field(None, gt=0, lt=1)
+    floor: float | None = Field(default=None, gt=0, lt=1)
     accept_json: Path | None = None
-    min_ratio: float = Field(0.4, gt=0, lt=1)  # rule of thumb: accepted / proposed
-    min_length: float = Field(1.5, ge=1, le=65)  # rule of thumb: mean accepted length
-    gamma: int | None = Field(None, ge=1, le=64)  # default: proposed / drafts as measured
-    buckets: list[str] | None = Field(None, max_length=MAX_BUCKETS)
-    max_buckets: int = Field(8, ge=1, le=MAX_BUCKETS)
+    min_ratio: float = Field(default=0.4, gt=0, lt=1)  # rule of thumb: accepted / proposed
+    min_length: float = Field(default=1.5, ge=1, le=65)  # rule of thumb: mean accepted length
+    gamma: int | None = Field(default=None, ge=1, le=64)  # default: proposed / drafts as measured
+    buckets: list[str] | None = Field(default=None, max_length=MAX_BUCKETS)
+    max_buckets: int = Field(default=8, ge=1, le=MAX_BUCKETS)
 
 
 class OutputGuard(_Section):
     """A speculative engine that is not lossless shifts what is generated: output length (log
     ratio of medians, either way), share cut by the length limit and degenerate share."""
 
-    length_margin: float = Field(0.1, gt=0, le=10)
-    finish_margin: float = Field(0.02, gt=0, le=1)
-    degenerate_margin: float = Field(0.01, gt=0, le=1)
+    length_margin: float = Field(default=0.1, gt=0, le=10)
+    finish_margin: float = Field(default=0.02, gt=0, le=1)
+    degenerate_margin: float = Field(default=0.01, gt=0, le=1)
 
 
 class Guards(_Section):
-    tpot: LatencyGuard | None = Field(default_factory=LatencyGuard)
-    e2e: LatencyGuard | None = Field(default_factory=LatencyGuard)
-    errors: ErrorGuard | None = Field(default_factory=ErrorGuard)
-    acceptance: AcceptanceGuard | None = Field(default_factory=AcceptanceGuard)
-    output: OutputGuard | None = Field(default_factory=OutputGuard)
+    tpot: LatencyGuard | None = Field(default_factory=lambda: LatencyGuard())
+    e2e: LatencyGuard | None = Field(default_factory=lambda: LatencyGuard())
+    errors: ErrorGuard | None = Field(default_factory=lambda: ErrorGuard())
+    acceptance: AcceptanceGuard | None = Field(default_factory=lambda: AcceptanceGuard())
+    output: OutputGuard | None = Field(default_factory=lambda: OutputGuard())
 
 
 class Traffic(_Section):
-    canary_share: float = Field(0.05, gt=0, lt=1)
-    control_share: float = Field(0.05, gt=0, lt=1)
-    tolerance: float = Field(0.05, gt=0, lt=0.5)  # of canary ÷ (canary + control)
+    canary_share: float = Field(default=0.05, gt=0, lt=1)
+    control_share: float = Field(default=0.05, gt=0, lt=1)
+    tolerance: float = Field(default=0.05, gt=0, lt=0.5)  # of canary ÷ (canary + control)
 
     @property
     def expected(self) -> float:
@@ -106,7 +106,7 @@ class LogFields(_Section):
 class LogSource(_Section):
     canary: str
     control: str
-    fields: LogFields = Field(default_factory=LogFields)
+    fields: LogFields = Field(default_factory=lambda: LogFields())
 
 
 class MetricNames(_Section):
@@ -127,7 +127,7 @@ class MetricsSource(_Section):
     engine: Literal["vllm", "sglang", "custom"] = "vllm"
     canary: list[str] = Field(min_length=1, max_length=MAX_URLS)
     control: list[str] = Field(min_length=1, max_length=MAX_URLS)
-    names: MetricNames = Field(default_factory=MetricNames)
+    names: MetricNames = Field(default_factory=lambda: MetricNames())
 
 
 class PrometheusSource(_Section):
@@ -135,10 +135,10 @@ class PrometheusSource(_Section):
     canary: str = Field(min_length=1, max_length=2000)  # a label matcher, e.g. job="canary"
     control: str = Field(min_length=1, max_length=2000)
     engine: Literal["vllm", "sglang", "custom"] = "vllm"
-    names: MetricNames = Field(default_factory=MetricNames)
+    names: MetricNames = Field(default_factory=lambda: MetricNames())
     token_env: str | None = None  # the environment variable holding a bearer token
-    timeout_s: float = Field(10.0, gt=0, le=300)
-    lag_s: float = Field(15.0, ge=0, le=3600)  # a window is read this long after it ends
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    lag_s: float = Field(default=15.0, ge=0, le=3600)  # a window is read this long after it ends
 
 
 class Sources(_Section):
@@ -160,15 +160,15 @@ class Sources(_Section):
 
 
 class CanaryConfig(_Section):
-    name: str = Field("canary", max_length=200)
-    alpha: float = Field(0.05, gt=0, le=0.5)
-    window_s: float = Field(60.0, ge=1, le=MAX_WINDOW_S)
-    min_windows: int = Field(8, ge=2, le=10_000)
-    n_opt: int = Field(120, ge=1, le=1_000_000)  # windows the sequences are tightest near
-    max_duration_h: float = Field(24.0, gt=0, le=MAX_DURATION_H)
+    name: str = Field(default="canary", max_length=200)
+    alpha: float = Field(default=0.05, gt=0, le=0.5)
+    window_s: float = Field(default=60.0, ge=1, le=MAX_WINDOW_S)
+    min_windows: int = Field(default=8, ge=2, le=10_000)
+    n_opt: int = Field(default=120, ge=1, le=1_000_000)  # windows the sequences are tightest near
+    max_duration_h: float = Field(default=24.0, gt=0, le=MAX_DURATION_H)
     on_timeout: Literal["rollback", "promote"] = "rollback"
-    traffic: Traffic = Field(default_factory=Traffic)
-    guards: Guards = Field(default_factory=Guards)
+    traffic: Traffic = Field(default_factory=lambda: Traffic())
+    guards: Guards = Field(default_factory=lambda: Guards())
     sources: Sources
     state: Path = Path("canary-state.jsonl")
     # when the canary began (Unix seconds or ISO-8601): where a Prometheus source starts reading

@@ -115,10 +115,11 @@ def floor_for(
         return Floor(cfg.floor, "configured floor")
     be = break_even.get(bucket) or break_even.get("overall")
     if be is not None:
-        alpha, g = be
-        g = cfg.gamma or g
+        alpha, be_gamma = be
+        g_be = cfg.gamma or be_gamma
         return Floor(
-            ratio_floor_from_alpha(alpha, g), f"break-even α = {alpha:.3f} at γ = {g} (accept)"
+            ratio_floor_from_alpha(alpha, g_be),
+            f"break-even α = {alpha:.3f} at γ = {g_be} (accept)",
         )
     g = cfg.gamma or gamma
     if g is None:
