@@ -141,3 +141,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str, needle: str
     assert r.exit_code == 2, r.output
     err = r.stderr.strip()
     assert err.startswith("error:") and "\n" not in err and needle in err
+
+
+@pytest.mark.slow
+def test_watch_looks_until_settled_or_max_looks(tmp_path: Path) -> None:
+    cfg = setup(tmp_path, windows=30)
+    r = runner.invoke(app, ["canary", str(cfg), "--watch", "--interval", "1", "--max-looks", "2"])
+    assert r.exit_code in (0, 10), r.output
+    looks = r.stdout.count("always-valid")  # the table header, once per look
+    assert looks == (1 if r.exit_code == 0 else 2)
+    seqs = [json.loads(x)["seq"] for x in (tmp_path / "state.jsonl").read_text().splitlines()]
+    assert len(seqs) == len(set(seqs)) == 30  # the second look added nothing: no new window
+    assert runner.invoke(app, ["canary", str(cfg), "--once", "--watch"]).exit_code == 2
