@@ -127,6 +127,11 @@ def arm_window(
     done = d.counters.get(names.requests or "", 0.0)
     centers: dict[str, float | None] = {}
     tallies: dict[str, Tally | None] = {}
+    if names.tpot and names.tpot not in d.hist:
+        notes.append(
+            f"no per-request TPOT histogram ({names.tpot}); step histograms such as "
+            "vllm:inter_token_latency_seconds count engine steps, not tokens, and are not compared"
+        )
     for key, name, slo in (("tpot", names.tpot, slo_ms[0]), ("e2e", names.e2e, slo_ms[1])):
         h = d.hist.get(name or "")
         centers[key] = h[0] / h[1] * 1000.0 if h and h[1] > 0 else None
