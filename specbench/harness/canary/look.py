@@ -22,7 +22,7 @@ from specbench.analysis.canary.decision import CanaryDecision, decide
 from specbench.analysis.canary.windows import WindowPair
 from specbench.config.canary import CanaryConfig
 from specbench.errors import SpecbenchError
-from specbench.harness.canary.counters import arm_window, resolve_names
+from specbench.harness.canary.counters import Deltas, arm_window, resolve_names
 from specbench.harness.canary.logs import log_windows
 from specbench.harness.canary.promapi import PromClient, arm_deltas, window_ends
 from specbench.harness.canary.scrape import (
@@ -118,14 +118,17 @@ def _new_from_prometheus(
         return [], []
     names = resolve_names(src.engine, src.names)
     pc = PromClient(src)
+    c: dict[float, Deltas] = {}
+    k: dict[float, Deltas] = {}
     try:
-        ends = window_ends(first, last, w)
-        c = arm_deltas(pc, names, src.canary, ends, w)
-        k = arm_deltas(pc, names, src.control, ends, w)
+        chunks = window_ends(first, last, w)
+        for ends in chunks:
+            c |= arm_deltas(pc, names, src.canary, ends, w)
+            k |= arm_deltas(pc, names, src.control, ends, w)
     finally:
         pc.close()
     out, notes = [], []
-    for end in ends:
+    for end in sorted(c):
         ca, n1 = arm_window(c[end], names, _slo(cfg))
         ko, n2 = arm_window(k[end], names, _slo(cfg))
         notes += n1 + n2

@@ -110,8 +110,8 @@ def arm_deltas(
     return out
 
 
-def window_ends(first: int, last: int, window_s: float) -> list[float]:
-    """End times of epoch-aligned windows first … last (inclusive)."""
-    if last - first + 1 > MAX_WINDOWS_PER_QUERY:
-        first = last - MAX_WINDOWS_PER_QUERY + 1
-    return [(k + 1) * window_s for k in range(first, last + 1)]
+def window_ends(first: int, last: int, window_s: float) -> list[list[float]]:
+    """End times of epoch-aligned windows first … last (inclusive), in chunks one range query
+    can return (Prometheus refuses more than 11,000 points per series)."""
+    ends = [(k + 1) * window_s for k in range(first, last + 1)]
+    return [ends[i : i + MAX_WINDOWS_PER_QUERY] for i in range(0, len(ends), MAX_WINDOWS_PER_QUERY)]
