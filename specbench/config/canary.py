@@ -151,10 +151,10 @@ class Sources(_Section):
         given = [k for k in ("logs", "metrics", "prometheus") if getattr(self, k) is not None]
         if not given:
             raise ValueError("give sources.logs, sources.metrics or sources.prometheus")
-        if len(given) > 1:
+        if len(given) > 1 and given != ["logs", "prometheus"]:
             raise ValueError(
-                f"give one source, not {' and '.join(given)}: windows from different sources are "
-                "not merged"
+                f"give one source, or logs and prometheus together, not {' and '.join(given)}: a "
+                "direct scrape's windows are not aligned with the others'"
             )
         return self
 

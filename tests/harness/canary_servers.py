@@ -1,11 +1,13 @@
 """Small engine stand-ins for the canary integration test: each serves vLLM-style metrics on
-`/metrics` (prometheus_client's own registry and exposition) and a request log on `/logs.jsonl`,
+`/metrics` (prometheus_client's own registry and exposition) and its request log on `/logs.jsonl`,
 on 127.0.0.1 at a free port. A traffic thread feeds a canary and its control side by side (one
 load factor per tick, shared), with the differences a scenario plants."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -49,6 +51,7 @@ class Engine:
             self.proposed = Counter("vllm:spec_decode_num_draft_tokens", "", registry=r)
             self.drafts = Counter("vllm:spec_decode_num_drafts", "", registry=r)
         self.lock = threading.Lock()
+        self.rows: list[str] = []  # the request log, one JSON object per request
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -62,17 +65,27 @@ class Engine:
         engine = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self._send(head=True)
+
             def do_GET(self) -> None:
-                if self.path != "/metrics":
-                    self.send_error(404)
-                    return
+                self._send(head=False)
+
+            def _send(self, head: bool) -> None:
                 with engine.lock:
-                    body = generate_latest(engine.registry)
+                    if self.path == "/metrics":
+                        body = generate_latest(engine.registry)
+                    elif self.path == "/logs.jsonl":
+                        body = "".join(engine.rows).encode()
+                    else:
+                        self.send_error(404)
+                        return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if not head:
+                    self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 return
@@ -81,10 +94,12 @@ class Engine:
 
     def serve(self, rng: np.random.Generator, n: int, load: float) -> None:
         p = self.plant
+        now = time.time()
         with self.lock:
             for _ in range(n):
                 if rng.random() < p.error_rate:
                     self.http.labels(status="5xx").inc()
+                    self.rows.append(json.dumps({"timestamp": now, "status": 500}) + "\n")
                     continue
                 self.http.labels(status="2xx").inc()
                 tpot = 0.03 * load * p.tpot_factor * rng.lognormal(0, 0.25)
@@ -93,6 +108,15 @@ class Engine:
                 self.tpot.observe(tpot)
                 self.e2e.observe(0.2 * load + tpot * out)
                 self.tokens.observe(out)
+                row = {
+                    "timestamp": now,
+                    "status": 200,
+                    "tpot_ms": tpot * 1000,
+                    "output_tokens": out,
+                }
+                self.rows.append(
+                    json.dumps(row | {"e2e_ms": (0.2 * load + tpot * out) * 1000}) + "\n"
+                )
                 if p.speculative:
                     drafts = int(np.ceil(out / (1 + 4 * p.acceptance)))
                     self.drafts.inc(drafts)

@@ -138,6 +138,25 @@ def test_planted_regressions_roll_back_and_aa_does_not(tmp_path: Path, prometheu
     # the histogram source says what it approximated: means, and SLO shares at bucket edges
     tpot = next(g for g in results["tpot"][1]["guards"] if g["key"] == "tpot")
     assert tpot["estimate"] > 0.3  # log(1.6) = 0.47, read from _sum / _count
+    # request logs served by the same stand-ins, with Prometheus filling what the rows lack (the
+    # acceptance counters): medians from the logs, the slower canary still named
+    (c, k) = engines["tpot"]
+    both = tmp_path / "both.yaml"
+    logs = f'  logs: {{canary: "http://{c.address}/logs.jsonl", control: "http://{k.address}/logs.jsonl"}}\n'
+    text = _config(tmp_path, url, "tpot", start).read_text()
+    both.write_text(
+        text.replace("state: tpot-state", "state: both-state").replace(
+            "sources:\n", "sources:\n" + logs
+        )
+    )
+    r = runner.invoke(app, ["canary", str(both), "--once", "--json"])
+    assert r.exit_code == 11, r.output
+    doc = json.loads(r.stdout)
+    assert "tpot" in doc["crossed"] and doc["windows"] >= 10
+    accept = next(g for g in doc["guards"] if g["key"] == "acceptance[all]")
+    assert accept["windows"] >= 10  # from the Prometheus counters
+    first = json.loads((tmp_path / "both-state.jsonl").read_text().splitlines()[0])
+    assert first["source"] == "logs+prometheus" and first["canary"]["center"] == "median"
     # a second look resumes: no window is read twice
     again = runner.invoke(app, ["canary", str(tmp_path / "aa.yaml"), "--once", "--json"])
     seqs = [json.loads(x)["seq"] for x in (tmp_path / "aa-state.jsonl").read_text().splitlines()]

@@ -75,3 +75,21 @@ def test_selectors() -> None:
     assert not s.matches({"status": "2xx", "handler": "/v1/chat"})
     with pytest.raises(SpecbenchError):
         parse_selector("rate(x[5m])")
+
+
+def test_logs_win_and_metrics_fill_what_the_rows_lack() -> None:
+    from specbench.analysis.canary.windows import Acceptance, ArmWindow, Tally, merge_arm
+
+    logs = ArmWindow(requests=40, errors=1, tpot_ms=31.0, e2e_ms=900.0, output_tokens=120.0)
+    metrics = ArmWindow(
+        requests=39,
+        center="mean",
+        tpot_ms=33.0,
+        finish_length=Tally(hits=2, n=39),
+        acceptance={"all": Acceptance(accepted=70, proposed=100)},
+    )
+    m = merge_arm(logs, metrics)
+    assert (m.requests, m.errors, m.tpot_ms, m.center) == (40, 1, 31.0, "median")
+    assert m.acceptance["all"].accepted == 70 and m.finish_length == Tally(hits=2, n=39)
+    bare = merge_arm(ArmWindow(requests=40), metrics)  # rows without timings: the means
+    assert (bare.tpot_ms, bare.center) == (33.0, "mean")

@@ -67,3 +67,24 @@ class WindowPair(_Model):
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+_LATENCY = ("tpot_ms", "e2e_ms", "tpot_over_slo", "e2e_over_slo", "output_tokens")
+
+
+def merge_arm(logs: ArmWindow, metrics: ArmWindow) -> ArmWindow:
+    """One arm's window from request logs and engine metrics over the same minutes: the logs'
+    per-request figures win; the metrics fill what the logs lack (acceptance counters when rows
+    carry none, and latency only when the logs have no latency at all, so that one window never
+    mixes medians with means)."""
+    out = logs.model_copy()
+    if not logs.acceptance:
+        out.acceptance = dict(metrics.acceptance)
+    if all(getattr(logs, f) is None for f in _LATENCY):
+        for f in _LATENCY:
+            setattr(out, f, getattr(metrics, f))
+        out.center = metrics.center
+    for f in ("finish_length", "degenerate"):
+        if getattr(logs, f) is None:
+            setattr(out, f, getattr(metrics, f))
+    return out

@@ -182,13 +182,14 @@ def log_windows(
     window_s: float,
     slo: tuple[float | None, float | None],
     after: int = -1,
-) -> list[WindowPair]:
-    """The closed windows past `after` (an epoch-aligned window index), in time order."""
+) -> tuple[list[WindowPair], int]:
+    """The closed windows past `after` (an epoch-aligned window index), in time order, and the
+    index of the first window not yet closed in both logs."""
     canary, last_c = _read(src.canary, src.fields, window_s, after)
     control, last_k = _read(src.control, src.fields, window_s, after)
     closed_before = int(min(last_c, last_k) // window_s)  # windows < this one have ended in both
     keys = sorted(k for k in set(canary) | set(control) if k < closed_before)
-    return list(_pairs(keys, canary, control, window_s, slo))
+    return list(_pairs(keys, canary, control, window_s, slo)), closed_before
 
 
 def _pairs(

@@ -19,7 +19,7 @@ import httpx2
 from pydantic import ValidationError
 
 from specbench.analysis.canary.decision import CanaryDecision, decide
-from specbench.analysis.canary.windows import WindowPair
+from specbench.analysis.canary.windows import WindowPair, merge_arm
 from specbench.config.canary import CanaryConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.canary.counters import Deltas, arm_window, resolve_names
@@ -92,10 +92,31 @@ def break_even_from(path: Path | None) -> dict[str, tuple[float, int]]:
     return out
 
 
-def _new_from_logs(cfg: CanaryConfig, saved: list[WindowPair]) -> list[WindowPair]:
+def _new_from_logs(cfg: CanaryConfig, saved: list[WindowPair]) -> tuple[list[WindowPair], int]:
     assert cfg.sources.logs is not None
     after = saved[-1].seq if saved else -1
     return log_windows(cfg.sources.logs, cfg.window_s, _slo(cfg), after)
+
+
+def _merged(logs: list[WindowPair], closed_before: int, prom: list[WindowPair]) -> list[WindowPair]:
+    """Windows closed in both sources, the logs' figures completed by the metrics'."""
+    by_seq = {w.seq: w for w in logs}
+    out = []
+    for p in prom:
+        if p.seq >= closed_before:
+            break
+        lw = by_seq.get(p.seq)
+        if lw is None:  # no request logged in this window: the metrics alone
+            out.append(p)
+            continue
+        canary = merge_arm(lw.canary, p.canary)
+        control = merge_arm(lw.control, p.control)
+        out.append(
+            lw.model_copy(
+                update={"canary": canary, "control": control, "source": "logs+prometheus"}
+            )
+        )
+    return out
 
 
 def _new_from_prometheus(
@@ -166,8 +187,12 @@ def look(cfg: CanaryConfig, now: float | None = None) -> Look:
     now = time.time() if now is None else now
     saved = read_state(cfg.state)
     notes: list[str] = []
-    if cfg.sources.logs is not None:
-        new = _new_from_logs(cfg, saved)
+    if cfg.sources.logs is not None and cfg.sources.prometheus is not None:
+        from_logs, closed_before = _new_from_logs(cfg, saved)
+        from_prom, notes = _new_from_prometheus(cfg, saved, now)
+        new = _merged(from_logs, closed_before, from_prom)
+    elif cfg.sources.logs is not None:
+        new, _ = _new_from_logs(cfg, saved)
     elif cfg.sources.prometheus is not None:
         new, notes = _new_from_prometheus(cfg, saved, now)
     else:
