@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from specbench.cli.exit_codes import EXIT_CANARY_ROLLBACK, EXIT_CANARY_WATCH, EXIT_OK
-from specbench.cli.options import JsonOption
+from specbench.cli.options import JsonOption, check_output_file
 from specbench.errors import SpecbenchError
 
 EXIT_FOR = {
@@ -74,6 +74,7 @@ def canary(
         raise SpecbenchError("give --once or --watch, not both")
     cfg = load_canary_config(config)
     if export_rules is not None:
+        check_output_file(export_rules, "--export-rules")
         _export(cfg, export_rules, rules_selector)
         if not (once or watch):
             raise typer.Exit(EXIT_OK)

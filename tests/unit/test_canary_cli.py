@@ -128,6 +128,11 @@ def test_report_files_and_exported_rules(tmp_path: Path) -> None:
         ("sources: {}\n", "sources"),
         ("sources: {logs: {canary: a.jsonl, control: b.jsonl}}\n", "not found"),
         ("window_s: 0\nsources: {logs: {canary: a, control: b}}\n", "window_s"),
+        ("state: a-dir\nsources: {logs: {canary: a, control: b}}\n", "directory"),
+        (
+            "sources: {logs: {canary: a, control: b}, metrics: {canary: [x], control: [y]}}\n",
+            "one source",
+        ),
         (
             "sources: {prometheus: {url: 'http://127.0.0.1:9', canary: 'a=\"1\"', control: 'a=\"2\"'}}\n",
             "start",
@@ -135,6 +140,7 @@ def test_report_files_and_exported_rules(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str, needle: str) -> None:
+    (tmp_path / "a-dir").mkdir()
     cfg = tmp_path / "c.yaml"
     cfg.write_text(text, encoding="utf-8")
     r = runner.invoke(app, ["canary", str(cfg), "--once"])
@@ -153,3 +159,17 @@ def test_watch_looks_until_settled_or_max_looks(tmp_path: Path) -> None:
     seqs = [json.loads(x)["seq"] for x in (tmp_path / "state.jsonl").read_text().splitlines()]
     assert len(seqs) == len(set(seqs)) == 30  # the second look added nothing: no new window
     assert runner.invoke(app, ["canary", str(cfg), "--once", "--watch"]).exit_code == 2
+
+
+def test_unreachable_prometheus_and_a_directory_for_the_rules_exit_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "start: 2020-01-01T00:00:00Z\nsources: {prometheus: {url: 'http://127.0.0.1:9', "
+        "canary: 'job=\"c\"', control: 'job=\"k\"', timeout_s: 2}}\nstate: s.jsonl\n",
+        encoding="utf-8",
+    )
+    r = runner.invoke(app, ["canary", str(cfg), "--once"])
+    assert r.exit_code == 2 and "cannot reach Prometheus" in r.stderr, r.output
+    assert not (tmp_path / "s.jsonl").exists()  # nothing half-written
+    r = runner.invoke(app, ["canary", str(cfg), "--export-rules", str(tmp_path)])
+    assert r.exit_code == 2 and "is a directory" in r.stderr, r.output

@@ -42,6 +42,8 @@ class Look:
 
 
 def read_state(path: Path) -> list[WindowPair]:
+    if path.is_dir():
+        raise SpecbenchError(f"state: {path} is a directory; give a file path")
     if not path.is_file():
         return []
     out: list[WindowPair] = []
@@ -58,10 +60,16 @@ def read_state(path: Path) -> list[WindowPair]:
 
 
 def append_state(path: Path, windows: list[WindowPair]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        for w in windows:
-            fh.write(w.model_dump_json() + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            for w in windows:
+                fh.write(w.model_dump_json() + "\n")
+    except OSError as exc:
+        raise SpecbenchError(
+            f"cannot append to the state file {path} ({exc.strerror}); set `state:` to a "
+            "writable file"
+        ) from None
 
 
 def _slo(cfg: CanaryConfig) -> tuple[float | None, float | None]:
@@ -135,6 +143,9 @@ def _new_from_prometheus(
             "2026-12-01T15:00:00Z) so that every look reads the same windows"
         )
     last = math.floor((now - src.lag_s) / w) - 1
+    # nothing past max_duration_h is read: the decision is taken there (on_timeout at the latest)
+    origin = saved[0].seq if saved else first
+    last = min(last, origin + math.ceil(cfg.max_duration_h * 3600 / w) - 1)
     if last < first:
         return [], []
     names = resolve_names(src.engine, src.names)
