@@ -28,6 +28,7 @@ from typer import _click as click  # typer >= 0.25 vendors click: its classes ar
 from typer.core import TyperGroup
 
 from specbench.cli.accept import accept
+from specbench.cli.canary import canary
 from specbench.cli.compare import compare
 from specbench.cli.exit_codes import (
     EXIT_BAD_INPUT,
@@ -57,6 +58,7 @@ COMMANDS: tuple[Callable[..., None], ...] = (
     accept,
     compare,
     verify,
+    canary,
     simulate,
     schedule,
     validate,

@@ -475,6 +475,7 @@ MODEL_FREE_COMMANDS = (
     ("compare", "--help"),
     ("report", "--help"),
     ("simulate", "--help"),
+    ("canary", "--help"),
 )
 
 # Two fresh interpreters: one imports every module of analysis/ and report/; the other runs each
