@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -122,8 +123,12 @@ def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
         "accept": "pass",
         "verify-bfloat16": "skip",
         "verify-float32": "pass",
+        "cpu-checks": "pass",
         "unit-tests": "skip",
     }
+    # the CUDA path's CPU checks ran, all of them, in this form too
+    cpu = res["tests"]["cpu-checks"]
+    assert cpu["failures"] == cpu["errors"] == 0 and cpu["passed"] == cpu["tests"] >= 20
     # the gpu tests were collected and skipped (no CUDA here), none failed
     gpu_tests = res["tests"]["gpu-tests"]
     assert gpu_tests["skipped"] == gpu_tests["tests"] >= 5 and gpu_tests["failures"] == 0
@@ -146,7 +151,9 @@ def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "| timer agreement (wall vs CUDA events) | skipped |" in summary
     assert "| verify float32 | LOSSLESS |" in summary
-    assert "| step physics | PASS" in summary
+    assert "| step physics | PASS" in summary and "| step cpu-checks | PASS" in summary
+    if shutil.which("nvidia-smi") is None:  # CI: nothing recorded, and the summary says so
+        assert "| GPU state (nvidia-smi) | not recorded |" in summary
 
     # The CUDA-only rows of the summary, rendered from this result with the fields a GPU adds.
     ph["timer_check"] = {
