@@ -73,6 +73,11 @@ def test_meta_build_equals_a_real_load_of_the_tiny_pair(tiny_pair: Any) -> None:
         assert prof.n_params == loaded.n_params
         assert prof.weight_bytes == real["weight_bytes"]
         assert prof.kv_bytes_per_token_modules == real["kv_bytes_per_token"]
+        # the engine backends' accounting (safetensors headers, engine_memory) agrees too
+        fp = model_footprint(loaded.name, dtype="float32")
+        assert fp is not None and fp["n_params"] == prof.n_params
+        assert fp["weight_bytes"] == prof.weight_bytes
+        assert fp["kv_bytes_per_token"] == prof.kv_bytes_per_token_modules
 
 
 @pytest.mark.parametrize("name", ["meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen2.5-7B-Instruct"])
