@@ -122,8 +122,8 @@ def test_greedy_identity_up_to_derived_near_ties(low_pair: Any) -> None:
     t_lm, d_lm = CachedLM(target.model, v), CachedLM(draft.model, v)
     make = model_drafter_factory(CLOCK, frozenset(vocab.eos_token_ids))
     eos = frozenset(vocab.eos_token_ids)
-    check = greedy_check(t_lm, d_lm, make, prompts, [1, 4], 12, CLOCK, eos, dtype=dtype)
-    assert check.runs == 2 * len(prompts) and check.tokens_compared > 0
+    check = greedy_check(t_lm, d_lm, make, prompts, [4], 12, CLOCK, eos, dtype=dtype)
+    assert check.runs == len(prompts) and check.tokens_compared > 0
     for m in check.mismatches:  # a flip is only possible within the rounding gap of two paths
         assert abs(m.logit_margin) <= 2 * delta and m.near_tie, m
     assert check.passed and check.identity_rate >= 0.75, check
