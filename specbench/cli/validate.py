@@ -172,6 +172,9 @@ def check_memory(cfg: Any, opts: MemoryOptions, out: Checked) -> None:
         each, source = gpu_bytes(opts.gpu), opts.gpu
     else:
         return
+    if cfg.backend == "openai":
+        out.warnings.append("backend openai: the models run on the server; no memory plan here")
+        return
     plan = plan_memory(cfg, each, source, opts.gpus, opts.context_tokens)
     if plan.fits is False:
         raise SpecbenchError(plan.summary())

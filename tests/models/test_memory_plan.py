@@ -137,3 +137,7 @@ def test_validate_reports_the_fit_with_numbers() -> None:
     assert "does NOT fit: " in line and "GiB needed per GPU" in line
     unknown = runner.invoke(app, ["validate", "configs/tiny.yaml", "--gpu", "Z9000", "--offline"])
     assert unknown.exit_code == 2 and "unknown GPU 'Z9000'" in unknown.output
+    nan = runner.invoke(app, ["validate", "configs/tiny.yaml", "--gpu-memory", "nan"])
+    assert nan.exit_code == 2 and "finite" in nan.output
+    remote = runner.invoke(app, ["validate", "configs/tiny-openai.yaml", "--gpu", "H200", "--offline"])  # fmt: skip
+    assert remote.exit_code == 0 and "no memory plan here" in remote.output  # the server's GPUs
