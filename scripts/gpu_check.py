@@ -16,6 +16,9 @@ all inside one time budget; a failing step is recorded and the next one runs:
                predictions from the run's α
   accept       `specbench accept … --device D --measure-timing`
   verify-*     `specbench verify` on the tiny pair in bfloat16 and float32 (--quick: float32)
+  cpu-checks   the CUDA path's checks that run on a CPU (`CPU_CHECKS`: production dtypes, host
+               syncs per round, device placement, meta-device memory plans, env.json's GPU
+               fields), the same tests in both forms, so the GPU and CPU checks cannot drift apart
   unit-tests   the non-slow test suite in the time left (--quick: skipped; CI runs it)
 
 OUT receives at most 8 files (what the device tool brings back): summary.md (one table of every
@@ -229,8 +232,17 @@ TIMEOUTS = {
     "accept": 45,
     "verify-bfloat16": 60,
     "verify-float32": 60,
+    "cpu-checks": 120,
     "unit-tests": 150,
 }
+# docs/performance.md "Measured on a GPU": what is checked on a CPU (also by `make test`)
+CPU_CHECKS = [
+    "tests/harness/test_low_precision.py",
+    "tests/harness/test_host_syncs.py",
+    "tests/harness/test_device_placement.py",
+    "tests/harness/test_gpu_env.py",
+    "tests/models/test_memory_plan.py",
+]
 QUICK_TIMEOUT_S = 150
 
 
@@ -255,6 +267,7 @@ def plan_steps(ctx: Context) -> list[Step]:
     accept = [*sb, "accept", "--config", run_cfg, "--data", "datasets/logged/tiny_traffic.jsonl"]
     accept += ["--bucket-by", "workload", "--device", d, "--measure-timing", "--json"]
     gpu_tests = [*pytest, "-m", "gpu", "tests/test_gpu_check.py"]
+    cpu_checks = [*pytest, *CPU_CHECKS, "--junitxml", str(w / "cpu-checks.xml")]
     unit = [*pytest, "-m", "not slow and not gpu", *([] if q else _optional_ignores(ctx))]
     steps = [
         Step("gpu-tests", [*gpu_tests, "--junitxml", str(w / "gpu-tests.xml")], 0),
@@ -278,6 +291,7 @@ def plan_steps(ctx: Context) -> list[Step]:
             0,
             stdout_to=w / "verify-float32.json",
         ),
+        Step("cpu-checks", cpu_checks, 0),
         Step(
             "unit-tests",
             [*unit, "--junitxml", str(w / "unit-tests.xml")],
@@ -311,7 +325,7 @@ def _optional_ignores(ctx: Context) -> list[str]:
 CHAINS = [
     ["run", "physics"],
     ["verify-float32", "verify-bfloat16", "gpu-tests"],
-    ["accept", "unit-tests"],
+    ["accept", "cpu-checks", "unit-tests"],
 ]
 
 
@@ -453,6 +467,19 @@ def summary_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
             "",
         )
     )
+    if env.get("gpu_query") == "nvidia-smi":
+        rows.append(
+            (
+                "GPU state (nvidia-smi)",
+                f"{env.get('gpu_count')} × {env.get('gpu_name')}, driver {env.get('gpu_driver')} "
+                f"(CUDA {env.get('cuda_driver')}), runtime CUDA {env.get('cuda')}",
+                f"SM clock {env.get('gpu_clock_sm_mhz')} of {env.get('gpu_clock_max_sm_mhz')} MHz, "
+                f"power limit {env.get('gpu_power_limit_w')} W, MIG {env.get('gpu_mig_mode')}, "
+                f"ECC {env.get('gpu_ecc_mode')}, other processes: {env.get('gpu_other_processes')}",
+            )
+        )
+    elif env.get("gpu_query"):
+        rows.append(("GPU state (nvidia-smi)", "not recorded", str(env["gpu_query"])))
     for s in res["steps"]:
         rows.append((f"step {s['name']}", f"{s['status'].upper()} {s['wall_s']:.1f} s", s["note"]))
     if ph:
@@ -699,7 +726,9 @@ def main(argv: list[str] | None = None) -> int:
         },
         "run": run_figures(_json(run_dir / "results.json")),
         "accept": accept_figures(_json(work / "accept.json")),
-        "tests": {n: junit_counts(work / f"{n}.xml") for n in ("gpu-tests", "unit-tests")},
+        "tests": {
+            n: junit_counts(work / f"{n}.xml") for n in ("gpu-tests", "cpu-checks", "unit-tests")
+        },
     }
     (args.out / "results.json").write_text(json.dumps(res, indent=2, default=str) + "\n")
     (args.out / "env.json").write_text(

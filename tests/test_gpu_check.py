@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -122,8 +123,12 @@ def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
         "accept": "pass",
         "verify-bfloat16": "skip",
         "verify-float32": "pass",
+        "cpu-checks": "pass",
         "unit-tests": "skip",
     }
+    # the CUDA path's CPU checks ran, all of them, in this form too
+    cpu = res["tests"]["cpu-checks"]
+    assert cpu["failures"] == cpu["errors"] == 0 and cpu["passed"] == cpu["tests"] >= 20
     # the gpu tests were collected and skipped (no CUDA here), none failed
     gpu_tests = res["tests"]["gpu-tests"]
     assert gpu_tests["skipped"] == gpu_tests["tests"] >= 5 and gpu_tests["failures"] == 0
@@ -146,7 +151,9 @@ def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
     summary = (out / "summary.md").read_text()
     assert "| timer agreement (wall vs CUDA events) | skipped |" in summary
     assert "| verify float32 | LOSSLESS |" in summary
-    assert "| step physics | PASS" in summary
+    assert "| step physics | PASS" in summary and "| step cpu-checks | PASS" in summary
+    if shutil.which("nvidia-smi") is None:  # CI: nothing recorded, and the summary says so
+        assert "| GPU state (nvidia-smi) | not recorded |" in summary
 
     # The CUDA-only rows of the summary, rendered from this result with the fields a GPU adds.
     ph["timer_check"] = {
@@ -237,3 +244,53 @@ def test_accept_batches_16384_tokens_on_cuda() -> None:
 
     assert default_batch_tokens(torch.device("cuda")) == 16384
     assert default_batch_tokens(torch.device("cpu")) == 1024
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_syncs_per_round_on_cuda_stay_within_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/harness/test_host_syncs.py counts the syncs Python makes; CUDA's sync-debug mode also
+    sees those inside ops (a kernel that reads a value back). Per round they must stay within the
+    design's device reads + token copies + timer syncs (docs/performance.md): more means a hidden
+    synchronisation in the loop."""
+    import warnings
+
+    from specbench.config import ModelSpec
+    from specbench.models import check_pair_compatible, load_model
+    from specbench.sampling_params import SamplingParams
+    from specbench.spec import generate
+    from specbench.spec.drafters import ModelDrafter
+    from specbench.spec.lm import CachedLM
+    from specbench.spec.timing import Clock
+
+    t = load_model(ModelSpec(model="tiny-target", dtype="bfloat16", device="cuda"))
+    d = load_model(ModelSpec(model="tiny-draft", dtype="bfloat16", device="cuda"))
+    v = check_pair_compatible(t, d).real_vocab_size
+    device = torch.device("cuda")
+    clock, params = Clock(device), SamplingParams(temperature=1.0)
+    gen = torch.Generator(device=device).manual_seed(0)
+    target, drafter = CachedLM(t.model, v), ModelDrafter(CachedLM(d.model, v), params, clock, gen)
+    real = generate.speculative_round
+    per_round: list[tuple[int, int]] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                step = real(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+        per_round.append((len(step.proposal.step_ms), syncs))
+        return step
+
+    monkeypatch.setattr(generate, "speculative_round", counted)
+    ids = t.tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
+    with torch.inference_mode():
+        generate.speculative_generate(
+            target, drafter, ids, generate.fixed_gamma(4), params, 24, clock, generator=gen
+        )
+    assert per_round
+    for steps, syncs in per_round:
+        assert syncs <= (2 * steps + 3) + (steps + 2) + (2 * steps + 2), per_round

@@ -83,6 +83,10 @@ RUNS: dict[str, tuple[str, int]] = {
         "validate configs/tiny.yaml configs/tiny-openai.yaml configs/llama70b.yaml --offline",
         0,
     ),
+    "validate configs/llama70b-vllm.yaml --gpu-memory 80": (
+        "validate configs/llama70b-vllm.yaml --gpu-memory 80",
+        0,
+    ),
     "verify configs/tiny.yaml": (f"verify configs/tiny.yaml {SMALL_VERIFY} --temperature 0", 0),
     "verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 8 --samples 2000": (
         f"verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 1 --samples 200 "

@@ -16,7 +16,12 @@ Checks, in order (the first failure of a config is its one `error:` line; exit c
 - backend `openai`: each endpoint answers `/v1/models` within `--timeout` seconds and serves the
   configured model; `/metrics` is scraped once (absent: a warning, acceptance is then unavailable).
   `--offline` skips these network checks (said so in the output);
-- backend `vllm`: vLLM is importable (absent: a warning naming `make install-vllm`).
+- backend `vllm`: vLLM is importable (absent: a warning naming `make install-vllm`);
+- with `--gpu-memory GIB` or `--gpu NAME`: the memory plan (`harness.memory_plan`): every model
+  built from its config.json on the meta device, weights and KV cache per GPU against the GPU's
+  memory — a plan that does not fit is an error, with the numbers.
+
+    specbench validate configs/llama70b-vllm.yaml --gpu-memory 80
 """
 
 from __future__ import annotations
@@ -34,6 +39,16 @@ from specbench.cli.options import JsonOption
 from specbench.errors import SpecbenchError
 
 DEFAULT_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """`--gpu-memory` / `--gpu`, `--gpus`, `--context-tokens`: plan memory when a GPU is named."""
+
+    gpu_memory_gib: float | None = None
+    gpu: str | None = None
+    gpus: int | None = None
+    context_tokens: int | None = None
 
 
 @dataclass
@@ -148,7 +163,27 @@ def check_endpoints(cfg: Any, timeout_s: float, out: Checked) -> None:
         out.facts.append(f"{ep.url} (γ={ep.gamma}) reachable" + (", /metrics ok" if ok else ""))
 
 
-def validate_config(path: Path, offline: bool, timeout_s: float) -> Checked:
+def check_memory(cfg: Any, opts: MemoryOptions, out: Checked) -> None:
+    from specbench.harness.memory_plan import GIB, gpu_bytes, plan_memory
+
+    if opts.gpu_memory_gib is not None:
+        each, source = int(opts.gpu_memory_gib * GIB), "--gpu-memory"
+    elif opts.gpu is not None:
+        each, source = gpu_bytes(opts.gpu), opts.gpu
+    else:
+        return
+    if cfg.backend == "openai":
+        out.warnings.append("backend openai: the models run on the server; no memory plan here")
+        return
+    plan = plan_memory(cfg, each, source, opts.gpus, opts.context_tokens)
+    if plan.fits is False:
+        raise SpecbenchError(plan.summary())
+    (out.facts if plan.fits else out.warnings).append(plan.summary())
+
+
+def validate_config(
+    path: Path, offline: bool, timeout_s: float, memory: MemoryOptions | None = None
+) -> Checked:
     """Every check of one config; a SpecbenchError becomes `error`."""
     from specbench.config import parse_config, read_yaml
 
@@ -171,6 +206,7 @@ def validate_config(path: Path, offline: bool, timeout_s: float) -> Checked:
 
             if importlib.util.find_spec("vllm") is None:
                 out.warnings.append("vLLM is not installed here: make install-vllm")
+        check_memory(cfg, memory or MemoryOptions(), out)
     except SpecbenchError as exc:
         out.error = one_line(str(exc))
     return out
@@ -191,12 +227,45 @@ def validate(
         float,
         typer.Option("--timeout", help="Seconds to wait for each endpoint.", min=0.1, max=60.0),
     ] = DEFAULT_TIMEOUT_S,
+    gpu_memory: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-memory",
+            help="GiB of memory per GPU: plan whether the models fit (built on the meta device).",
+            min=1.0,
+            max=4096.0,
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="A GPU by name (H100-80GB, A100-40GB, L4, …) instead."),
+    ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus",
+            help="GPUs of a transformers run (vllm: tensor × pipeline parallel).",
+            min=1,
+            max=1024,
+        ),
+    ] = None,
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--context-tokens",
+            help="Tokens of KV cache to plan for (default: vllm max_model_len; else 8192).",
+            min=1,
+            max=10_000_000,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check configs without running a model: keys and bounds, datasets, tokenizers, endpoints.
+    """Check configs without running a model: keys and bounds, datasets, tokenizers, endpoints,
+    and with --gpu-memory / --gpu whether the models fit.
 
     Exit codes: 0 every config is valid; 2 at least one is not (one `error:` line each)."""
-    results = [validate_config(p, offline, timeout) for p in configs]
+    memory = MemoryOptions(gpu_memory, gpu, gpus, context_tokens)
+    results = [validate_config(p, offline, timeout, memory) for p in configs]
     if strict:
         for r in results:
             if r.error is None and r.warnings:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import RunConfig
+from specbench.harness.gpu_env import gpu_environment
 
 if TYPE_CHECKING:
     import torch
@@ -75,6 +76,7 @@ def transformers_environment(
         "dtype": str(dtype).removeprefix("torch."),
         "backend": cfg.backend,
         "memory": memory,
+        **gpu_environment(),  # driver, clocks, power limit, MIG, ECC, other processes
     }
 
 

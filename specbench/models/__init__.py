@@ -5,6 +5,7 @@
     load.py      `load_model`: weights + tokenizer in eval mode on the picked device and dtype
     pair.py      `check_pair_compatible`: same vocabulary id for id; EOS ids (`VocabInfo`)
     memory.py    `memory_profile`: weight bytes and KV-cache bytes per token
+    meta.py      `meta_profile`: the same from config.json alone, the model built on the meta device
     tinypair.py  the tiny target/draft pair shipped in specbench/assets/tiny-pair
 
 The names below are the package's API: `from specbench.models import load_model`.

@@ -122,7 +122,9 @@ def prefix_distributions(
         ids = torch.zeros((len(chunk), n_ctx + width), dtype=torch.long, device=target.device)
         ids[:, :n_ctx] = torch.tensor(context, dtype=torch.long, device=target.device)
         for b, seq in enumerate(chunk):
-            ids[b, n_ctx : n_ctx + len(seq)] = torch.tensor(seq, dtype=torch.long)
+            ids[b, n_ctx : n_ctx + len(seq)] = torch.tensor(
+                seq, dtype=torch.long, device=target.device
+            )
         # logits at positions n_ctx … n_ctx + width − 1: row k follows the prefix's first k + 1
         logits = target.model(input_ids=ids, use_cache=False, logits_to_keep=width).logits
         logits = logits[:, :, : target.vocab_size]  # (B, width, V)

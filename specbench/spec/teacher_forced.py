@@ -243,10 +243,13 @@ def score_batch(
     draft_device = next(draft.parameters()).device
     length = max(u.length for u in units)
     keep = max(len(u.response_ids) for u in units) + 1
-    ids = torch.full((len(units), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(units), length), dtype=torch.long)
+    # The batch is assembled on the host (device="cpu", said explicitly: tests/harness/
+    # test_device_placement.py runs this with another default device) and copied over once.
+    host = torch.device("cpu")
+    ids = torch.full((len(units), length), pad_id, dtype=torch.long, device=host)
+    mask = torch.zeros((len(units), length), dtype=torch.long, device=host)
     for row, u in enumerate(units):
-        ids[row, length - u.length :] = torch.tensor(u.context_ids + u.response_ids)
+        ids[row, length - u.length :] = torch.tensor(u.context_ids + u.response_ids, device=host)
         mask[row, length - u.length :] = 1
     p_all = _forward_tail(target, ids.to(device), mask.to(device), keep, chunk_tokens, vocab_size)
     q_all = _forward_tail(
@@ -262,9 +265,9 @@ def score_batch(
     ti = torch.tensor([t for _, t in rows], device=device)
     tokens = torch.tensor([tok for u in units for tok in u.response_ids], device=device)
     n_settings = len(settings) + (1 if unit_settings is not None else 0)
-    beta = torch.empty((n_settings, len(rows)), dtype=torch.float32)
-    agree = torch.empty(len(rows), dtype=torch.bool)
-    nll = torch.empty(len(rows), dtype=torch.float32)
+    beta = torch.empty((n_settings, len(rows)), dtype=torch.float32, device=host)  # results
+    agree = torch.empty(len(rows), dtype=torch.bool, device=host)
+    nll = torch.empty(len(rows), dtype=torch.float32, device=host)
     owner = [b for b, _ in rows]
     for a in range(0, len(rows), ROW_BLOCK):
         sl = slice(a, a + ROW_BLOCK)
@@ -279,9 +282,9 @@ def score_batch(
         beta[: len(settings), sl] = _betas(p, q, settings, ag).cpu()
         if unit_settings is not None:
             block_owner = owner[sl]
-            own = torch.full((len(block_owner),), float("nan"))
+            own = torch.full((len(block_owner),), float("nan"), device=host)
             for params in {s for s in unit_settings if s is not None}:
-                sel = torch.tensor([unit_settings[o] == params for o in block_owner])
+                sel = torch.tensor([unit_settings[o] == params for o in block_owner], device=host)
                 if bool(sel.any()):
                     sel_d = sel.to(device)
                     own[sel] = _betas(p[sel_d], q[sel_d], [params], ag[sel_d])[0].cpu()

@@ -10,8 +10,23 @@ from typing import Any
 from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Side
 
+# the GPU's state as nvidia-smi reported it when env.json was written (harness/gpu_env.py)
+GPU_ENV_KEYS = (
+    "gpu_name",
+    "gpu_driver",
+    "cuda_driver",
+    "gpu_memory_total_mib",
+    "gpu_clock_sm_mhz",
+    "gpu_clock_max_sm_mhz",
+    "gpu_clock_mem_mhz",
+    "gpu_power_limit_w",
+    "gpu_mig_mode",
+    "gpu_ecc_mode",
+    "gpu_count",
+    "gpu_other_processes",
+)
 # the machine and software a transformers run measured on (the client is the machine)
-ENV_KEYS = ("device", "gpu", "cpu", "cpu_threads", "torch", "transformers")
+ENV_KEYS = ("device", "gpu", "cpu", "cpu_threads", "torch", "transformers", "cuda", *GPU_ENV_KEYS)
 # engine runs: the server is the machine (engine version, GPU, engine flags), not the client
 ENGINE_ENV_KEYS = (
     "vllm",
@@ -23,6 +38,7 @@ ENGINE_ENV_KEYS = (
     "speculative_config",
     "server_info",
     "servers",
+    *GPU_ENV_KEYS,
 )
 ENGINE_BACKENDS = ("vllm", "openai")
 

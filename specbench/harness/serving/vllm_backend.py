@@ -33,6 +33,7 @@ from typing import Any
 from specbench.config import RunConfig, SpeculativeSpec, speculative_label, speculative_specs
 from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
+from specbench.harness.gpu_env import gpu_environment
 from specbench.harness.serving.base import EngineSetting
 from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_engine
 from specbench.harness.serving.vllm_log import (
@@ -364,6 +365,7 @@ class VllmBackend:
             "engine_args": kw,
             "speculative_config": self.speculative_configs(),
             "memory": self.memory(self.served_dtype or kw["dtype"]),
+            **({} if self.on_cpu else gpu_environment()),  # the engine's GPUs, from nvidia-smi
         }
 
     def speculative_configs(self) -> dict[str, Any] | list[dict[str, Any]]:

@@ -1,0 +1,251 @@
+"""Whether a config's models fit its GPUs, before anything loads (`validate --gpu-memory`).
+
+Each model is built from its config.json on PyTorch's meta device (`models.meta`): exact weight
+bytes, KV bytes per token. The config.json is the local one (a model directory or the Hugging
+Face cache) or, for the models the shipped configs name, specbench's copy of the public one
+(specbench/assets/model-configs; the output says which). Nothing is downloaded or loaded.
+
+Per GPU (docs/theory.md §12):
+
+- `backend: transformers` (batch 1): every model's weights and its KV cache for `context` tokens,
+  spread over `gpus` when the target has a device_map (device_map: auto places whole layers, so
+  this is the even share), else on one GPU;
+- `backend: vllm`: the target's weights / (tensor × pipeline parallel), each draft model's /
+  its draft_tensor_parallel_size (default: the target's), within gpu_memory_utilization (vLLM's
+  default 0.9) of the GPU; KV heads split over the tensor-parallel ranks (a head is never split)
+  and layers over the pipeline stages; the engine refuses to start unless one max_model_len
+  sequence fits. Several methods start one engine at a time: the largest is planned.
+
+Not counted, and said so: activations and the sampler's logits, CUDA graphs, the CUDA context
+(about 0.5–1 GiB per GPU), and an EAGLE-style head (not a transformers architecture). A plan that
+does not fit without them cannot fit with them, which is why `validate` fails on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specbench.config import RunConfig
+from specbench.errors import SpecbenchError
+from specbench.harness.model_footprint import local_model_dir
+from specbench.models.meta import MetaProfile, meta_profile
+
+GIB = 1 << 30
+SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "assets" / "model-configs"
+DEFAULT_CONTEXT_TOKENS = 8192  # transformers backend: the batch-1 context planned by default
+VLLM_DEFAULT_UTILIZATION = 0.9
+# memory.total as nvidia-smi reports it, MiB, for `--gpu NAME` (`--gpu-memory` for any other)
+GPU_MEMORY_MIB = {
+    "A10G": 23028,
+    "L4": 23034,
+    "RTX4090": 24564,
+    "A100-40GB": 40960,
+    "L40S": 46068,
+    "A100-80GB": 81920,
+    "H100-80GB": 81559,
+    "H200": 143771,
+}
+HEAD_METHODS = ("eagle", "eagle3", "medusa", "mlp_speculator", "mtp")
+MODEL_FREE = ("ngram", "suffix", "none")
+
+
+def gpu_bytes(name: str) -> int:
+    key = name.strip().upper().replace(" ", "")
+    if key not in GPU_MEMORY_MIB:
+        known = ", ".join(GPU_MEMORY_MIB)
+        raise SpecbenchError(f"unknown GPU '{name}'; use one of {known}, or --gpu-memory GIB")
+    return GPU_MEMORY_MIB[key] << 20
+
+
+def find_config(name: str, revision: str | None = None) -> tuple[dict[str, Any], str] | None:
+    """(config.json, where it came from) for a model name; None when neither local nor shipped."""
+    local = local_model_dir(name, revision)
+    path, source = (local / "config.json", "local") if local else (None, "")
+    if path is None:
+        shipped = SHIPPED_CONFIGS / name.replace("/", "--") / "config.json"
+        path, source = (shipped, "shipped copy") if shipped.is_file() else (None, "")
+    if path is None:
+        return None
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise SpecbenchError(f"{path}: not a readable config.json") from None
+    return (cfg.get("text_config") or cfg), source
+
+
+def _dtype(name: str | None) -> torch.dtype:
+    # "auto" is bf16 on a GPU (models/load.py pick_dtype); fp16 on the few without bf16
+    return {"float32": torch.float32, "float16": torch.float16}.get(name or "", torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class PlannedModel:
+    role: str  # "target", "draft", a method label
+    name: str
+    source: str  # "local" | "shipped copy"
+    profile: MetaProfile
+    shards: int  # tensor-parallel ranks × pipeline stages its weights are split over
+    kv_split: int  # ranks its KV heads are split over (≤ its KV heads)
+    layer_stages: int = 1  # pipeline stages its layers are split over
+
+
+@dataclass
+class MemoryPlan:
+    gpus: int
+    gpu_bytes: int
+    gpu_source: str  # "--gpu-memory" or the GPU name
+    usable_fraction: float
+    context_tokens: int
+    context_source: str
+    models: list[PlannedModel] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # models without a config.json here
+    not_counted: list[str] = field(default_factory=list)
+
+    @property
+    def usable_bytes(self) -> int:
+        return int(self.gpu_bytes * self.usable_fraction)
+
+    @property
+    def weights_per_gpu(self) -> int:
+        return sum(math.ceil(m.profile.weight_bytes / m.shards) for m in self.models)
+
+    @property
+    def kv_per_token_per_gpu(self) -> int:
+        total = 0
+        for m in self.models:
+            kv = m.profile.kv_bytes_per_token_modules
+            total += math.ceil(kv / m.kv_split / m.layer_stages)
+        return total
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.weights_per_gpu + self.kv_per_token_per_gpu * self.context_tokens
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.missing else self.needed_bytes <= self.usable_bytes
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        spare = self.usable_bytes - self.weights_per_gpu
+        return max(spare, 0) // max(self.kv_per_token_per_gpu, 1)
+
+    def summary(self) -> str:
+        gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
+        head = (
+            f"memory plan: {self.gpus} × {gib(self.gpu_bytes)} GPU ({self.gpu_source}), "
+            f"{100 * self.usable_fraction:.0f} % usable = {gib(self.usable_bytes)} each"
+        )
+        if self.missing:
+            return f"{head}; no verdict: no config.json here for {', '.join(self.missing)}"
+        parts = ", ".join(
+            f"{m.role} {m.name} {gib(m.profile.weight_bytes)}"
+            + (f" / {m.shards}" if m.shards > 1 else "")
+            + f" ({m.profile.n_params / 1e9:.2f} B params, {m.profile.dtype}, {m.source})"
+            for m in self.models
+        )
+        kv = self.kv_per_token_per_gpu
+        verdict = (
+            f"fits, {gib(self.usable_bytes - self.needed_bytes)} left per GPU "
+            f"(KV room ≈ {self.kv_capacity_tokens:,} tokens)"
+            if self.fits
+            else f"does NOT fit: {gib(self.needed_bytes)} needed per GPU"
+        )
+        tail = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
+        return (
+            f"{head}: weights {gib(self.weights_per_gpu)} per GPU [{parts}]; KV cache "
+            f"{kv / 1024:.0f} KiB per token per GPU × {self.context_tokens:,} tokens "
+            f"({self.context_source}) = {gib(kv * self.context_tokens)}: {verdict}{tail}"
+        )
+
+
+def _model(
+    plan: MemoryPlan, role: str, name: str, revision: str | None, dtype: torch.dtype
+) -> MetaProfile | None:
+    found = find_config(name, revision)
+    if found is None:
+        plan.missing.append(name)
+        return None
+    cfg, source = found
+    profile = meta_profile(cfg, dtype)
+    plan.models.append(PlannedModel(role, name, source, profile, 1, 1))
+    return profile
+
+
+def plan_memory(
+    cfg: RunConfig,
+    gpu_bytes_each: int,
+    gpu_source: str,
+    gpus: int | None = None,
+    context_tokens: int | None = None,
+) -> MemoryPlan:
+    """The memory plan of a run config on GPUs of `gpu_bytes_each` (module docstring)."""
+    not_counted = ["activations", "CUDA graphs", "the CUDA context"]
+    if cfg.backend == "vllm":
+        eng = cfg.engine
+        tp, pp = eng.tensor_parallel_size, eng.pipeline_parallel_size
+        plan = MemoryPlan(
+            tp * pp,
+            gpu_bytes_each,
+            gpu_source,
+            eng.gpu_memory_utilization or VLLM_DEFAULT_UTILIZATION,
+            context_tokens or eng.max_model_len or 0,
+            "--context-tokens" if context_tokens else "engine.max_model_len",
+            not_counted=not_counted,
+        )
+        dtype = _dtype(eng.dtype or cfg.target.dtype)
+        target = _model(plan, "target", cfg.target.model, cfg.target.revision, dtype)
+        if target is not None:
+            m = plan.models[-1]
+            kv_split = min(tp, target.n_kv_heads or 1)
+            plan.models[-1] = PlannedModel(
+                m.role, m.name, m.source, m.profile, tp * pp, kv_split, pp
+            )
+            if not plan.context_tokens:
+                found = find_config(cfg.target.model, cfg.target.revision)
+                plan.context_tokens = int((found or ({}, ""))[0].get("max_position_embeddings", 0))
+                plan.context_source = "the target's max_position_embeddings"
+        specs = cfg.speculative if isinstance(cfg.speculative, list) else [cfg.speculative]
+        largest: PlannedModel | None = None
+        for spec in specs:
+            if spec.method in MODEL_FREE:
+                continue
+            if spec.method in HEAD_METHODS:
+                plan.not_counted.append(f"the {spec.method} head {spec.model or ''}".strip())
+                continue
+            name = spec.model or cfg.draft.model
+            draft_tp = int(spec.options.get("draft_tensor_parallel_size") or tp)
+            profile = _model(plan, spec.label or spec.method, name, cfg.draft.revision, dtype)
+            if profile is None:
+                continue
+            m = plan.models.pop()
+            kv_split = min(draft_tp, profile.n_kv_heads or 1)
+            cand = PlannedModel(m.role, m.name, m.source, m.profile, draft_tp, kv_split)
+            if largest is None or cand.profile.weight_bytes > largest.profile.weight_bytes:
+                largest = cand
+        if largest is not None:
+            plan.models.append(largest)
+        return plan
+    # without a device_map every model sits on the one device of `device`
+    n = (gpus or 1) if cfg.target.device_map else 1
+    plan = MemoryPlan(
+        n,
+        gpu_bytes_each,
+        gpu_source,
+        1.0,
+        context_tokens or DEFAULT_CONTEXT_TOKENS,
+        "--context-tokens" if context_tokens else "default; --context-tokens",
+        not_counted=[*not_counted, "batch_timing's larger batches"],
+    )
+    _model(plan, "target", cfg.target.model, cfg.target.revision, _dtype(cfg.target.dtype))
+    for d in cfg.drafters:
+        if d.method == "model" and d.model:
+            _model(plan, f"draft {d.label}", d.model, d.revision, _dtype(d.dtype))
+    plan.models = [PlannedModel(m.role, m.name, m.source, m.profile, n, n) for m in plan.models]
+    return plan
