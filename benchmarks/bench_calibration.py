@@ -196,17 +196,25 @@ def family_table(reps: int, seed: int) -> bool:
     ok_all &= met
     print(f"pool decision at its line (measured weights), n = 8 a workload: false ON "
           f"{pool[0]:.3f} ± {pool[1]:.3f}  {'yes' if met else 'NO'}")  # fmt: skip
-    print(f"\npower, K = 4 (σ = 0.5), {max(reps // 4, 200)} replicates: P(ON) new rule / old rule")
-    for n in (8, 32):
-        for s in (1.2, 1.4, 1.6):
-            r_new = fc.outcomes(n, 4, s, max(reps // 4, 200), seed + 200 + n, fc.tf.Family())
-            old = fc.old_rule_power(n, 4, s, max(reps // 8, 100), seed + 300 + n)
-            floor = (n == 8 and s == 1.6 and r_new.on[0] >= 0.5 - 2 * r_new.on[1]) or (
-                n == 32 and r_new.on[0] >= old[0] - 0.10 - 2 * (r_new.on[1] + old[1])
-            )
-            ok_all &= floor or (n == 8 and s != 1.6)
-            print(f"  n = {n:2d}, true {s:.1f}×: {r_new.on[0]:.3f} / {old[0]:.3f}  undecided "
-                  f"{r_new.undecided[0]:.3f}")  # fmt: skip
+    print(f"\npower (σ = 0.5), {max(reps // 4, 200)} replicates: P(ON) new rule / old rule")
+    for n, k, s in ((8, 1, 1.6), (8, 4, 1.6), (32, 4, 1.2), (32, 4, 1.4), (32, 4, 1.6)):
+        r_new = fc.outcomes(n, k, s, max(reps // 4, 200), seed + 200 + n + k, fc.tf.Family())
+        old = fc.old_rule_power(n, k, s, max(reps // 8, 100), seed + 300 + n + k)
+        if n == 8 and k == 1:  # the floor: P(ON) ≥ 0.5 at a true 1.6× with 8 prompts
+            floor = r_new.on[0] >= 0.5 - 2 * r_new.on[1]
+        elif n == 32:  # within about 10 points of the rule it replaced
+            floor = r_new.on[0] >= old[0] - 0.10 - 2 * (r_new.on[1] + old[1])
+        else:
+            floor = True  # reported, no target
+        ok_all &= floor
+        print(f"  n = {n:2d}, K = {k}, true {s:.1f}×: {r_new.on[0]:.3f} / {old[0]:.3f}  "
+              f"undecided {r_new.undecided[0]:.3f}  {'yes' if floor else 'NO'}")  # fmt: skip
+    share, anyone = fc.run_cells(8, 8, max(reps // 4, 200), seed + 500)
+    met = share[0] <= fc.ALPHA + 2 * share[1]
+    ok_all &= met
+    print(f"a whole run, 8 cells × K = 4 at the line, n = 8: share of cells ON {share[0]:.3f} ± "
+          f"{share[1]:.3f} (claim ≤ 0.025: {'yes' if met else 'NO'}); P(any cell ON) "
+          f"{anyone[0]:.3f} (not claimed; ≤ 8 × 0.025)")  # fmt: skip
     adv, median_n = fc.advice_power(8, 1.3, max(reps // 8, 100), seed + 400)
     print(f"\nfollowing 'needs about N' from 8 prompts at a true 1.3×: decided correctly "
           f"{adv[0]:.3f} ± {adv[1]:.3f} (target ≈ 0.80), median advised N {median_n:.0f}")  # fmt: skip

@@ -140,3 +140,19 @@ def advice_power(
         d2 = signflip.decide(_pivots(*t2, 0), LINE, ALPHA)
         hits += d2.outcome == ("on" if speedup > LINE else "off")
     return rate(hits, max(given, 1)), float(np.median(advised)) if advised else math.nan
+
+
+def run_cells(
+    n: int, cells: int, reps: int, seed: int, fam: tf.Family = tf.Family()
+) -> tuple[Rate, Rate]:
+    """A whole run's cells together (every cell's K = 4 settings at the line): the share of cells
+    ON (each verdict's own false-ON rate, claimed ≤ 2.5 %) and P(at least one cell ON) across the
+    run (not claimed: at most cells × 2.5 %; docs/theory.md §8)."""
+    rng = np.random.default_rng(seed)
+    draws = [tf.draw_at(rng, reps, n, gammas_for(4), fam, LINE) for _ in range(cells)]
+    on_cells = any_on = 0
+    for r in range(reps):
+        ons = [signflip.decide(_pivots(*d, r), LINE, ALPHA).outcome == "on" for d in draws]
+        on_cells += sum(ons)
+        any_on += any(ons)
+    return rate(on_cells, reps * cells), rate(any_on, reps)
