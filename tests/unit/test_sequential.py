@@ -46,8 +46,15 @@ def test_looks_are_bonferroni_over_the_schedule_capped_at_the_cell() -> None:
 
 
 def _cell(speedup: float, n: int, seed: int, k: int = 1) -> dict[str, list[np.ndarray]]:
-    cells = sc.draw(n, k, speedup, 1, seed, sc.tf.Family())
-    return cells.arrays(0, n)
+    """K candidates on n prompts: lognormal lengths and per-prompt cost shared by both sides,
+    each candidate's time scaled by 1/speedup with its own noise (the fast unit tests; the
+    calibration uses the realistic family)."""
+    rng = np.random.default_rng(seed)
+    tok = np.round(np.exp(rng.uniform(np.log(8), np.log(256), n)))
+    base = tok * rng.lognormal(0.0, 0.5, n)
+    return {
+        f"c{j}": [tok, base / speedup * rng.lognormal(0.0, 0.2, n), tok, base] for j in range(k)
+    }
 
 
 def test_decide_on_off_undecided_and_constant_between_looks() -> None:
@@ -107,6 +114,7 @@ def test_futile_when_no_look_is_reachable_and_never_without_a_supply() -> None:
     assert d.futile == bool(futile(np.asarray([b.log_s]), np.asarray([b.sd]), 9, 15, s))
 
 
+@pytest.mark.slow
 def test_the_simulation_feeds_prompts_as_decide_sees_them() -> None:
     """At every stopping prompt the production verdict equals the simulation's screen (mismatch
     0), futile stops included."""
