@@ -262,9 +262,10 @@ def decide(
     labels = list(candidates)
     m = min((len(np.asarray(arr[0])) for arr in candidates.values()), default=0)
     if not labels or m == 0:
+        # nothing measured in common yet (the pilot): the caller knows the usable prompts the
+        # candidates will be paired on, and whether a look is reachable (`adaptive_summary`)
         bounds = [CandidateBound(lab, 0, math.nan, 0.0, math.inf) for lab in labels]
-        stop = bool(remaining) and not any(0 < n <= (remaining or 0) for n in looks)
-        return SequentialDecision("undecided", None, bounds, None, stop, remaining, 0, None, looks)
+        return SequentialDecision("undecided", None, bounds, None, False, remaining, 0, None, looks)
     line = 1.0 + s.margin
     piv = _stack(candidates, m)
     log_s, sd = _now(piv, line)
