@@ -40,7 +40,7 @@ before any data, each an exact test:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -231,7 +231,7 @@ def prompts_to_settle(effect: float, sd: float, m: int, s: SequenceSettings, k: 
     return MORE_CAP if need is None else max(need - m, 1)
 
 
-def _stack(candidates: dict[str, Sequence[np.ndarray]], m: int) -> RatioPivots:
+def _stack(candidates: Mapping[str, Sequence[np.ndarray]], m: int) -> RatioPivots:
     arrs = [[np.asarray(a, float)[:m] for a in arrays] for arrays in candidates.values()]
     tn, mn, tb, mb = (np.stack([a[j] for a in arrs]) for j in range(4))
     return throughput_pivots(tn, mn, tb, mb)
@@ -249,7 +249,7 @@ def _now(piv: RatioPivots, line: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decide(
-    candidates: dict[str, Sequence[np.ndarray]],
+    candidates: Mapping[str, Sequence[np.ndarray]],
     s: SequenceSettings,
     remaining: int | None = None,
 ) -> SequentialDecision:
@@ -306,7 +306,7 @@ def decide(
 
 
 def more_prompts(log_s: np.ndarray, sd: np.ndarray, m: int, s: SequenceSettings) -> int | None:
-    """"Needs about N more prompts": ON needs one candidate above the line to clear it (the
+    """The "needs about N more prompts": ON needs one candidate above the line to clear it (the
     nearest of those, at α/K), OFF every candidate below it (the farthest, at α each). None
     before two prompts."""
     k = len(log_s)
