@@ -31,7 +31,7 @@ before any data, each an exact test:
   beyond the last look, `signflip.prompts_for_power` at the last look's α. MORE_CAP when the
   estimate sits on the line; None without two usable prompts.
 - **Futility** (`adaptive.futility`): with M prompts left, a cell is futile when no look lies in
-  (m, m + M] (a certainty), or when even an optimistic projection — each candidate's log
+  (m, m + M] (a certainty), or when even an optimistic projection — each candidate's
   estimate moved away from the line to the far end of its one-sided FUTILITY_OPTIMISM Student-t
   interval — would still not clear the bound of any look ≤ m + M were it to stay there (σ̂ as
   now). It never turns a cell ON or OFF, so the error rates can only fall.
@@ -176,7 +176,8 @@ def _reach_table(s: SequenceSettings, k: int, power: bool = True) -> tuple[np.nd
 
 
 def optimism_shift(sd: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """How far the futility projection moves log Ŝ, either way: t_{m−1}(0.8)·sd/√m."""
+    """How far the futility projection moves an estimate's distance from the line (Ŝ/(1 +
+    margin) − 1, in the units of the per-prompt sd at the line), either way: t_{m−1}(0.8)·sd/√m."""
     m = np.maximum(np.asarray(m, float), 2.0)
     return np.asarray(sps.t.ppf(FUTILITY_OPTIMISM, m - 1) * np.asarray(sd, float) / np.sqrt(m))
 
