@@ -8,7 +8,7 @@ wall time, and each cell's verdict under both plans.
 
 A verdict agrees when both plans say ON with the same γ, or both are not ON (the full grid's OFF
 means "not shown ON", which an undecided or futile adaptive cell also is). Where they differ, the line
-says whether the full grid's speedup lies inside the adaptive plan's always-valid interval.
+says whether the full grid's speedup lies inside the adaptive plan's interval at its last look.
 Both plans share one loaded pair; the order of the two runs alternates nothing (full first).
 Prints figures; it asserts nothing (a benchmark, not a test).
 """

@@ -10,17 +10,18 @@ cell may use, so the prompts left are a function of the records, as the harness 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from specbench.analysis import signflip
 from specbench.analysis.latency import pair
-from specbench.analysis.recommend import SettingKey
+from specbench.analysis.recommend import SettingKey, common_prompts
 from specbench.analysis.sequential import (
     FUTILITY_FROM,
-    MIN_PROMPTS,
     MORE_CAP,
     SequenceSettings,
     SequentialDecision,
@@ -38,16 +39,27 @@ def is_adaptive(records: list[Record]) -> bool:
 
 
 def sequence_settings(config: Mapping[str, Any]) -> SequenceSettings:
-    """The sequential rule's settings from a run's (stored) config: margin, level and the fixed
-    number of candidates K = max_candidates × drafters the sequences are split over."""
+    """The sequential design's settings from a run's (stored) config: margin, level, the cap on
+    candidates (max_candidates × drafters) and the prompt cap `adaptive.max_prompts` (a cell's
+    records' `plan_prompts` replace it: `with_cap`)."""
     decision = config.get("decision") or {}
     adaptive = config.get("adaptive") or {}
     drafters = 1 + len(config.get("extra_drafters") or [])
+    cap = adaptive.get("max_prompts")
     return SequenceSettings(
         margin=float(decision.get("margin", 0.05)),
         candidates=int(adaptive.get("max_candidates", 3)) * drafters,
         alpha=1.0 - float(decision.get("ci_level", 0.95)),
+        n_max=int(cap) if cap is not None else None,
     )
+
+
+def with_cap(s: SequenceSettings, records: Sequence[Record]) -> SequenceSettings:
+    """The design of this cell: its looks end at the prompts it may use (`plan_prompts`, fixed
+    when the cell was planned, before any data); records without it keep `s.n_max` (None: the
+    α-spending design over the whole schedule, docs/theory.md §14)."""
+    plan = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    return replace(s, n_max=max(plan)) if plan else s
 
 
 CANDIDATE_STEPS = ("backfill", "measure")
@@ -101,20 +113,30 @@ def cell_decision(
     for rec in spec:
         key = (rec.get("drafter") or "", rec.get("policy") or "fixed", int(rec["gamma"]))
         by_setting.setdefault(key, []).append(rec)
+    s = with_cap(s, [*baseline, *spec])
     valid = assess(baseline, by_setting)
-    candidates: dict[str, Sequence[np.ndarray]] = {}
+    labels, paired = [], []
     for key, recs in sorted(valid.clean_settings.items()):
-        candidates[setting_label(recs[0] if recs else by_setting[key][0])] = pair(
-            valid.clean_base, recs
-        ).arrays()
+        labels.append(setting_label(recs[0] if recs else by_setting[key][0]))
+        paired.append(pair(valid.clean_base, recs))
+    # the prompts every candidate measured, in the order measured (the looks' first units)
+    common = common_prompts(paired) if paired else []
+    candidates: dict[str, Sequence[np.ndarray]] = {
+        lab: p.arrays() for lab, p in zip(labels, common, strict=True)
+    }
     d = decide(candidates, s, remaining)
     # every prompt's baseline is measured: if even all the prompts left were usable the cell
-    # would not reach MIN_PROMPTS usable ones, no candidate can be decided (a certainty; this
-    # also ends a pilot whose prompts all loop, before any candidate exists)
+    # would not reach its first look, no candidate can be decided (a certainty; this also ends
+    # a pilot whose prompts all loop, before any candidate exists)
     usable = len({str(r["prompt_id"]) for r in valid.clean_base})
-    if d.state == "undecided" and remaining is not None and usable + remaining < MIN_PROMPTS:
+    if d.state == "undecided" and remaining is not None and usable + remaining < first_look(s):
         return replace(d, futile=True, remaining=remaining)
     return d
+
+
+def first_look(s: SequenceSettings) -> float:
+    """The prompts the design's first look needs (∞ when it has none: a cap below 6 prompts)."""
+    return float(s.looks[0].n) if s.looks else math.inf
 
 
 def adaptive_summary(
@@ -125,15 +147,15 @@ def adaptive_summary(
 ) -> dict[str, Any]:
     """results.json's `adaptive` of one entry: the state ("on", "off", "undecided", "futile"),
     n prompts, the prompts left, each candidate's sequence."""
-    s = sequence_settings(config)
     records = [*baseline, *spec, *failed]
+    s = with_cap(sequence_settings(config), records)
     left = prompts_left(records, config)
     d = cell_decision(baseline, candidate_records(spec), s, left)
     n = len({str(r["prompt_id"]) for r in baseline})
     if d.state == "on":
-        text = f"decided ON {d.chosen} after {n} prompts"
+        text = f"decided ON {d.chosen} after {n} prompts (the look at {d.look})"
     elif d.state == "off":
-        text = f"decided OFF after {n} prompts"
+        text = f"decided OFF after {n} prompts (the look at {d.look})"
     else:
         if d.more_prompts is None:
             need = "too few usable (non-degenerate, paired) prompts to say how many more"
@@ -141,10 +163,16 @@ def adaptive_summary(
             need = f"the estimate sits at 1 + margin: more than {MORE_CAP} more prompts"
         else:
             need = f"needs about {d.more_prompts} more prompts"
-        if d.futile and d.more_prompts is None:
+        if d.futile and not s.looks:
             text = (
-                f"futile after {n} prompts (undecided): fewer than {MIN_PROMPTS} usable "
-                f"(non-degenerate, paired) prompts even if all {left} left were usable"
+                f"futile after {n} prompts (undecided): a cap of {s.n_max} prompts cannot "
+                f"decide at this level (the test needs at least {signflip.min_prompts(s.side_alpha)})"
+            )
+        elif d.futile and d.more_prompts is None:
+            text = (
+                f"futile after {n} prompts (undecided): fewer than {first_look(s):g} usable "
+                f"(non-degenerate, paired) prompts, the first look, even if all {left} left "
+                "were usable"
             )
         elif d.futile:
             text = f"futile after {n} prompts (undecided): {need}, the workload has {left} left"

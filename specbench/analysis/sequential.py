@@ -1,167 +1,142 @@
-"""Always-valid intervals for the pooled speedup and the sequential ON/OFF rule (docs/theory.md §14).
+"""The adaptive plan's sequential ON/OFF rule: a small group-sequential design on the sign-flip test
+(docs/theory.md §14).
 
-The adaptive plan (`harness.adaptive`) looks at a workload's speedup after every prompt and stops
-as soon as the verdict is settled. Checking a fixed-n interval after every prompt inflates the
-false-ON rate (tests/unit/test_sequential.py measures 13–30 % against a nominal 2.5 %), so the
-plan uses a **confidence sequence**: bounds that hold at every n at once, so they stay valid at a
-data-dependent stopping time.
+The adaptive plan (`harness.adaptive`) looks at a cell after every prompt and stops as soon as its
+verdict is settled. A fixed-n test checked after every prompt is not valid at a data-dependent
+stopping time (it decides ON at the line far more often than its level: `analysis.
+sequential_calibration` measures it), so the verdict is taken only at a few **looks** fixed
+before any data, each an exact test:
 
-The speedup is a ratio of sums over prompts, log S = Σ_j c_j log Σ_u x_ju (docs/theory.md §7).
-By the delta method, n·(log Ŝ_n − log S) ≈ Σ_u ζ_u with ζ_u = Σ_j c_j (x_ju − μ_j) / μ_j, a sum
-of independent mean-zero terms of variance σ². For such a sum the one-sided **normal-mixture
-boundary** (Robbins 1970; Howard, Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric,
-nonasymptotic confidence sequences", Ann. Statist. 49; the one-sided, half-normal mixing form) gives
-
-    P(∃ n: Σ_u ζ_u / σ ≥ b_α(n)) ≤ α,     b_α(n) = u*·√(n + ρ),
-
-where u* solves log 2 − ½ log((n + ρ)/ρ) + log Φ(u) + u²/2 = log(1/α). σ is estimated as the
-prompts arrive (the sd of the influences z_u = Σ_j c_j x_ju / m_j, as in §7); with the plug-in
-σ̂ the sequence is asymptotically valid (Waudby-Smith, Arnold, Wu, Ramdas et al. 2024,
-"Time-uniform central limit theory and asymptotic confidence sequences", Ann. Statist.). At the
-few prompts a cell starts with σ̂ is itself noisy, so σ̂ is replaced by its one-sided upper
-confidence limit σ̂·√((n−1)/χ²_{n−1, δ}) (δ = VAR_DELTA) and no decision is taken before
-MIN_PROMPTS prompts; the simulation test measures the result at the boundary.
-
-Decision (docs/theory.md §14): K candidate settings are measured directly, each with its own
-sequence at level α/K (Bonferroni), so all K hold at once with probability ≥ 1 − α.
-ON when some candidate's lower bound clears 1 + margin (the highest point speedup among those
-that clear it is chosen); OFF when every candidate's upper bound lies below 1 + margin;
-undecided otherwise.
-
-Futility (docs/theory.md §14, "Stopping for futility"): from FUTILITY_FROM prompts on, a cell whose
-prompts run out before an optimistic projection would exclude 1 + margin is stopped undecided
-(`futile`, `settles_by`): the rule as it will be applied at the last prompt (σ̂ as now, at its
-upper limit), with the estimate moved to the optimistic end of its one-sided FUTILITY_OPTIMISM
-interval. It never turns a cell ON, and the sequence is
-time-uniform, so the false-ON rate and the coverage at the (earlier) stopping time still hold.
+- **Looks.** The schedule 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, … prompts, capped at the cell's
+  prompt cap n_max (`SequenceSettings.n_max`, the records' `plan_prompts`), n_max itself the last
+  look.
+- **Level.** Each side (ON, OFF) is one-sided at α_side = (1 − ci_level)/2, split equally over the
+  L looks (Bonferroni, α_look = α_side / L); a look below the sign-flip test's resolution at
+  α_look (`signflip.min_prompts`) could never reject and is dropped, and L recomputed until no
+  look is dropped (an 8-prompt cap is one look at 8 with the full 2.5 %). By the union bound,
+  P(ON at any look | every true speedup ≤ 1 + margin) ≤ Σ α_look = α_side whatever the
+  dependence between the looks; each look's test is exact for pivots symmetric about zero
+  (`analysis.signflip`), so the estimated scale plays no part in the error rate.
+- **Unknown cap** (records without `plan_prompts`, no `adaptive.max_prompts`): the looks run over
+  the whole schedule with α-spending α_j = α_side / ((j + 1)² (π²/6 − 1)), j = 1, 2, … (summing to
+  α_side), leading looks below their test's resolution dropped first.
+- **Verdict at m prompts** (the first m units common to every candidate): `signflip.decide` on the
+  first `look` units for the last look ≤ m, at α_look, over all K measured candidates (max-T for
+  ON, so the choice of the best is covered; intersection-union for OFF). Between looks the verdict
+  is the last look's. Bounds: that test inverted (`signflip.decide`), an unbounded end printed as
+  0 or ∞.
+- **"Needs about N more prompts"**: the first later look at which a true effect as large as the
+  current estimate's distance from the line would be decided with 80 % power (`signflip`'s power
+  formula at the look's α and K: the ON side at α/K over the candidates, OFF at α each), minus m;
+  beyond the last look, `signflip.prompts_for_power` at the last look's α. MORE_CAP when the
+  estimate sits on the line; None without two usable prompts.
+- **Futility** (`adaptive.futility`): with M prompts left, a cell is futile when no look lies in
+  (m, m + M] (a certainty), or when even an optimistic projection — each candidate's
+  estimate moved away from the line to the far end of its one-sided FUTILITY_OPTIMISM Student-t
+  interval — would still not clear the bound of any look ≤ m + M were it to stay there (σ̂ as
+  now). It never turns a cell ON or OFF, so the error rates can only fall.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
 from scipy import stats as sps
 
-from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS
+from specbench.analysis import signflip
+from specbench.analysis.signflip import RatioPivots, throughput_pivots
 
-MIN_PROMPTS = 4  # no decision from fewer prompts: σ̂ of 2–3 prompts is too noisy to trust
-VAR_DELTA = 0.1  # σ̂ is taken at its one-sided (1 − δ) upper confidence limit
-MORE_CAP = 10_000  # "needs about N more prompts" is not estimated beyond this
-ALPHA = 0.05  # all candidates' sequences hold at once with probability ≥ 1 − ALPHA (two-sided)
+ALPHA = 0.05  # two-sided: each side (ON, OFF) is a one-sided test at ALPHA / 2 over all looks
+MIN_PROMPTS = signflip.min_prompts(ALPHA / 2)  # no look before the test's resolution (6)
+MORE_CAP = signflip.MORE_CAP  # "needs about N more prompts" is not estimated beyond this
 # The futility stop may end a cell from its 2nd prompt (σ̂ exists from 2), projecting the estimate
-# at the far end of its one-sided 80 % t interval: chosen by simulation (docs/theory.md §14).
+# at the far end of its one-sided 80 % t interval (docs/theory.md §14).
 FUTILITY_FROM = 2
 FUTILITY_OPTIMISM = 0.8
+SPENDING_SUM = math.pi**2 / 6 - 1  # Σ_{j ≥ 1} 1/(j + 1)²
 
 
-@lru_cache(maxsize=4096)
-def mixture_quantile(ratio: float, alpha: float) -> float:
-    """u* of the one-sided half-normal mixture boundary at (n + ρ)/ρ = `ratio`: the root of
-    log 2 − ½ log(ratio) + log Φ(u) + u²/2 = log(1/α) (module docstring)."""
-    target = math.log(1.0 / alpha)
-
-    def excess(u: float) -> float:
-        return (
-            math.log(2.0) - 0.5 * math.log(ratio) + float(special.log_ndtr(u)) + u * u / 2 - target
-        )
-
-    return float(optimize.brentq(excess, 0.0, 100.0, xtol=1e-10))
-
-
-def mixture_rho(n_opt: float, alpha: float) -> float:
-    """The mixing precision ρ (in units of σ²) that makes the boundary tightest near n_opt
-    prompts (the approximation of Howard et al. 2021); any ρ fixed in advance is valid."""
-    la = 2.0 * math.log(1.0 / alpha)
-    return max(n_opt, 1.0) / (la + math.log(1.0 + la))
-
-
-def boundary_factor(n: np.ndarray | int, alpha: float, rho: float) -> np.ndarray:
-    """b_α(n)/n: multiply by σ to get the one-sided half-width of log S at n prompts."""
-    ns = np.atleast_1d(np.asarray(n, float))
-    out = np.full(ns.shape, np.inf)
-    for i, k in enumerate(ns):
-        if k >= 1:
-            out[i] = mixture_quantile(float((k + rho) / rho), alpha) * math.sqrt(k + rho) / k
+def schedule(limit: int) -> list[int]:
+    """The look schedule up to `limit`: 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, …"""
+    out = [6] if limit >= 6 else []
+    a = 8
+    while a <= limit:
+        out += [a] + ([a * 3 // 2] if a * 3 // 2 <= limit else [])
+        a *= 2
     return out
 
 
-def sigma_upper(sd: np.ndarray, n: np.ndarray, delta: float = VAR_DELTA) -> np.ndarray:
-    """σ̂ at its one-sided (1 − δ) upper confidence limit, √((n−1)/χ²_{n−1,δ})·σ̂ (∞ at n < 2)."""
-    n = np.asarray(n, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        chi = sps.chi2.ppf(delta, np.maximum(n - 1, 1))
-        factor = np.where(n >= 2, np.sqrt(np.maximum(n - 1, 1) / chi), np.inf)
-    return np.asarray(sd, float) * factor
+@dataclass(frozen=True)
+class Look:
+    """One look: the prompts it rests on and its one-sided level (each side)."""
+
+    n: int
+    alpha: float
 
 
-def running_log_stat(
-    arrays: Sequence[np.ndarray], coefs: Sequence[float] = THROUGHPUT_RATIO_COEFS
-) -> tuple[np.ndarray, np.ndarray]:
-    """log Ŝ_n and the sd of the influences z_u after each of the first n units, n = 1…N.
-
-    `arrays[j]` has shape (…, N): units along the last axis, any leading (batch) axes. Returns
-    two arrays of shape (…, N); sd is NaN at n = 1.
-    """
-    x = np.stack([np.asarray(a, float) for a in arrays], axis=-2)  # (…, J, N)
-    c = np.asarray(coefs, float)
-    n = np.arange(1, x.shape[-1] + 1, dtype=float)
-    sums = np.cumsum(x, axis=-1)  # (…, J, N)
-    cross = np.cumsum(x[..., :, None, :] * x[..., None, :, :], axis=-1)  # (…, J, J, N)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_s = np.einsum("j,...jn->...n", c, np.log(sums))
-        a = c[:, None] / (sums / n)  # (…, J, N): c_j / m_j
-        sum_z = np.einsum("...jn,...jn->...n", a, sums)
-        sum_z2 = np.einsum("...in,...ijn,...jn->...n", a, cross, a)
-        var = (sum_z2 - sum_z**2 / n) / (n - 1)
-        sd = np.where(n >= 2, np.sqrt(np.maximum(var, 0.0)), np.nan)
-    return log_s, sd
+@lru_cache(maxsize=256)
+def design(n_max: int | None, side_alpha: float) -> tuple[Look, ...]:
+    """The looks of a cell capped at n_max prompts (module docstring); empty when not even n_max
+    prompts could reject at α_side (fewer than 6 at 2.5 %)."""
+    if n_max is not None:
+        ns = [n for n in schedule(n_max) if n < n_max] + [n_max]
+        while ns:
+            keep = [n for n in ns if n >= signflip.min_prompts(side_alpha / len(ns))]
+            if keep == ns:
+                return tuple(Look(n, side_alpha / len(ns)) for n in ns)
+            ns = keep
+        return ()
+    ns = schedule(MORE_CAP)
+    while ns:
+        alphas = [side_alpha / ((j + 2) ** 2 * SPENDING_SUM) for j in range(len(ns))]
+        if ns[0] >= signflip.min_prompts(alphas[0]):
+            return tuple(Look(n, a) for n, a in zip(ns, alphas, strict=True))
+        ns = ns[1:]
+    return ()
 
 
 @dataclass(frozen=True)
 class SequenceSettings:
-    """How the sequences are built: the joint level, the number of candidates K they are split
-    over (Bonferroni), the prompts n_opt the boundary is tuned for, and the decision margin."""
+    """The design's inputs: the decision margin, the plan's cap on candidates (reported; the test's
+    K is the candidates measured), the two-sided level and the cell's prompt cap (None: unknown,
+    α-spending over the whole schedule)."""
 
     margin: float = 0.05
     candidates: int = 1
-    n_opt: int = 16
     alpha: float = ALPHA
-    min_prompts: int = MIN_PROMPTS
+    n_max: int | None = None
 
     @property
     def side_alpha(self) -> float:
-        """Each end of each candidate's sequence: α / (2K)."""
-        return self.alpha / (2 * max(self.candidates, 1))
+        """Each side's one-sided level over all looks: α / 2."""
+        return self.alpha / 2
 
     @property
-    def rho(self) -> float:
-        return mixture_rho(self.n_opt, self.side_alpha)
+    def looks(self) -> tuple[Look, ...]:
+        return design(self.n_max, self.side_alpha)
 
-
-def log_bounds(
-    log_s: np.ndarray, sd: np.ndarray, n: np.ndarray, s: SequenceSettings
-) -> tuple[np.ndarray, np.ndarray]:
-    """The confidence sequence on the log scale at n prompts: (lower, upper) of log S."""
-    half = sigma_upper(sd, n) * boundary_factor(n, s.side_alpha, s.rho).reshape(np.shape(n))
-    half = np.where(np.isfinite(half), half, np.inf)
-    return log_s - half, log_s + half
+    def look_at(self, m: int) -> Look | None:
+        """The last look at or before m prompts (None before the first)."""
+        done = [lk for lk in self.looks if lk.n <= m]
+        return done[-1] if done else None
 
 
 @dataclass(frozen=True)
 class CandidateBound:
-    """One candidate's sequence now: n prompts, point speedup and its always-valid interval."""
+    """One candidate now: n prompts its speedup and interval rest on (the last look's, or every
+    common prompt before the first look, with the interval [0, ∞)); log Ŝ and the per-prompt sd of
+    log Ŝ over every common prompt (NaN before 2), which the projections use."""
 
     label: str
     n: int
     speedup: float
     lo: float
     hi: float
-    log_s: float = math.nan  # log Ŝ_n, and σ̂ of the influences at n (NaN before 2 prompts)
+    log_s: float = math.nan
     sd: float = math.nan
 
 
@@ -176,139 +151,171 @@ class SequentialDecision:
     # undecided and not settled within the `remaining` prompts even optimistically (`futile`)
     futile: bool = False
     remaining: int | None = None  # the prompts the cell had left when decided (None: unknown)
+    n: int = 0  # the prompts common to every candidate
+    look: int | None = None  # the look the verdict rests on (None: before the first)
+    looks: tuple[int, ...] = field(default=())  # the design's looks
 
 
-def candidate_bound(
-    label: str, arrays: Sequence[np.ndarray], s: SequenceSettings
-) -> CandidateBound:
-    """A candidate's sequence after all its paired prompts (arrays: tok_new, ms_new, tok_base,
-    ms_base per prompt, as in `analysis.latency.Paired.arrays`)."""
-    n = len(np.asarray(arrays[0]))
-    if n == 0:
-        return CandidateBound(label, 0, math.nan, 0.0, math.inf)
-    log_s, sd = running_log_stat(arrays)
-    lo, hi = log_bounds(log_s[-1:], sd[-1:], np.asarray([n]), s)
-    return CandidateBound(
-        label,
-        n,
-        math.exp(log_s[-1]),
-        math.exp(lo[0]),
-        math.exp(hi[0]),
-        float(log_s[-1]),
-        float(sd[-1]),
-    )
+@lru_cache(maxsize=4096)
+def reach(n: int, alpha: float, k: int, power: bool = True) -> float:
+    """The true |log S − log(1 + margin)| decided at a look of n prompts, per unit of per-prompt
+    sd of log Ŝ: (t_c + z_0.8)/√n with 80 % power (`signflip.detectable_ratio`'s formula, t_c the
+    one-sided Student-t critical value at α/K), or t_c/√n — the effect at which an estimate that
+    stayed put would clear the look's bound (about 50 % power) — with `power` False. ∞ below the
+    test's resolution."""
+    if n < signflip.min_prompts(alpha):
+        return math.inf
+    z = float(sps.norm.ppf(signflip.POWER)) if power else 0.0
+    return (float(sps.t.ppf(1.0 - alpha / max(k, 1), n - 1)) + z) / math.sqrt(n)
 
 
-def more_prompts_needed(b: CandidateBound, s: SequenceSettings, cap: int = MORE_CAP) -> int:
-    """About how many more prompts until the sequence's half-width falls below the distance of
-    the point estimate from 1 + margin (assuming the estimate and σ̂ = `b.sd` stay where they
-    are; σ̂ at its upper limit, as the sequence takes it). The half-width falls with n (both
-    factors do, tests/unit/test_sequential.py), so the first n below the gap is found by
-    bisection."""
-    gap = abs(math.log(b.speedup) - math.log1p(s.margin)) if b.speedup > 0 else 0.0
-    sd = b.sd
-    if not math.isfinite(sd) or gap <= 0:
-        return cap
-
-    def half(n: int) -> float:
-        return float(sigma_upper(np.asarray(sd), np.asarray(n))) * float(
-            boundary_factor(n, s.side_alpha, s.rho)[0]
-        )
-
-    lo, hi = max(b.n, s.min_prompts), cap
-    if lo > cap or not half(cap) < gap:
-        return cap
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if half(mid) < gap:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo - b.n
+def _reach_table(s: SequenceSettings, k: int, power: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    looks = s.looks
+    ns = np.asarray([lk.n for lk in looks], float)
+    return ns, np.asarray([reach(lk.n, lk.alpha, k, power) for lk in looks], float)
 
 
-def optimism_shift(sd: np.ndarray, n_now: np.ndarray) -> np.ndarray:
-    """How far the futility projection moves an estimate of log S, towards either side: to the
-    far end of its one-sided FUTILITY_OPTIMISM Student-t interval, t_{n−1}·σ̂/√n. The projection
-    asks whether the cell could settle were the truth there, not where the noisy estimate sits."""
-    n_now = np.maximum(np.asarray(n_now, float), 2.0)
-    return np.asarray(
-        sps.t.ppf(FUTILITY_OPTIMISM, n_now - 1) * np.asarray(sd, float) / np.sqrt(n_now)
-    )
-
-
-def settles_by(
-    log_s: np.ndarray, sd: np.ndarray, n_final: np.ndarray | int, s: SequenceSettings
-) -> np.ndarray:
-    """Whether each sequence would exclude 1 + margin by n_final prompts if its estimate log Ŝ
-    and σ̂ stayed where they are (σ̂ at its upper limit, as the sequence will take it). b_α(n)/n
-    and σ̂'s upper factor fall with n (tests/unit/test_sequential.py checks it), so the
-    half-width at n_final is the smallest it reaches by then. False where σ̂ is unknown."""
-    n_final = np.asarray(n_final)
-    gap = np.abs(np.asarray(log_s, float) - math.log1p(s.margin))
-    values, where = np.unique(n_final, return_inverse=True)
-    factor = boundary_factor(values, s.side_alpha, s.rho)[where].reshape(n_final.shape)
-    with np.errstate(invalid="ignore"):
-        half = sigma_upper(np.asarray(sd, float), n_final) * factor
-        return np.isfinite(half) & (half < gap) & (n_final >= s.min_prompts)
+def optimism_shift(sd: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """How far the futility projection moves an estimate's distance from the line (Ŝ/(1 +
+    margin) − 1, in the units of the per-prompt sd at the line), either way: t_{m−1}(0.8)·sd/√m."""
+    m = np.maximum(np.asarray(m, float), 2.0)
+    return np.asarray(sps.t.ppf(FUTILITY_OPTIMISM, m - 1) * np.asarray(sd, float) / np.sqrt(m))
 
 
 def futile(
     log_s: np.ndarray,
     sd: np.ndarray,
-    n_now: np.ndarray | int,
-    n_final: np.ndarray | int,
+    m: np.ndarray | int,
+    remaining: np.ndarray | int,
     s: SequenceSettings,
 ) -> np.ndarray:
-    """Whether the cell cannot be decided by n_final prompts even optimistically; candidates
-    along the last axis, n_now the prompts each has. A candidate could end ON if its estimate
-    moved up by `optimism_shift` lies above the line and settles by n_final (`settles_by`), OFF
-    if moved down it lies at or below the line and settles; one without σ̂ yet (fewer than 2
-    usable prompts) could end either way if n_final reaches MIN_PROMPTS. Futile when no
-    candidate could end ON and not every one could end OFF (as `decide`'s "needs about N
-    more")."""
-    log_s = np.asarray(log_s, float)
-    sd = np.asarray(sd, float)
-    n_final = np.broadcast_to(np.asarray(n_final), log_s.shape)
-    n_now = np.broadcast_to(np.asarray(n_now), log_s.shape)
-    unknown = ~np.isfinite(sd) & (n_final >= s.min_prompts)
-    shift = optimism_shift(sd, n_now)
-    can_on = settles_by(log_s + shift, sd, n_final, s) & (log_s + shift > math.log1p(s.margin))
-    can_off = settles_by(log_s - shift, sd, n_final, s) & (log_s - shift <= math.log1p(s.margin))
+    """Whether a cell with m common prompts and `remaining` left cannot be decided even
+    optimistically (module docstring); candidates along the last axis of log_s and sd (per-prompt
+    sd of log Ŝ), m and remaining broadcast over the leading axes. A candidate could end ON if its
+    estimate moved up lies above the line by more than a look in (m, m + remaining] needs — the
+    estimate, were it to stay there, would clear that look's bound (`reach` without the power
+    term, as the confidence sequence's rule did). The distance is taken as the sign-flip
+    statistic at the line sees it, Ŝ/(1 + margin) − 1 in units of the per-prompt sd at the line,
+    and the critical value of a single test (the max-T one lies between it and Bonferroni's over
+    K): both optimistic, since a projection too pessimistic gives up cells the test would
+    decide. OFF likewise moved down, below the line. One without an sd (fewer than 2
+    prompts) could end either way if such a look exists. Futile when no candidate could end ON and
+    not every one could end OFF."""
+    log_s, sd = np.asarray(log_s, float), np.asarray(sd, float)
+    m = np.asarray(m, float)[..., None]
+    end = m + np.asarray(remaining, float)[..., None]
+    ns, r = _reach_table(s, 1, power=False)
+    window = (ns > m[..., None]) & (ns <= end[..., None])
+    best = np.where(window, r, np.inf).min(axis=-1, initial=np.inf)  # (…, 1)
+    shift = optimism_shift(sd, m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = np.exp(log_s - math.log1p(s.margin)) - 1.0  # Ŝ/(1 + margin) − 1
+        up, down = gap + shift, shift - gap
+        can_on = (up > 0) & (sd * best <= up)
+        can_off = (down > 0) & (sd * best <= down)
+    unknown = ~np.isfinite(sd) & np.isfinite(best)
     return ~(can_on | unknown).any(axis=-1) & ~(can_off | unknown).all(axis=-1)
 
 
+def prompts_to_settle(effect: float, sd: float, m: int, s: SequenceSettings, k: int) -> int:
+    """About how many more prompts until a true effect (|log S − log(1 + margin)|) would be
+    decided with 80 % power: the first look after m at which it is, minus m; beyond the last
+    look, `signflip.prompts_for_power` at the last look's α; MORE_CAP when not within it."""
+    if not (math.isfinite(effect) and effect > 0 and math.isfinite(sd) and sd > 0):
+        return MORE_CAP
+    ns, r = _reach_table(s, k)
+    hit = (ns > m) & (sd * r <= effect)
+    if hit.any():
+        return int(ns[np.argmax(hit)]) - m
+    alpha = s.looks[-1].alpha if s.looks else s.side_alpha
+    need = signflip.prompts_for_power(effect, sd, alpha, k)
+    return MORE_CAP if need is None else max(need - m, 1)
+
+
+def _stack(candidates: Mapping[str, Sequence[np.ndarray]], m: int) -> RatioPivots:
+    arrs = [[np.asarray(a, float)[:m] for a in arrays] for arrays in candidates.values()]
+    tn, mn, tb, mb = (np.stack([a[j] for a in arrs]) for j in range(4))
+    return throughput_pivots(tn, mn, tb, mb)
+
+
+def _now(piv: RatioPivots, line: float) -> tuple[np.ndarray, np.ndarray]:
+    """log Ŝ of each candidate and the per-prompt sd of log Ŝ (`signflip.se_log` at the line ×
+    √m) over every common prompt."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_s = np.log(piv.estimates)
+    sd = np.asarray(
+        [signflip.se_log(piv, k, line) * math.sqrt(piv.n) for k in range(piv.y.shape[0])]
+    )
+    return log_s, sd
+
+
 def decide(
-    candidates: dict[str, Sequence[np.ndarray]],
+    candidates: Mapping[str, Sequence[np.ndarray]],
     s: SequenceSettings,
     remaining: int | None = None,
 ) -> SequentialDecision:
-    """The sequential verdict over the candidates measured so far (module docstring). With
-    `remaining` (the prompts the cell has left; the caller passes it once the cell has measured
-    FUTILITY_FROM prompts), an undecided verdict is marked `futile` when those prompts cannot
-    settle it even optimistically (`futile`)."""
-    bounds = [candidate_bound(k, arr, s) for k, arr in candidates.items()]
+    """The verdict over the candidates measured so far (module docstring): each candidate's
+    arrays (tok_new, ms_new, tok_base, ms_base per prompt, in the order measured, paired on the
+    same prompts), of which the first m common to all are used. With `remaining` (the prompts
+    the cell has left), an undecided verdict is marked `futile` when they cannot settle it even
+    optimistically (`futile`)."""
+    looks = tuple(lk.n for lk in s.looks)
+    labels = list(candidates)
+    m = min((len(np.asarray(arr[0])) for arr in candidates.values()), default=0)
+    if not labels or m == 0:
+        # nothing measured in common yet (the pilot): the caller knows the usable prompts the
+        # candidates will be paired on, and whether a look is reachable (`adaptive_summary`)
+        bounds = [CandidateBound(lab, 0, math.nan, 0.0, math.inf) for lab in labels]
+        return SequentialDecision("undecided", None, bounds, None, False, remaining, 0, None, looks)
     line = 1.0 + s.margin
-    ready = [b for b in bounds if b.n >= s.min_prompts]
-    clearing = [b for b in ready if b.lo > line]
-    if clearing:
-        best = max(clearing, key=lambda b: b.speedup)
-        return SequentialDecision("on", best.label, bounds, None)
-    if bounds and len(ready) == len(bounds) and all(b.hi < line for b in bounds):
-        return SequentialDecision("off", None, bounds, None)
-    # ON needs one candidate above the line to clear it; OFF needs every candidate below it
-    above = [i for i, b in enumerate(bounds) if b.speedup > line]
-    sides = above if above else list(range(len(bounds)))
-    need = [
-        more_prompts_needed(bounds[i], s)
-        for i in sides
-        if bounds[i].n >= 2 and math.isfinite(bounds[i].speedup)
-    ]
-    more = (min(need) if above else max(need)) if need else None
+    piv = _stack(candidates, m)
+    log_s, sd = _now(piv, line)
+    look = s.look_at(m)
+    if look is None:
+        bounds = [
+            CandidateBound(lab, m, math.exp(log_s[i]), 0.0, math.inf, log_s[i], sd[i])
+            for i, lab in enumerate(labels)
+        ]
+    else:
+        sub = RatioPivots(piv.y[:, : look.n], piv.x[:, : look.n])
+        d = signflip.decide(sub, line, look.alpha)
+        est = sub.estimates
+        bounds = [
+            CandidateBound(
+                lab,
+                look.n,
+                float(est[i]),
+                float(d.lower[i]) if math.isfinite(d.lower[i]) else 0.0,
+                float(d.upper[i]) if math.isfinite(d.upper[i]) else math.inf,
+                float(log_s[i]),
+                float(sd[i]),
+            )
+            for i, lab in enumerate(labels)
+        ]
+        if d.outcome in ("on", "off"):
+            chosen = labels[d.chosen] if d.chosen is not None else None
+            return SequentialDecision(
+                d.outcome, chosen, bounds, None, False, remaining, m, look.n, looks
+            )
+    more = more_prompts(log_s, sd, m, s)
     stop = False
-    if bounds and remaining is not None and remaining > 0:
-        log_s = np.asarray([b.log_s for b in bounds])
-        sds = np.asarray([b.sd for b in bounds])
-        ns = np.asarray([b.n for b in bounds])
-        stop = bool(futile(log_s, sds, ns, ns + remaining, s))
-    return SequentialDecision("undecided", None, bounds, more, stop, remaining)
+    if remaining is not None and remaining > 0:
+        stop = bool(futile(log_s, sd, m, remaining, s))
+    return SequentialDecision(
+        "undecided", None, bounds, more, stop, remaining, m, look.n if look else None, looks
+    )
+
+
+def more_prompts(log_s: np.ndarray, sd: np.ndarray, m: int, s: SequenceSettings) -> int | None:
+    """The "needs about N more prompts": ON needs one candidate above the line to clear it (the
+    nearest of those, at α/K), OFF every candidate below it (the farthest, at α each). None
+    before two prompts."""
+    k = len(log_s)
+    line = math.log1p(s.margin)
+    known = [i for i in range(k) if math.isfinite(sd[i]) and math.isfinite(log_s[i])]
+    if m < 2 or not known:
+        return None
+    above = [i for i in known if log_s[i] > line]
+    if above:
+        return min(prompts_to_settle(log_s[i] - line, sd[i], m, s, k) for i in above)
+    return max(prompts_to_settle(line - log_s[i], sd[i], m, s, 1) for i in known)

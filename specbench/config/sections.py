@@ -219,7 +219,8 @@ class AdaptiveSpec(StrictModel):
     the measured units: a machine-independent budget), spread over the undecided workload ×
     temperature cells, the prompts
     a cell may use (None = all the workload's), and the settings measured directly per drafter
-    (the Bonferroni K of the sequential rule is this cap × drafters, fixed before any data),
+    (the sequential rule's max-T test runs over those measured; the looks end at the prompts a
+    cell may use, fixed before any data),
     and whether a cell its prompts cannot settle stops early as "futile" (§14)."""
 
     budget_minutes: float | None = Field(default=None, gt=0.0, le=1e6)

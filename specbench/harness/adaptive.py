@@ -12,8 +12,9 @@ Per workload × temperature ("cell"), on the workload's prompts in a seeded orde
            `adaptive.max_candidates` settings per drafter;
   backfill those candidates on the pilot prompts (every candidate is paired on every prompt);
   measure  prompt by prompt the baseline and every candidate; after each prompt the cell's
-           confidence sequences are updated (`analysis.adaptive_summary.cell_decision`) and the
-           cell stops when decided ON or OFF, at its last prompt, when the budget is spent, or
+           group-sequential verdict is updated (`analysis.adaptive_summary.cell_decision`: a
+           sign-flip test at looks fixed by the cell's prompt cap) and the cell stops when
+           decided ON or OFF, at its last prompt, when the budget is spent, or
            (`adaptive.futility`) when even an optimistic projection cannot settle it within
            the prompts it has left ("futile", `analysis.sequential.futile`).
 A prompt whose baseline answer is degenerate (docs/theory.md §13: it loops, or is empty) is set

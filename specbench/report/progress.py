@@ -1,6 +1,7 @@
 """Rich progress for `specbench run` (the engine reports through RunEvents callbacks): one overall
 bar, a line naming the unit in flight and, for the adaptive plan, one row per workload ×
-temperature with its always-valid interval drawn against the 1 + margin line and its state."""
+temperature with its interval at the last look (docs/theory.md §14) drawn against the 1 + margin
+line and its state."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def cell_table(
         "workload",
         "T",
         "n",
-        "best speedup [always-valid interval]",
+        "best speedup [interval at the last look]",
         "vs 1+margin",
         "state",
     ):

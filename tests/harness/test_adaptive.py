@@ -71,9 +71,10 @@ def test_plan_steps_candidates_resume_and_report(tmp_path: Path, session) -> Non
     for p, g in by_prompt.items():
         assert g == ({0} if p in aside else {0} | chosen | ({4} if p in pilots else set()))
     n = len(by_prompt)
-    # 4 prompts: no verdict before the 4th
-    assert cell.state in ("on", "off", "prompts exhausted")
-    assert (n == 4) == (cell.state == "prompts exhausted")
+    # a cap of 4 prompts has no look (the sign-flip test needs 6 at 2.5 %, docs/theory.md §14):
+    # the cell runs its 4 prompts and ends undecided
+    assert n == 4 and cell.state == "prompts exhausted"
+    assert cell.decision is not None and cell.decision.state == "undecided"
     assert {r["plan_prompts"] for r in recs} == {4}  # the futility stop's prompt supply
     # report reproduces the verdict the plan stopped on
     write_reports(tmp_path)
