@@ -67,7 +67,7 @@ def outcomes(
     below = above = 0
     for r in range(reps):
         piv = _pivots(tb, mb, ts, ms, r)
-        counts[signflip.decide(piv, LINE, ALPHA).outcome] += 1
+        counts[signflip.outcome(piv, LINE, ALPHA)] += 1
         lo, hi = signflip.interval(RatioPivots(piv.y[:1], piv.x[:1]), 0.95)
         below += bool(hi < speedup)
         above += bool(lo > speedup)
@@ -110,7 +110,7 @@ def pool_false_on(n: int, reps: int, seed: int, fam: tf.Family = tf.Family()) ->
             ys.append(piv.y * 0.5 / tokens)
             xs.append(piv.x * 0.5 / tokens)
         piv = RatioPivots(np.concatenate(ys, 1), np.concatenate(xs, 1))
-        hits += signflip.decide(piv, LINE, ALPHA).outcome == "on"
+        hits += signflip.outcome(piv, LINE, ALPHA) == "on"
     return rate(hits, reps)
 
 
@@ -152,7 +152,7 @@ def run_cells(
     draws = [tf.draw_at(rng, reps, n, gammas_for(4), fam, LINE) for _ in range(cells)]
     on_cells = any_on = 0
     for r in range(reps):
-        ons = [signflip.decide(_pivots(*d, r), LINE, ALPHA).outcome == "on" for d in draws]
+        ons = [signflip.outcome(_pivots(*d, r), LINE, ALPHA) == "on" for d in draws]
         on_cells += sum(ons)
         any_on += any(ons)
     return rate(on_cells, reps * cells), rate(any_on, reps)

@@ -71,19 +71,8 @@ def draw(cap: int, k: int, speedup: float, reps: int, seed: int, fam: tf.Family)
 
 
 def screen(y: np.ndarray, x: np.ndarray, theta0: float, alpha: float) -> str:
-    """`signflip.decide`'s outcome without its bounds (for speed): ON when the max-T p-value
-    #{max_k t*_k ≥ max_k t_k}/F ≤ α, OFF when every candidate's #{t*_k ≤ t_k}/F ≤ α."""
-    n = y.shape[-1]
-    if n < signflip.min_prompts(alpha):
-        return "undecided"
-    t = signflip.studentized(y - theta0 * x, signflip.sign_vectors(n))  # (F, K)
-    f = t.shape[0]
-    top = t.max(axis=1)
-    if np.count_nonzero(top >= top[0]) / f <= alpha + 1e-12:
-        return "on"
-    if all(np.count_nonzero(t[:, j] <= t[0, j]) / f <= alpha + 1e-12 for j in range(t.shape[1])):
-        return "off"
-    return "undecided"
+    """`signflip.decide`'s outcome without its bounds (for speed)."""
+    return signflip.outcome(signflip.RatioPivots(y, x), theta0, alpha)
 
 
 def running(cells: Cells) -> tuple[np.ndarray, np.ndarray]:

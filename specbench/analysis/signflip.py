@@ -195,22 +195,42 @@ def decide(piv: RatioPivots, theta0: float, alpha: float) -> Decision:
     nan = np.full(k_count, math.nan)
     if n < min_prompts(alpha):
         return Decision("undecided", None, nan, nan, math.inf, n, piv.n_eff())
+    t_obs, crit_on, crit_off = _tests(piv, theta0, alpha)
+    lower = np.asarray([_bound(piv, k, theta0, crit_on, True) for k in range(k_count)])
+    upper = np.asarray([_bound(piv, k, theta0, crit_off[k], False) for k in range(k_count)])
+    state = _outcome(t_obs, crit_on, crit_off)
+    chosen = None
+    if state == "on":
+        chosen = max((k for k in range(k_count) if t_obs[k] >= crit_on), key=lambda k: est[k])
+    return Decision(state, chosen, lower, upper, crit_on, n, piv.n_eff())
+
+
+def _tests(piv: RatioPivots, theta0: float, alpha: float) -> tuple[np.ndarray, float, np.ndarray]:
+    """The observed statistics at θ0 and the critical values of the ON (max-T) and OFF tests."""
+    k_count, n = piv.y.shape
     signs = sign_vectors(n)
     t_obs = studentized(piv.pivots(np.full(k_count, theta0)), signs[:1])[0]
     # the reference distribution: sign flips of each candidate's pivots centred at its own
     # estimate (module docstring: flips at θ0 assume symmetric pivots, which real traffic breaks)
-    t_star = studentized(piv.pivots(est), signs)
+    t_star = studentized(piv.pivots(piv.estimates), signs)
     crit_on = _upper_critical(np.max(t_star, axis=1), alpha)
-    crit_off = [-_upper_critical(-t_star[:, k], alpha) for k in range(k_count)]
-    lower = np.asarray([_bound(piv, k, theta0, crit_on, True) for k in range(k_count)])
-    upper = np.asarray([_bound(piv, k, theta0, crit_off[k], False) for k in range(k_count)])
-    clears = [k for k in range(k_count) if t_obs[k] >= crit_on]
-    if clears:
-        chosen = max(clears, key=lambda k: est[k])
-        return Decision("on", chosen, lower, upper, crit_on, n, piv.n_eff())
-    if all(t_obs[k] <= crit_off[k] for k in range(k_count)):
-        return Decision("off", None, lower, upper, crit_on, n, piv.n_eff())
-    return Decision("undecided", None, lower, upper, crit_on, n, piv.n_eff())
+    crit_off = np.asarray([-_upper_critical(-t_star[:, k], alpha) for k in range(k_count)])
+    return t_obs, crit_on, crit_off
+
+
+def _outcome(t_obs: np.ndarray, crit_on: float, crit_off: np.ndarray) -> str:
+    if np.any(t_obs >= crit_on):
+        return "on"
+    if np.all(t_obs <= crit_off):
+        return "off"
+    return "undecided"
+
+
+def outcome(piv: RatioPivots, theta0: float, alpha: float) -> str:
+    """`decide`'s outcome alone (no bounds: for simulations that only count outcomes)."""
+    if piv.n < min_prompts(alpha):
+        return "undecided"
+    return _outcome(*_tests(piv, theta0, alpha))
 
 
 def _bound(piv: RatioPivots, k: int, theta0: float, crit: float, lower: bool) -> float:
