@@ -65,19 +65,19 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "compare /tmp/base /tmp/weak": ("compare {tmp}/base {tmp}/weak", 1),
-    "compare reports/main reports/pr --strict": ("compare {tmp}/base {tmp}/base --strict", 0),
+    "compare reports/main reports/pr --strict": ("compare {tmp}/base {tmp}/base --strict", 5),
     "compare main1 main2 main3 vs pr1 pr2 pr3": (
         "compare {tmp}/base {tmp}/base {tmp}/base vs {tmp}/base {tmp}/base {tmp}/base",
-        0,
+        5,
     ),
     "compare reports/old-driver reports/new-driver --subject env": (
         "compare {tmp}/base {tmp}/base --subject env",
-        0,
+        5,
     ),
     "compare baseline/results.json reports/pr --markdown comment.md --junit junit.xml": (
         "compare {tmp}/base/results.json {tmp}/base --markdown {tmp}/ci/comment.md "
         "--junit {tmp}/ci/junit.xml",
-        0,
+        5,
     ),
     "validate configs/*.yaml --offline": (
         "validate configs/tiny.yaml configs/tiny-openai.yaml configs/llama70b.yaml --offline",

@@ -187,7 +187,8 @@ def exit_rate(
     th: Thresholds | None = None,
 ) -> tuple[float, float]:
     """P(exit 1) of `compare` between simulated base and new sides, and its Monte Carlo se."""
-    th = th or Thresholds(bootstrap=400)
+    # the simulated sides carry no recommendation: the speedup @γ rows gate in its place
+    th = th or Thresholds(bootstrap=400, gate=("alpha", "speedup"))
     hits = 0
     for rep in range(n_rep):
         s = [seed, rep]

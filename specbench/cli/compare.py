@@ -7,16 +7,21 @@
 
 BASE and NEW are run directories (records.jsonl: per-prompt tests) or results.json files (stored
 CIs, normal approximation); several run directories per side are separated by the word `vs`.
-A regression is significant after Holm's adjustment over every tested row AND beyond a minimum
-effect (docs/compare.md). Acceptance and speedup are gated; absolute latency and tokens/s are
+The thresholds file declares the gating rows in advance (`gate`, default α, the speedup at the
+recommended γ and the recommendation); the other rows are reported, not gated. A regression is a
+gating row significant after Holm's adjustment over the gating rows AND beyond a minimum effect
+(docs/compare.md); a gating row that cannot detect its minimum effect makes the comparison
+inconclusive (exit 5). Acceptance and speedup are gated; absolute latency and tokens/s are
 informational unless several runs per side are given or `--subject env` declares the environment
 change (engine, driver, hardware) the thing under test. Runs of different schema versions, models
 or sampling settings are refused unless --force. Failed records and settings missing from NEW are
 always listed; `--strict` makes them fail the comparison.
 
-Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed/missing rows),
-2 bad input (missing or unreadable run, incomparable runs without --force, a bad thresholds file or
-option).
+Exit codes (precedence 2/3 > 1 > 5 > 0): 0 pass (no regression, and every gating row could
+have seen its minimum effect), 1 at least one gating regression (or, with --strict, failed/missing
+rows), 5 inconclusive (no regression found, but a gating row could not have seen one;
+--allow-inconclusive makes it 0), 2 bad input (missing or unreadable run, incomparable runs
+without --force, a bad thresholds file or option).
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
             raise SpecbenchError(f"{path}: the thresholds file must be a mapping of keys to values")
         data.update(loaded)
     data.update({k: v for k, v in overrides.items() if v is not None})
+    if isinstance(data.get("gate"), str):  # --gate alpha,speedup_recommended
+        data["gate"] = [g.strip() for g in data["gate"].split(",") if g.strip()]
     for key, value in data.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise SpecbenchError(f"{path or 'thresholds'}: {key} must be a finite number")
@@ -221,17 +228,36 @@ def compare(
     show_unchanged: Annotated[
         bool, typer.Option("--show-unchanged", help="List unchanged rows instead of collapsing.")
     ] = False,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            "--gate",
+            help="The gating metrics, comma-separated (overrides the thresholds file's `gate`; "
+            "default alpha,speedup_recommended,verdict; '*' gates every row).",
+        ),
+    ] = None,
+    allow_inconclusive: Annotated[
+        bool,
+        typer.Option(
+            "--allow-inconclusive",
+            help="Exit 0 instead of 5 when a gating row cannot detect its minimum effect (the "
+            "headline still says inconclusive).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Compare two runs (or two sets of runs); exit 1 on a significant regression beyond the
-    minimum effect (Holm-adjusted over every tested row; see docs/compare.md).
+    """Compare two runs (or two sets of runs); exit 1 on a significant regression of a gating row
+    beyond its minimum effect (Holm-adjusted over the gating rows; see docs/compare.md), 5 when a
+    gating row could not have seen its minimum effect.
 
-    Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed or missing
-    rows), 2 bad input (or incomparable runs without --force).
+    Exit codes (precedence 2/3 > 1 > 5 > 0): 0 pass, 1 at least one gating regression (or, with
+    --strict, failed or missing rows), 5 inconclusive (a gating row cannot detect its minimum
+    effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
     from specbench.analysis.compare.environment import identity_differences
     from specbench.analysis.compare.verdict import compare as compare_sides
     from specbench.report import compare as render
+    from specbench.report.compare_junit import to_junit
 
     th = load_thresholds(
         thresholds,
@@ -242,6 +268,7 @@ def compare(
             "speedup_drop": speedup_drop,
             "latency_rise": latency_rise,
             "throughput_drop": throughput_drop,
+            "gate": gate,
         },
     )
     base_paths, new_paths = split_sides(runs)
@@ -260,6 +287,7 @@ def compare(
         gate_unstable_timing=gate_unstable_timing,
         strict=strict,
         subject=subject,
+        allow_inconclusive=allow_inconclusive,
     )
     if not result.rows:
         raise SpecbenchError(
@@ -269,7 +297,7 @@ def compare(
     if markdown is not None:
         markdown.write_text(render.to_markdown(result, show_unchanged))
     if junit is not None:
-        junit.write_text(render.to_junit(result))
+        junit.write_text(to_junit(result))
     if as_json:
         typer.echo(json.dumps(render.to_dict(result), indent=2))
     else:

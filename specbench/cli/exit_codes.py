@@ -5,6 +5,8 @@
     2    bad input: one line `error: ...` on stderr, never a traceback
     3    an unexpected internal error: one line naming the log file that holds the traceback
     4    `run` finished with failures beyond --max-failure-rate
+    5    `compare` is inconclusive: no regression found, but a gating row could not have seen its
+         minimum effect (precedence 2/3 > 1 > 5 > 0; `--allow-inconclusive` passes it)
     130  interrupted (Ctrl-C); the records written so far are kept
 
 `cli/app.py` enforces them (a SpecbenchError → 2, anything unexpected → 3); the commands import
@@ -14,13 +16,14 @@ them from here, never from the app.
 from __future__ import annotations
 
 EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
+EXIT_INCONCLUSIVE = 5
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
     "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
     "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
-    "130 interrupted."
+    "5 compare inconclusive (a gating row cannot detect its minimum effect); 130 interrupted."
 )
 
 

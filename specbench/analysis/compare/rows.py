@@ -22,6 +22,7 @@ from specbench.analysis.compare.metrics import (
     ACCEPTANCE,
     ENV,
     IMPROVED,
+    INCONCLUSIVE,
     INFORMATIONAL,
     METRICS,
     NOT_COMPARABLE,
@@ -30,6 +31,7 @@ from specbench.analysis.compare.metrics import (
     SPEEDUP,
     TIMING,
     UNCHANGED,
+    VERDICT,
     Metric,
     Thresholds,
 )
@@ -65,6 +67,7 @@ class Row:
     raw_p_value: float | None = None  # before the adjustment
     mde: float | None = None  # minimum detectable effect (power `Thresholds.power`, Holm level)
     needs: str = ""  # what the row's minimum effect needs (prompts / runs per side)
+    gating: bool = False  # declared in advance (`Thresholds.gate`): counts for the exit code
 
 
 Pair = tuple[Samples, Samples] | tuple[Summary, Summary]
@@ -204,13 +207,25 @@ def _row(
     row_id: str | None = None,
 ) -> PendingRow:
     head = (b.workload, b.temperature, row_id or key, label, metric.kind)
+    gating = ctx.th.gates(row_id or key)
     values = _values(key, b, n, shared, ctx.both_records)
     if values is None:
-        return PendingRow(Row(*head, NOT_COMPARABLE, None, None, note=note, reason=MISSING))
+        row = Row(*head, NOT_COMPARABLE, None, None, note=note, reason=MISSING, gating=gating)
+        return PendingRow(row)
     base_v, new_v, pair = values
     rel = (new_v - base_v) / base_v if base_v else None
     if why := ctx.informational(metric):
-        row = Row(*head, INFORMATIONAL, base_v, new_v, new_v - base_v, rel, note=note, reason=why)
+        row = Row(
+            *head,
+            INFORMATIONAL,
+            base_v,
+            new_v,
+            new_v - base_v,
+            rel,
+            note=note,
+            reason=why,
+            gating=gating,
+        )
         return PendingRow(row)
     test = _test(metric, key, b, n, pair, ctx)
     row = Row(
@@ -225,6 +240,7 @@ def _row(
         test.method,
         note,
         raw_p_value=test.p_value,
+        gating=gating,
     )
     n_prompts = min(b.n_prompts, n.n_prompts)
     if not n_prompts and isinstance(pair[0], Samples):
@@ -284,7 +300,7 @@ def _recommended_row(b: Group, n: Group, ctx: RowContext, shared: list[int]) -> 
     return _row(b, n, key, metric, label, note, ctx, shared, "speedup_recommended")
 
 
-def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
+def verdict_row(b: Group, n: Group, rec_row: Row, th: Thresholds) -> Row:
     """The recommendation (optimal γ and verdict). A flip is always listed; ON → OFF is a
     regression when the speedup behind it regressed (after the adjustment)."""
     rb, rn = b.recommendation, n.recommendation
@@ -301,12 +317,19 @@ def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
         good = IMPROVED if flip == "OFF → ON" else REGRESSED
         if rec_row.status == NOT_COMPARABLE:
             status = NOT_COMPARABLE
+        elif rec_row.status == INCONCLUSIVE and flip == "ON → OFF":
+            status = INCONCLUSIVE  # the speedup behind it could not have seen its minimum
         else:
             status = good if rec_row.status == good else NOT_SIGNIFICANT
         rel = rec_row.relative_change
         moved = f"{100 * rel:+.1f} %" if rel is not None else "–"
         if status == good:
             why = f"the speedup at the recommended γ {status} ({moved})"
+        elif status == INCONCLUSIVE:
+            why = (
+                f"the speedup behind it moved {moved} but cannot detect its minimum effect "
+                f"({rec_row.needs or 'underpowered'})"
+            )
         elif status == NOT_COMPARABLE:
             why = f"the speedup behind it is {rec_row.reason or 'not comparable'}"
         else:
@@ -316,5 +339,5 @@ def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
             )
         note = f"verdict flip {flip} (always reported); {why}"
     label = "recommendation (optimal γ, verdict)"
-    head = (b.workload, b.temperature, "verdict", label, SPEEDUP, status, rb.text(), rn.text())
-    return Row(*head, note=note, method="verdict")
+    head = (b.workload, b.temperature, VERDICT, label, SPEEDUP, status, rb.text(), rn.text())
+    return Row(*head, note=note, method="verdict", gating=th.gates(VERDICT))
