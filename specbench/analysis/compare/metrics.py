@@ -54,6 +54,7 @@ class Calibration(BaseModel):
     prompts: int = Field(ge=1, le=1_000_000)  # prompts per run (per workload × T)
     groups: int = Field(ge=1, le=100_000)  # workloads × temperatures measured
     sampled_groups: int = Field(ge=0, le=100_000)  # of which at T > 0
+    settings: int = Field(default=1, ge=1, le=10_000)  # speedup @γ rows per group
     speedup_cv_estimate: float = Field(ge=0.0)  # run-to-run CV of the speedup, point estimate
     # the SD of one prompt's paired difference between two runs: log speedup, and α at T > 0
     speedup_prompt_sd: float = Field(ge=0.0, le=100.0)
