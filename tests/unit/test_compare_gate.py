@@ -100,3 +100,50 @@ def test_printed_changes_are_bounded() -> None:
     big = _row("speedup@4", UNCHANGED, change=1e30, relative_change=1e30)
     assert fmt_change(big) == "> +1000 %"
     assert fmt_change(_row("speedup@4", UNCHANGED, change=-0.5, relative_change=-0.5)) == "-50.0 %"
+
+
+@pytest.mark.slow  # several results builds of 40 prompts: seconds
+def test_t0_is_compared_exactly_only_where_determinism_is_shown() -> None:
+    """Greedy acceptance compared exactly needs proof that greedy decoding is deterministic here:
+    a repeated prompt giving the same tokens, or the runner's calibration; otherwise tested."""
+    from specbench.analysis.compare.sides import repeat_determinism
+    from specbench.analysis.compare.verdict import compare
+
+    from .test_compare import make_records, side
+
+    def at_t0(recs: list[dict[str, object]], repeats: int = 1) -> list[dict[str, object]]:
+        out = []
+        for rep in range(repeats):
+            out += [{**r, "temperature": 0.0, "repeat": rep} for r in recs]
+        return out
+
+    spec = [r for r in at_t0(make_records(seed=1, n_prompts=4), 2) if r["kind"] == "spec"]
+    assert repeat_determinism(spec) is True
+    assert repeat_determinism(spec[:4]) is None  # no prompt repeated: not shown
+    changed = [dict(r) for r in spec]
+    changed[-1]["new_tokens"] = int(changed[-1]["new_tokens"]) + 1  # type: ignore[call-overload]
+    assert repeat_determinism(changed) is False
+
+    base, new = at_t0(make_records(seed=1)), at_t0(make_records(seed=2))
+    once = compare(side(base, "a"), side(new, "b"), Thresholds())
+    alpha = next(r for r in once.rows if r.metric == "alpha")
+    assert "determinism not shown" in alpha.method and alpha.p_value is not None
+    cal = Thresholds(calibration=_calibration(deterministic=True))
+    shown = compare(side(base, "a"), side(new, "b"), cal)
+    assert next(r for r in shown.rows if r.metric == "alpha").method.startswith("exact")
+    twice = compare(
+        side(at_t0(make_records(seed=1), 2), "a"),
+        side(at_t0(make_records(seed=2), 2), "b"),
+        Thresholds(),
+    )
+    assert next(r for r in twice.rows if r.metric == "alpha").method.startswith("exact")
+
+
+def _calibration(deterministic: bool) -> object:
+    from specbench.analysis.compare.metrics import Calibration
+
+    return Calibration(
+        runs=3, confidence=0.95, prompts=8, groups=1, sampled_groups=0, speedup_cv_estimate=0.0,
+        speedup_prompt_sd=0.1, greedy_deterministic=deterministic, target_forwards_per_prompt=1.0,
+        seconds_per_prompt=1.0,
+    )  # fmt: skip

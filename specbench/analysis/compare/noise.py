@@ -119,12 +119,20 @@ def run_to_run(
     )
 
 
-def _prompt_sd(pairs: list[tuple[Samples, Samples]], log: bool, n_boot: int) -> float | None:
-    """SD of one prompt's paired difference between two runs: se_pair · √n, averaged (as a
-    variance) over the run pairs."""
+def _unpaired(s: Samples) -> Samples:
+    """The same values under other keys: resampled apart from its partner."""
+    return Samples(tuple(f"other:{k}" for k in s.keys), s.arrays, s.coefs)
+
+
+def _prompt_sd(
+    pairs: list[tuple[Samples, Samples]], log: bool, n_boot: int, paired: bool = True
+) -> float | None:
+    """SD of one prompt's difference between two runs: se · √n, averaged (as a variance) over
+    the run pairs; `paired=False` resamples the runs apart, which also counts the spread between
+    prompts (an upper bound on the paired one)."""
     var = []
     for a, b in pairs:
-        se, _ = prompt_se(a, b, log, n_boot, 0)
+        se, _ = prompt_se(a, b if paired else _unpaired(b), log, n_boot, 0)
         if se is not None:
             var.append(se**2 * min(len(a), len(b)))
     return math.sqrt(float(np.mean(var))) if var else None
@@ -180,7 +188,9 @@ def calibrate(
                 if aa is not None and ab is not None:
                     alpha_pairs.append((aa, ab))
     speed_sd = _prompt_sd(speed_pairs, True, n_boot) or 0.0
-    alpha_sd = _prompt_sd(alpha_pairs, False, n_boot)
+    # α at T > 0 resampled apart: seeded A/A runs draw the same tokens, so their paired
+    # difference is 0, while a candidate that changes the draft draws others
+    alpha_sd = _prompt_sd(alpha_pairs, False, n_boot, paired=False)
     n_prompts = max(1, min(c.prompts for c in costs)) if costs else 1
     settings = max(
         (

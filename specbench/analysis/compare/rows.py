@@ -5,7 +5,7 @@ p-values here are unadjusted; `verdict` adjusts them over the whole comparison."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -108,6 +108,17 @@ class RowContext:
     k_base: int
     k_new: int
 
+    def deterministic(self, b: Group, n: Group) -> bool:
+        """Whether T = 0 acceptance may be compared exactly: greedy decoding shown deterministic
+        on both sides (a repeated prompt gave the same tokens, or several runs agreed), or by
+        the runner's calibration (A/A runs identical at T = 0), and refuted on neither."""
+        if b.deterministic is False or n.deterministic is False:
+            return False
+        if b.deterministic and n.deterministic:
+            return True
+        cal = self.th.calibration
+        return bool(cal is not None and cal.greedy_deterministic)
+
     @property
     def several_runs(self) -> bool:
         return self.k_base >= 2 and self.k_new >= 2
@@ -168,9 +179,12 @@ def _test(metric: Metric, key: str, b: Group, n: Group, pair: Pair, ctx: RowCont
     assert isinstance(pair[0], Samples) and isinstance(pair[1], Samples)
     if metric.kind == ACCEPTANCE:
         same = set(pair[0].keys) == set(pair[1].keys)
-        if b.temperature == 0 and same:
+        if b.temperature == 0 and same and ctx.deterministic(b, n):
             return exact_test(pair[0], pair[1])
-        return model_test(pair[0], pair[1], metric.relative, th, 0.0, 1, 1)
+        test = model_test(pair[0], pair[1], metric.relative, th, 0.0, 1, 1)
+        if b.temperature == 0:  # greedy, but determinism not shown: tested like T > 0
+            return replace(test, method=test.method + "; T=0 determinism not shown")
+        return test
     runs = _per_run(key, b, n) if ctx.several_runs else None
     if metric.kind == TIMING and runs is not None:
         return runs_test(runs[0], runs[1], level)
