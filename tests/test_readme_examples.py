@@ -129,6 +129,11 @@ SKIPPED: dict[str, str] = {
         "needs the vLLM run; the command is tested in tests/unit/test_batch_prediction.py"
     ),
     "run configs/tiny-openai.yaml": "needs a running OpenAI-compatible server",
+    "compare --ab configs/ci-gate.yaml --base-python .venv-main/bin/python --candidate-python "
+    ".venv-pr/bin/python --pairs 4 --out reports/ab": (
+        "needs two Python environments; tests/cli/test_cli_compare_ab.py runs --ab with this "
+        "interpreter on both sides"
+    ),
     "validate configs/my-engine.yaml": (
         "a user's engine config; tests/ci/test_action.py validates against a local server"
     ),

@@ -165,6 +165,30 @@ def compare(
             max=86_400.0,
         ),
     ] = 0.0,
+    ab: Annotated[
+        bool,
+        typer.Option(
+            "--ab",
+            help="RUNS is one CONFIG: run base and candidate here, each under its own "
+            "interpreter (--base-python, --candidate-python), alternated ABBA over --pairs "
+            "process pairs into --out, then compare them.",
+        ),
+    ] = False,
+    base_python: Annotated[
+        Path | None, typer.Option("--base-python", help="--ab: the base side's Python.")
+    ] = None,
+    candidate_python: Annotated[
+        Path | None, typer.Option("--candidate-python", help="--ab: the candidate's Python.")
+    ] = None,
+    pairs: Annotated[
+        int, typer.Option("--pairs", help="--ab: process pairs (runs per side).", min=1, max=1000)
+    ] = 2,
+    ab_out: Annotated[Path, typer.Option("--out", help="--ab: where the runs are written.")] = Path(
+        "reports/ab"
+    ),
+    run_args: Annotated[
+        str, typer.Option("--run-args", help="--ab: extra arguments for each `specbench run`.")
+    ] = "",
     write_plan: Annotated[
         bool, typer.Option("--write-plan", help="--plan: store the plan in the thresholds file.")
     ] = False,
@@ -196,6 +220,24 @@ def compare(
         return
     if not runs:
         raise SpecbenchError("give BASE NEW, BASE… vs NEW…, --calibrate RUNS, or --plan")
+    if ab:
+        import shlex
+        import sys
+
+        from specbench.harness.ab import run_ab
+
+        if len(runs) != 1:
+            raise SpecbenchError("--ab takes one CONFIG (both sides run it)")
+        interpreter = Path(sys.executable)
+        base_dirs, new_dirs = run_ab(
+            runs[0],
+            base_python or interpreter,
+            candidate_python or interpreter,
+            pairs,
+            ab_out,
+            shlex.split(run_args),
+        )
+        runs = [*base_dirs, Path("vs"), *new_dirs]
 
     th = load_thresholds(
         thresholds,
