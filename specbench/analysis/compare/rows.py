@@ -42,7 +42,7 @@ from specbench.analysis.compare.samples import (
     setting_name,
     sum_by_key,
 )
-from specbench.analysis.compare.sides import Group
+from specbench.analysis.compare.sides import Group, RecommendedSetting
 
 MISSING = "missing on one side"
 
@@ -300,8 +300,14 @@ def _recommended_row(b: Group, n: Group, ctx: RowContext, shared: list[int]) -> 
         return None
     chosen = rb if rb.verdict == "on" else rn if rn.verdict == "on" else None
     if chosen is None:
-        return None
+        # both OFF: the base's best measured γ still gates the speedup (a slower speculative
+        # path must not pass unseen because speculation was already off)
+        if rb.best_gamma is None:
+            return None
+        chosen = RecommendedSetting("off", rb.best_gamma, b.primary, rb.best_gamma)
     label = f"speedup at recommended γ={chosen.gamma}"
+    if chosen.verdict == "off":
+        label = f"speedup at best measured γ={chosen.gamma} (both OFF)"
     if chosen.setting != b.primary:
         label += f" ({chosen.setting})"
     note = (
