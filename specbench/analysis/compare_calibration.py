@@ -170,7 +170,7 @@ def _spec(
     }
 
 
-def _side(runs: list[list[dict[str, Any]]], size: SimSize, label: str) -> Side:
+def sim_side(runs: list[list[dict[str, Any]]], size: SimSize, label: str) -> Side:
     cfg = _config(size)
     return merge_runs(
         [side_from_records(r, cfg, SIM_ENV, f"{label}{i}") for i, r in enumerate(runs)]
@@ -187,7 +187,8 @@ def exit_rate(
     th: Thresholds | None = None,
 ) -> tuple[float, float]:
     """P(exit 1) of `compare` between simulated base and new sides, and its Monte Carlo se."""
-    th = th or Thresholds(bootstrap=400)
+    # the simulated sides carry no recommendation: the speedup @γ rows gate in its place
+    th = th or Thresholds(bootstrap=400, gate=("alpha", "speedup"))
     hits = 0
     for rep in range(n_rep):
         s = [seed, rep]
@@ -202,7 +203,7 @@ def exit_rate(
             )
             for j in range(k)
         ]
-        c = compare(_side(base, size, "base"), _side(new, size, "new"), th)
+        c = compare(sim_side(base, size, "base"), sim_side(new, size, "new"), th)
         hits += c.exit_code == 1
     rate = hits / n_rep
     return rate, math.sqrt(max(rate * (1 - rate), 1 / n_rep) / n_rep)

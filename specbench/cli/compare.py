@@ -4,160 +4,51 @@
     specbench compare main1 main2 main3 vs pr1 pr2 pr3             # several runs per side
     specbench compare reports/old-driver reports/new-driver --subject env
     specbench compare baseline/results.json reports/pr --markdown comment.md --junit junit.xml
+    specbench compare --calibrate aa1 aa2 aa3 aa4 aa5 --thresholds ci/specbench-thresholds.yaml
+    specbench compare --plan --thresholds ci/specbench-thresholds.yaml --write-plan
 
 BASE and NEW are run directories (records.jsonl: per-prompt tests) or results.json files (stored
 CIs, normal approximation); several run directories per side are separated by the word `vs`.
-A regression is significant after Holm's adjustment over every tested row AND beyond a minimum
-effect (docs/compare.md). Acceptance and speedup are gated; absolute latency and tokens/s are
+The thresholds file declares the gating rows in advance (`gate`, default α, the speedup at the
+recommended γ and the recommendation); the other rows are reported, not gated. A regression is a
+gating row significant after Holm's adjustment over the gating rows AND beyond a minimum effect
+(docs/compare.md); a gating row that cannot detect its minimum effect makes the comparison
+inconclusive (exit 5). Acceptance and speedup are gated; absolute latency and tokens/s are
 informational unless several runs per side are given or `--subject env` declares the environment
 change (engine, driver, hardware) the thing under test. Runs of different schema versions, models
 or sampling settings are refused unless --force. Failed records and settings missing from NEW are
 always listed; `--strict` makes them fail the comparison.
 
-Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed/missing rows),
-2 bad input (missing or unreadable run, incomparable runs without --force, a bad thresholds file or
-option).
+Exit codes (precedence 2/3 > 1 > 5 > 0): 0 pass (no regression, and every gating row could
+have seen its minimum effect), 1 at least one gating regression (or, with --strict, failed/missing
+rows), 5 inconclusive (no regression found, but a gating row could not have seen one;
+--allow-inconclusive makes it 0), 2 bad input (missing or unreadable run, incomparable runs
+without --force, a bad thresholds file or option).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 
+from specbench.cli.compare_inputs import load_many, load_thresholds, split_sides
 from specbench.cli.options import JsonOption
-from specbench.errors import SpecbenchError, malformed_file
-
-if TYPE_CHECKING:
-    from specbench.analysis.compare.metrics import Thresholds
-    from specbench.analysis.compare.sides import Side
-
-
-def load_side(path: Path) -> Side:
-    """A run directory (records, recomputed results) or a results.json file."""
-    from specbench.analysis.compare.sides import side_from_records, side_from_results
-    from specbench.analysis.load_cells import closed_loop
-    from specbench.analysis.results import build_results
-    from specbench.harness.rundir import load_run
-    from specbench.records import RECORDS_FILE
-
-    if path.is_dir():
-        if (path / RECORDS_FILE).is_file():
-            records, config, env, _ = load_run(path)
-            results = build_results(records, config, env)
-            side = side_from_records(closed_loop(records), config, env, str(path), results)
-            if not side.groups:
-                raise SpecbenchError(f"{path} has no complete baseline records; nothing to compare")
-            return side
-        if not (path / "results.json").is_file():
-            raise SpecbenchError(
-                f"{path} holds neither {RECORDS_FILE} nor results.json; give a run directory "
-                "written by `specbench run` or a results.json"
-            )
-        path = path / "results.json"
-    if not path.is_file():
-        raise SpecbenchError(f"not found: {path}; give a run directory or a results.json")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SpecbenchError(f"{path} is not valid JSON; give a results.json") from None
-    if not isinstance(doc, dict) or "workloads" not in doc or "schema" not in doc:
-        raise SpecbenchError(f"{path} is not a specbench results.json (no schema/workloads)")
-    try:
-        return side_from_results(doc, str(path))
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise malformed_file(path, exc, "specbench results.json") from None
-
-
-def split_sides(paths: list[Path]) -> tuple[list[Path], list[Path]]:
-    """BASE NEW, or BASE… vs NEW… (several runs per side)."""
-    words = [str(p) for p in paths]
-    if "vs" in words:
-        i = words.index("vs")
-        base, new = paths[:i], paths[i + 1 :]
-        if not base or not new or "vs" in words[i + 1 :]:
-            raise SpecbenchError(
-                "give runs as BASE NEW or BASE… vs NEW… (one `vs`, at least one run on each side)"
-            )
-        return base, new
-    if len(paths) != 2:
-        raise SpecbenchError(
-            f"got {len(paths)} runs; give BASE NEW, or several per side as BASE… vs NEW…"
-        )
-    return paths[:1], paths[1:]
-
-
-def load_many(paths: list[Path], which: str) -> Side:
-    """One side from one run, or several runs of the same config merged (runs as the unit)."""
-    from specbench.analysis.compare.environment import identity_differences
-    from specbench.analysis.compare.sides import merge_runs
-
-    sides = [load_side(p) for p in paths]
-    if len(sides) == 1:
-        return sides[0]
-    if not all(s.has_records for s in sides):
-        raise SpecbenchError(
-            f"several {which} runs must each be a run directory with records.jsonl, "
-            "not a results.json"
-        )
-    for s in sides[1:]:
-        if diffs := identity_differences(sides[0], s):
-            what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
-            raise SpecbenchError(
-                f"the {which} runs {sides[0].label} and {s.label} measured different things "
-                f"({what}); the runs of one side must share models and settings"
-            )
-    return merge_runs(sides)
-
-
-def load_thresholds(path: Path | None, overrides: dict[str, Any]) -> Thresholds:
-    """Defaults < YAML file < flags."""
-    import yaml
-    from pydantic import ValidationError
-
-    from specbench.analysis.compare.metrics import Thresholds
-
-    data: dict[str, Any] = {}
-    if path is not None:
-        if not path.is_file():
-            raise SpecbenchError(f"thresholds file not found: {path}")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError):
-            raise SpecbenchError(f"{path}: invalid YAML") from None
-        if not isinstance(loaded, dict):
-            raise SpecbenchError(f"{path}: the thresholds file must be a mapping of keys to values")
-        data.update(loaded)
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    for key, value in data.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SpecbenchError(f"{path or 'thresholds'}: {key} must be a finite number")
-    try:
-        return Thresholds.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        where = str(path) if path is not None else "thresholds"
-        if first["type"] == "extra_forbidden":
-            valid = ", ".join(Thresholds.model_fields)
-            raise SpecbenchError(f"{where}: unknown key '{key}'; valid keys: {valid}") from None
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise SpecbenchError(f"{where}: {key}: {msg} (got {first.get('input')!r})") from None
+from specbench.errors import SpecbenchError
 
 
 def compare(
     runs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
             help="BASE NEW (run directories or results.json), or several runs per side: "
-            "BASE… vs NEW…",
+            "BASE… vs NEW…; with --calibrate, A/A runs of one code and config.",
             show_default=False,
         ),
-    ],
+    ] = None,
     thresholds: Annotated[
         Path | None,
         typer.Option("--thresholds", help="YAML file of significance and minimum effects."),
@@ -221,17 +112,132 @@ def compare(
     show_unchanged: Annotated[
         bool, typer.Option("--show-unchanged", help="List unchanged rows instead of collapsing.")
     ] = False,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            "--gate",
+            help="The gating metrics, comma-separated (overrides the thresholds file's `gate`; "
+            "default alpha,speedup_recommended,verdict; '*' gates every row).",
+        ),
+    ] = None,
+    allow_inconclusive: Annotated[
+        bool,
+        typer.Option(
+            "--allow-inconclusive",
+            help="Exit 0 instead of 5 when a gating row cannot detect its minimum effect (the "
+            "headline still says inconclusive).",
+        ),
+    ] = False,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="RUNS are A/A runs of one code and config: write their run-to-run noise (upper "
+            "confidence limits) into the --thresholds file instead of comparing.",
+        ),
+    ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Print the prompts and runs per side the calibrated --thresholds file needs for "
+            "every gating row's minimum effect at its power, and their cost; no runs read.",
+        ),
+    ] = False,
+    max_prompts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-prompts", help="--plan: prompts per workload × T at most.", min=2, max=100_000
+        ),
+    ] = None,
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-hour-usd", help="--plan: price of a GPU-hour, for the cost.", min=0.0, max=1e6
+        ),
+    ] = None,
+    run_overhead_s: Annotated[
+        float,
+        typer.Option(
+            "--run-overhead-s",
+            help="--plan: seconds a run spends starting and loading models (not in the records).",
+            min=0.0,
+            max=86_400.0,
+        ),
+    ] = 0.0,
+    ab: Annotated[
+        bool,
+        typer.Option(
+            "--ab",
+            help="RUNS is one CONFIG: run base and candidate here, each under its own "
+            "interpreter (--base-python, --candidate-python), alternated ABBA over --pairs "
+            "process pairs into --out, then compare them.",
+        ),
+    ] = False,
+    base_python: Annotated[
+        Path | None, typer.Option("--base-python", help="--ab: the base side's Python.")
+    ] = None,
+    candidate_python: Annotated[
+        Path | None, typer.Option("--candidate-python", help="--ab: the candidate's Python.")
+    ] = None,
+    pairs: Annotated[
+        int, typer.Option("--pairs", help="--ab: process pairs (runs per side).", min=1, max=1000)
+    ] = 2,
+    ab_out: Annotated[Path, typer.Option("--out", help="--ab: where the runs are written.")] = Path(
+        "reports/ab"
+    ),
+    run_args: Annotated[
+        str, typer.Option("--run-args", help="--ab: extra arguments for each `specbench run`.")
+    ] = "",
+    write_plan: Annotated[
+        bool, typer.Option("--write-plan", help="--plan: store the plan in the thresholds file.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Compare two runs (or two sets of runs); exit 1 on a significant regression beyond the
-    minimum effect (Holm-adjusted over every tested row; see docs/compare.md).
+    """Compare two runs (or two sets of runs); exit 1 on a significant regression of a gating row
+    beyond its minimum effect (Holm-adjusted over the gating rows; see docs/compare.md), 5 when a
+    gating row could not have seen its minimum effect.
 
-    Exit codes: 0 no regression, 1 at least one regression (or, with --strict, failed or missing
-    rows), 2 bad input (or incomparable runs without --force).
+    Exit codes (precedence 2/3 > 1 > 5 > 0): 0 pass, 1 at least one gating regression (or, with
+    --strict, failed or missing rows), 5 inconclusive (a gating row cannot detect its minimum
+    effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
     from specbench.analysis.compare.environment import identity_differences
     from specbench.analysis.compare.verdict import compare as compare_sides
+    from specbench.cli.compare_gate import calibrate_runs, plan_gate
     from specbench.report import compare as render
+    from specbench.report.compare_junit import to_junit
+
+    if calibrate and plan:
+        raise SpecbenchError("give --calibrate (with A/A runs) or --plan, not both")
+    if plan:
+        if runs:
+            raise SpecbenchError("--plan reads only the --thresholds file; give no runs")
+        plan_gate(thresholds, max_prompts, gpu_hour_usd, write_plan, as_json, run_overhead_s)
+        return
+    if calibrate:
+        calibrate_runs(list(runs or []), thresholds, as_json)
+        return
+    if not runs:
+        raise SpecbenchError("give BASE NEW, BASE… vs NEW…, --calibrate RUNS, or --plan")
+    if ab:
+        import shlex
+        import sys
+
+        from specbench.harness.ab import run_ab
+
+        if len(runs) != 1:
+            raise SpecbenchError("--ab takes one CONFIG (both sides run it)")
+        interpreter = Path(sys.executable)
+        base_dirs, new_dirs = run_ab(
+            runs[0],
+            base_python or interpreter,
+            candidate_python or interpreter,
+            pairs,
+            ab_out,
+            shlex.split(run_args),
+        )
+        runs = [*base_dirs, Path("vs"), *new_dirs]
 
     th = load_thresholds(
         thresholds,
@@ -242,9 +248,10 @@ def compare(
             "speedup_drop": speedup_drop,
             "latency_rise": latency_rise,
             "throughput_drop": throughput_drop,
+            "gate": gate,
         },
     )
-    base_paths, new_paths = split_sides(runs)
+    base_paths, new_paths = split_sides(list(runs))
     b_side, n_side = load_many(base_paths, "base"), load_many(new_paths, "new")
     diffs = identity_differences(b_side, n_side)
     if diffs and not force:
@@ -260,6 +267,7 @@ def compare(
         gate_unstable_timing=gate_unstable_timing,
         strict=strict,
         subject=subject,
+        allow_inconclusive=allow_inconclusive,
     )
     if not result.rows:
         raise SpecbenchError(
@@ -269,7 +277,7 @@ def compare(
     if markdown is not None:
         markdown.write_text(render.to_markdown(result, show_unchanged))
     if junit is not None:
-        junit.write_text(render.to_junit(result))
+        junit.write_text(to_junit(result))
     if as_json:
         typer.echo(json.dumps(render.to_dict(result), indent=2))
     else:

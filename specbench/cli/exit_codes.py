@@ -5,6 +5,8 @@
     2    bad input: one line `error: ...` on stderr, never a traceback
     3    an unexpected internal error: one line naming the log file that holds the traceback
     4    `run` finished with failures beyond --max-failure-rate
+    5    `compare` is inconclusive: no regression found, but a gating row could not have seen its
+         minimum effect (precedence 2/3 > 1 > 5 > 0; `--allow-inconclusive` passes it)
     10   `canary`: keep watching (not settled yet; 0 is promote)
     11   `canary`: roll back (a guard crossed its margin)
     130  interrupted (Ctrl-C); the records written so far are kept
@@ -16,6 +18,7 @@ them from here, never from the app.
 from __future__ import annotations
 
 EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
+EXIT_INCONCLUSIVE = 5
 EXIT_CANARY_WATCH, EXIT_CANARY_ROLLBACK = 10, 11
 EXIT_INTERRUPTED = 130
 
@@ -23,6 +26,7 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
     "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
     "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
+    "5 compare inconclusive (a gating row cannot detect its minimum effect); "
     "10 canary: keep watching (0: promote); 11 canary: roll back; 130 interrupted."
 )
 

@@ -22,6 +22,11 @@ Checks, in order (the first failure of a config is its one `error:` line; exit c
   memory — a plan that does not fit is an error, with the numbers.
 
     specbench validate configs/llama70b-vllm.yaml --gpu-memory 80
+
+A CI gate's thresholds file (`ci/specbench-thresholds.yaml`: a mapping with `gate`, `calibration`
+or `plan` and no `target`) is checked as `compare --thresholds` reads it, and its `plan` with its
+`calibration` (docs/ci.md): a plan whose gating rows cannot detect their minimum effects is an
+error (exit 2), naming the MDE and pointing at `specbench compare --plan`.
 """
 
 from __future__ import annotations
@@ -181,6 +186,42 @@ def check_memory(cfg: Any, opts: MemoryOptions, out: Checked) -> None:
     (out.facts if plan.fits else out.warnings).append(plan.summary())
 
 
+GATE_KEYS = ("gate", "calibration", "plan")
+
+
+def check_gate(path: Path, out: Checked) -> None:
+    """A CI gate's thresholds file: its keys, and whether its plan detects its minimum effects."""
+    from specbench.analysis.compare.plan import check_plan
+    from specbench.cli.compare_inputs import load_thresholds
+    from specbench.report.compare_gate import fmt_effect, plan_lines
+
+    th = load_thresholds(path, {})
+    out.facts.append(f"CI gate thresholds, gating {', '.join(th.gate)}")
+    try:
+        plan = check_plan(th)
+    except ValueError as exc:
+        raise SpecbenchError(str(exc)) from None
+    if plan is None:
+        out.warnings.append(
+            "no plan: nothing says the gate can see its minimum effects (compare exits 5 when "
+            "it cannot); size it with `specbench compare --plan --write-plan`"
+        )
+        return
+    short = [r for r in plan.rows if not r.detects]
+    if short:
+        what = "; ".join(
+            f"{r.metric} MDE {fmt_effect(r.metric, r.mde)} > minimum "
+            f"{fmt_effect(r.metric, r.minimum)}" + (f" ({r.note})" if r.note else "")
+            for r in short
+        )
+        raise SpecbenchError(
+            f"its plan ({plan.prompts} prompts, {plan.runs_per_side} runs per side) cannot detect "
+            f"its minimum effects: {what}; size it with `specbench compare --plan --thresholds "
+            f"{path} --write-plan`"
+        )
+    out.facts.append(plan_lines(plan)[0])
+
+
 def validate_config(
     path: Path, offline: bool, timeout_s: float, memory: MemoryOptions | None = None
 ) -> Checked:
@@ -189,7 +230,11 @@ def validate_config(
 
     out = Checked(path)
     try:
-        cfg = parse_config(read_yaml(path), str(path))
+        data = read_yaml(path)
+        if "target" not in data and any(k in data for k in GATE_KEYS):
+            check_gate(path, out)
+            return out
+        cfg = parse_config(data, str(path))
         out.facts.append(f"backend {cfg.backend}")
         check_datasets(cfg, path.parent, out)
         check_tokenizers(cfg, out)

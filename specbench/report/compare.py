@@ -9,7 +9,6 @@ minimum effects are set.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
@@ -19,6 +18,7 @@ from rich.table import Table
 
 from specbench.analysis.compare.metrics import (
     IMPROVED,
+    INCONCLUSIVE,
     INFORMATIONAL,
     METRICS,
     NOT_COMPARABLE,
@@ -32,7 +32,11 @@ from specbench.analysis.serialize import json_safe
 
 # 1 — first version; 2 — rows carry raw_p_value (p_value is Holm-adjusted), mde, needs; kinds
 #     acceptance/speedup/timing; status "informational"; failures, strict, subject, runs, tested
-COMPARE_JSON_SCHEMA = 2
+# 3 — rows carry `gating`; status "inconclusive"; `verdict` (pass / regression / inconclusive),
+#     `inconclusive`, `allow_inconclusive`; p_value is Holm-adjusted over the gating rows only;
+#     mde is the harmful direction's (a relative drop ≤ 1 for higher-is-better ratios)
+COMPARE_JSON_SCHEMA = 3
+UNBOUNDED_REL = 10.0  # a relative figure above 1000 % says nothing a number would: "unbounded"
 _FORMATS = {
     "alpha": "{:.3f}",
     "accepted_length": "{:.2f}",
@@ -47,6 +51,7 @@ _COLUMNS = ("workload", "T", "metric", "base", "new", "change", "p (Holm)", "MDE
 _NUMERIC = ("T", "base", "new", "change", "p (Holm)", "MDE")
 _STYLE = {
     REGRESSED: "bold red",
+    INCONCLUSIVE: "bold yellow",
     IMPROVED: "green",
     NOT_SIGNIFICANT: "yellow",
     NOT_COMPARABLE: "dim",
@@ -65,12 +70,21 @@ def fmt_value(row: Row, value: float | str | None) -> str:
     return _FORMATS.get(row.metric.split("@")[0], "{:.3f}").format(value)
 
 
+def _metric(row: Row) -> Any:
+    name = row.metric.split("@")[0]
+    return METRICS.get("speedup" if name.startswith("speedup[") else name)
+
+
 def fmt_change(row: Row) -> str:
+    """The change, bounded to its quantity's range: relative ones above +1000 % print as
+    "> +1000 %" (a relative change cannot fall below −100 %)."""
     if row.change is None or not math.isfinite(row.change):
         return "–"
-    metric = METRICS.get(row.metric.split("@")[0])
+    metric = _metric(row)
     if metric is not None and metric.relative and row.relative_change is not None:
-        return f"{100 * row.relative_change:+.1f} %"
+        if row.relative_change > UNBOUNDED_REL:
+            return f"> +{100 * UNBOUNDED_REL:.0f} %"
+        return f"{100 * max(row.relative_change, -1.0):+.1f} %"
     return f"{row.change:+.3f}"
 
 
@@ -81,18 +95,22 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_mde(row: Row) -> str:
-    """The minimum detectable effect: ± relative (%) or absolute (α)."""
+    """The minimum detectable effect in the harmful direction, bounded to its quantity's range:
+    α (in [0, 1]) and relative drops (in [0, 100 %)) print "unbounded" when no change of the
+    quantity could be detected; a relative rise above 1000 % too."""
     if row.method.startswith("exact"):
         return "exact"
-    if row.mde is None or not math.isfinite(row.mde):
+    if row.mde is None or math.isnan(row.mde):
         return "–"
-    metric = METRICS.get(row.metric.split("@")[0])
-    if metric is not None and metric.relative:
-        return f"±{100 * row.mde:.1f} %"
-    return f"±{row.mde:.3f}"
+    metric = _metric(row)
+    if metric is None or not metric.relative:
+        return "unbounded" if row.mde >= 1.0 else f"±{row.mde:.3f}"
+    if metric.higher_is_better:  # a drop: 100 % would be the whole quantity
+        return "unbounded" if row.mde >= 0.995 else f"−{100 * row.mde:.1f} %"
+    return "unbounded" if row.mde > UNBOUNDED_REL else f"+{100 * row.mde:.1f} %"
 
 
-def _group(row: Row) -> str:
+def group_label(row: Row) -> str:
     return f"{row.workload} T={row.temperature:g}"
 
 
@@ -101,7 +119,19 @@ def headline(c: Comparison) -> str:
     counts = c.counts()
     kinds = (IMPROVED, NOT_SIGNIFICANT, NOT_COMPARABLE, INFORMATIONAL, UNCHANGED)
     parts = [f"{counts[s]} {s}" for s in kinds]
+    gating = len(c.gating_rows)
     lead = f"{n} regression{'s' if n != 1 else ''}" if n else "no regression"
+    if not n and c.is_inconclusive:
+        k = len(c.inconclusive)
+        lead = (
+            f"inconclusive: {k} of {gating} gating rows cannot detect their minimum effect"
+            if gating
+            else "inconclusive: no gating row was measured"
+        )
+        if c.allow_inconclusive:
+            lead += " (--allow-inconclusive: passes)"
+    elif not n:
+        lead += f" (every one of {gating} gating rows can detect its minimum effect)"
     if c.failures:
         k = len(c.failures)
         lead += f", {k} failed/missing" + (" (--strict: counts)" if c.strict else "")
@@ -111,7 +141,8 @@ def headline(c: Comparison) -> str:
 def thresholds_line(c: Comparison) -> str:
     t = c.thresholds
     return (
-        f"significance {t.significance:g} family-wise (Holm over {c.tested} tested rows); "
+        f"gating rows: {', '.join(t.gate)}; "
+        f"significance {t.significance:g} family-wise (Holm over {c.tested} tested gating rows); "
         f"run-to-run CV of speedup {100 * t.run_to_run_cv:g} %; runs {c.runs[0]} vs {c.runs[1]}; "
         f"subject {c.subject}; minimum effects: α −{t.alpha_drop:g}, accepted length "
         f"−{100 * t.accepted_length_drop:g} %, speedup −{100 * t.speedup_drop:g} %, latency "
@@ -120,7 +151,7 @@ def thresholds_line(c: Comparison) -> str:
 
 
 def _unchanged_line(rows: list[Row]) -> str:
-    per_group = Counter(_group(r) for r in rows)
+    per_group = Counter(group_label(r) for r in rows)
     detail = ", ".join(f"{g} ({k})" for g, k in per_group.items())
     return f"{len(rows)} rows unchanged (within the minimum effect): {detail}"
 
@@ -130,7 +161,7 @@ def _blocked_lines(rows: list[Row]) -> list[str]:
     workload × temperature groups (and row counts) it applies to."""
     per: dict[tuple[str, str], Counter[str]] = {}
     for r in rows:
-        per.setdefault((r.status, r.reason), Counter())[_group(r)] += 1
+        per.setdefault((r.status, r.reason), Counter())[group_label(r)] += 1
     return [
         f"{sum(c.values())} timing rows {status} in "
         f"{', '.join(f'{g} ({k})' for g, k in c.items())} — {why}"
@@ -147,18 +178,18 @@ def power_lines(c: Comparison) -> list[str]:
         if not rows:
             continue
         worst = max(rows, key=lambda r: r.mde or 0.0)
-        short = [r for r in rows if r.needs and not r.needs.startswith("enough")]
+        short = [r for r in rows if r.needs and not r.needs.startswith("enough") and r.gating]
         line = (
             f"power ({100 * c.thresholds.power:g} %): {kind} rows detect changes of "
-            f"{fmt_mde(worst)} or more (worst: {_group(worst)} {worst.label})"
+            f"{fmt_mde(worst)} or more (worst: {group_label(worst)} {worst.label})"
         )
         if short:
             line += (
-                f"; {len(short)} of {len(rows)} cannot see their minimum effect, e.g. "
-                f"{_group(short[0])} {short[0].label} needs {short[0].needs}"
+                f"; {len(short)} gating rows of {len(rows)} cannot see their minimum effect, e.g. "
+                f"{group_label(short[0])} {short[0].label} needs {short[0].needs}"
             )
         else:
-            line += "; every row can see its minimum effect"
+            line += "; every gating row can see its minimum effect"
         out.append(line)
     return out
 
@@ -182,9 +213,15 @@ def _shown(c: Comparison, show_all: bool) -> tuple[list[Row], list[Row], list[Ro
     return shown, unchanged, blocked
 
 
-def _note(r: Row) -> str:
-    needs = f"needs {r.needs}" if r.status == NOT_SIGNIFICANT and r.needs else ""
+def row_note(r: Row) -> str:
+    short = r.status in (NOT_SIGNIFICANT, INCONCLUSIVE) and not r.needs.startswith("enough")
+    needs = f"needs {r.needs}" if short and r.needs else ""
     return "; ".join(x for x in (r.note, r.reason, needs) if x)
+
+
+def status_text(r: Row) -> str:
+    """The row's status, marked when the row does not gate (reported at its own level)."""
+    return r.status if r.gating else f"{r.status} (not gated)"
 
 
 def _cells(r: Row, status: str) -> list[str]:
@@ -199,7 +236,7 @@ def _cells(r: Row, status: str) -> list[str]:
         fmt_p(r.p_value),
         fmt_mde(r),
         status,
-        _note(r),
+        row_note(r),
     ]
 
 
@@ -210,7 +247,7 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
         table.add_column(col, justify="right" if col in _NUMERIC else "left")
     for r in shown:
         style = _STYLE.get(r.status, "")
-        table.add_row(*_cells(r, f"[{style}]{r.status}[/{style}]"))
+        table.add_row(*_cells(r, f"[{style}]{status_text(r)}[/{style}]"))
     if shown:
         console.print(table)
     else:
@@ -235,7 +272,7 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
         console.print(f"only in new: {key[0]} T={key[1]:g} (not compared)")
     for note in c.notes:
         console.print(f"[yellow]note[/yellow] {note}")
-    style = "bold red" if c.exit_code else "green"
+    style = {0: "green", 5: "bold yellow"}.get(c.exit_code, "bold red")
     console.print(f"[{style}]{headline(c)}[/{style}] → exit code {c.exit_code}")
 
 
@@ -246,7 +283,9 @@ def _md_cell(text: str) -> str:
 def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
     """A PR comment: headline, the table of changed rows, one line for the unchanged ones."""
     shown, unchanged, blocked = _shown(c, show_unchanged)
-    mark = "❌" if c.exit_code else "✅"
+    mark = {0: "✅", 5: "⚠️"}.get(c.exit_code, "❌")
+    if c.exit_code == 0 and c.is_inconclusive:
+        mark = "⚠️"  # passed only because --allow-inconclusive: never a ✅ that could not fail
     lines = [
         f"## {mark} specbench compare: {headline(c)}",
         "",
@@ -259,7 +298,7 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
             "|---|---:|---|---:|---:|---:|---:|---:|---|---|",
         ]
         for r in shown:
-            status = f"**{r.status}**" if r.status == REGRESSED else r.status
+            status = f"**{status_text(r)}**" if r.status == REGRESSED else status_text(r)
             lines.append("| " + " | ".join(_md_cell(x) for x in _cells(r, status)) + " |")
         lines.append("")
     if unchanged:
@@ -276,66 +315,14 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
     if extra:
         lines += ["Notes:", *[f"- {_md_cell(x)}" for x in extra], ""]
     lines.append(
-        f"Exit code {c.exit_code}: 0 no regression, 1 regression (or failed/missing rows under "
-        "--strict), 2 bad input (a regression is significant after Holm's adjustment AND beyond "
-        "the minimum effect; a verdict flip is always listed, and ON → OFF counts when the "
-        "speedup behind it regressed)."
+        f"Exit code {c.exit_code}: 0 pass (every gating row could see its minimum effect), "
+        "1 regression (or failed/missing rows under --strict), 5 inconclusive (a gating row "
+        "cannot detect its minimum effect; --allow-inconclusive passes it), 2 bad input. A "
+        "regression is a gating row significant after Holm's adjustment over the gating rows "
+        "AND beyond the minimum effect; a verdict flip is always listed, and ON → OFF counts "
+        "when the speedup behind it regressed."
     )
     return "\n".join(lines) + "\n"
-
-
-def to_junit(c: Comparison) -> str:
-    """JUnit XML: one suite per workload × temperature, one test case per metric; regressions
-    are failures, not-comparable rows are skipped."""
-    root = ET.Element("testsuites", name="specbench compare")
-    suites: dict[str, ET.Element] = {}
-    totals: Counter[tuple[str, str]] = Counter()
-    for r in c.rows:
-        name = _group(r)
-        suite = suites.get(name)
-        if suite is None:
-            suite = ET.SubElement(root, "testsuite", name=name)
-            suites[name] = suite
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"specbench.compare.{r.workload}.T{r.temperature:g}",
-            name=r.label,
-        )
-        summary = (
-            f"{r.label}: {fmt_value(r, r.base)} → {fmt_value(r, r.new)} ({fmt_change(r)}, "
-            f"p={fmt_p(r.p_value)}) {r.status}" + (f"; {_note(r)}" if _note(r) else "")
-        )
-        totals[(name, "tests")] += 1
-        if r.status == REGRESSED:
-            fail = ET.SubElement(case, "failure", message=summary, type="regression")
-            fail.text = f"{r.method}\n{thresholds_line(c)}"
-            totals[(name, "failures")] += 1
-        elif r.status in (NOT_COMPARABLE, INFORMATIONAL):
-            ET.SubElement(case, "skipped", message=summary)
-            totals[(name, "skipped")] += 1
-        else:
-            ET.SubElement(case, "system-out").text = summary
-    if c.failures:
-        suite = ET.SubElement(root, "testsuite", name="failed or missing")
-        suites["failed or missing"] = suite
-        for f in c.failures:
-            case = ET.SubElement(suite, "testcase", classname="specbench.compare.missing", name=f)
-            totals[("failed or missing", "tests")] += 1
-            if c.strict:
-                ET.SubElement(case, "failure", message=f, type="failed or missing")
-                totals[("failed or missing", "failures")] += 1
-            else:
-                ET.SubElement(case, "skipped", message=f)
-                totals[("failed or missing", "skipped")] += 1
-    for name, suite in suites.items():
-        for k in ("tests", "failures", "skipped"):
-            suite.set(k, str(totals[(name, k)]))
-        suite.set("errors", "0")
-    root.set("tests", str(sum(totals[(n, "tests")] for n in suites)))
-    root.set("failures", str(sum(totals[(n, "failures")] for n in suites)))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:
@@ -346,7 +333,12 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "new": c.new_label,
         "mode": c.mode,
         "exit_code": c.exit_code,
+        "verdict": (
+            "regression" if c.exit_code == 1 else "inconclusive" if c.is_inconclusive else "pass"
+        ),
         "regressions": len(c.regressions),
+        "inconclusive": len(c.inconclusive),
+        "allow_inconclusive": c.allow_inconclusive,
         "counts": c.counts(),
         "thresholds": c.thresholds.model_dump(),
         "rows": [asdict(r) for r in c.rows],

@@ -123,7 +123,8 @@ def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
         # main: no baseline yet — measured, nothing compared, no comment, gate passes
         rc, ctx = run_action({**common, "out": str(tmp_path / "baseline")}, tmp_path, pr=None)
         assert rc == 0, ctx["steps"]
-        assert "no baseline" not in ctx["steps"]["compare"]["stdout"]  # the out dir is the baseline
+        # the out dir is the baseline: a run compared with itself tells nothing, so not compared
+        assert "nothing to compare; it becomes the baseline" in ctx["steps"]["compare"]["stdout"]
         # a pull request whose engine drafts but accepts nothing: τ 3 → 1, ON → OFF
         spec.per_chunk = 1
         rc, ctx = run_action({**common, "out": str(tmp_path / "pr")}, tmp_path, pr=17)

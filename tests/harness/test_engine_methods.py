@@ -156,7 +156,7 @@ def test_compare_matches_method_labelled_settings_across_drafts(
         assert runner.invoke(app, ["run", str(cfg)]).exit_code == 0
         runs[name] = str(tmp_path / name / "out")
     res = runner.invoke(app, ["compare", runs["a"], runs["b"], "--show-unchanged"])
-    assert res.exit_code in (0, 1), res.output
+    assert res.exit_code in (0, 1, 5), res.output  # 5: one run per side is inconclusive
     text = " ".join(res.output.split())
     assert "settings matched by label: ngram γ=2" in text
     assert "only in" in text and "draft_model γ=2" in text and "eagle3 γ=2" in text

@@ -223,7 +223,9 @@ def test_truncated_record_warns_in_specbench_voice(
     run = write_run(tmp_path, "r", make_records(seed=5, n_prompts=6, n_rounds=4))
     with (run / "records.jsonl").open("a") as fh:
         fh.write('{"schema": 1, "kind": "spe')
-    assert run_cli(["compare", str(run), str(run)]) == 0
+    # a run compared with itself: no regression, but one run per side cannot see a 5 % speedup
+    # drop under the default run-to-run CV: inconclusive (exit 5), not a crash
+    assert run_cli(["compare", str(run), str(run)]) == 5
     err = capsys.readouterr().err
     assert "UserWarning" not in err and "warnings.warn" not in err
     with pytest.warns(SpecbenchWarning, match="line 13 is truncated"):

@@ -5,7 +5,7 @@ p-values here are unadjusted; `verdict` adjusts them over the whole comparison."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from specbench.analysis.compare.metrics import (
     ACCEPTANCE,
     ENV,
     IMPROVED,
+    INCONCLUSIVE,
     INFORMATIONAL,
     METRICS,
     NOT_COMPARABLE,
@@ -30,6 +31,7 @@ from specbench.analysis.compare.metrics import (
     SPEEDUP,
     TIMING,
     UNCHANGED,
+    VERDICT,
     Metric,
     Thresholds,
 )
@@ -40,7 +42,7 @@ from specbench.analysis.compare.samples import (
     setting_name,
     sum_by_key,
 )
-from specbench.analysis.compare.sides import Group
+from specbench.analysis.compare.sides import Group, RecommendedSetting
 
 MISSING = "missing on one side"
 
@@ -65,6 +67,7 @@ class Row:
     raw_p_value: float | None = None  # before the adjustment
     mde: float | None = None  # minimum detectable effect (power `Thresholds.power`, Holm level)
     needs: str = ""  # what the row's minimum effect needs (prompts / runs per side)
+    gating: bool = False  # declared in advance (`Thresholds.gate`): counts for the exit code
 
 
 Pair = tuple[Samples, Samples] | tuple[Summary, Summary]
@@ -104,6 +107,17 @@ class RowContext:
     env_diff: list[Difference]
     k_base: int
     k_new: int
+
+    def deterministic(self, b: Group, n: Group) -> bool:
+        """Whether T = 0 acceptance may be compared exactly: greedy decoding shown deterministic
+        on both sides (a repeated prompt gave the same tokens, or several runs agreed), or by
+        the runner's calibration (A/A runs identical at T = 0), and refuted on neither."""
+        if b.deterministic is False or n.deterministic is False:
+            return False
+        if b.deterministic and n.deterministic:
+            return True
+        cal = self.th.calibration
+        return bool(cal is not None and cal.greedy_deterministic)
 
     @property
     def several_runs(self) -> bool:
@@ -165,9 +179,12 @@ def _test(metric: Metric, key: str, b: Group, n: Group, pair: Pair, ctx: RowCont
     assert isinstance(pair[0], Samples) and isinstance(pair[1], Samples)
     if metric.kind == ACCEPTANCE:
         same = set(pair[0].keys) == set(pair[1].keys)
-        if b.temperature == 0 and same:
+        if b.temperature == 0 and same and ctx.deterministic(b, n):
             return exact_test(pair[0], pair[1])
-        return model_test(pair[0], pair[1], metric.relative, th, 0.0, 1, 1)
+        test = model_test(pair[0], pair[1], metric.relative, th, 0.0, 1, 1)
+        if b.temperature == 0:  # greedy, but determinism not shown: tested like T > 0
+            return replace(test, method=test.method + "; T=0 determinism not shown")
+        return test
     runs = _per_run(key, b, n) if ctx.several_runs else None
     if metric.kind == TIMING and runs is not None:
         return runs_test(runs[0], runs[1], level)
@@ -204,13 +221,25 @@ def _row(
     row_id: str | None = None,
 ) -> PendingRow:
     head = (b.workload, b.temperature, row_id or key, label, metric.kind)
+    gating = ctx.th.gates(row_id or key)
     values = _values(key, b, n, shared, ctx.both_records)
     if values is None:
-        return PendingRow(Row(*head, NOT_COMPARABLE, None, None, note=note, reason=MISSING))
+        row = Row(*head, NOT_COMPARABLE, None, None, note=note, reason=MISSING, gating=gating)
+        return PendingRow(row)
     base_v, new_v, pair = values
     rel = (new_v - base_v) / base_v if base_v else None
     if why := ctx.informational(metric):
-        row = Row(*head, INFORMATIONAL, base_v, new_v, new_v - base_v, rel, note=note, reason=why)
+        row = Row(
+            *head,
+            INFORMATIONAL,
+            base_v,
+            new_v,
+            new_v - base_v,
+            rel,
+            note=note,
+            reason=why,
+            gating=gating,
+        )
         return PendingRow(row)
     test = _test(metric, key, b, n, pair, ctx)
     row = Row(
@@ -225,6 +254,7 @@ def _row(
         test.method,
         note,
         raw_p_value=test.p_value,
+        gating=gating,
     )
     n_prompts = min(b.n_prompts, n.n_prompts)
     if not n_prompts and isinstance(pair[0], Samples):
@@ -270,8 +300,14 @@ def _recommended_row(b: Group, n: Group, ctx: RowContext, shared: list[int]) -> 
         return None
     chosen = rb if rb.verdict == "on" else rn if rn.verdict == "on" else None
     if chosen is None:
-        return None
+        # both OFF: the base's best measured γ still gates the speedup (a slower speculative
+        # path must not pass unseen because speculation was already off)
+        if rb.best_gamma is None:
+            return None
+        chosen = RecommendedSetting("off", rb.best_gamma, b.primary, rb.best_gamma)
     label = f"speedup at recommended γ={chosen.gamma}"
+    if chosen.verdict == "off":
+        label = f"speedup at best measured γ={chosen.gamma} (both OFF)"
     if chosen.setting != b.primary:
         label += f" ({chosen.setting})"
     note = (
@@ -284,7 +320,7 @@ def _recommended_row(b: Group, n: Group, ctx: RowContext, shared: list[int]) -> 
     return _row(b, n, key, metric, label, note, ctx, shared, "speedup_recommended")
 
 
-def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
+def verdict_row(b: Group, n: Group, rec_row: Row, th: Thresholds) -> Row:
     """The recommendation (optimal γ and verdict). A flip is always listed; ON → OFF is a
     regression when the speedup behind it regressed (after the adjustment)."""
     rb, rn = b.recommendation, n.recommendation
@@ -301,12 +337,19 @@ def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
         good = IMPROVED if flip == "OFF → ON" else REGRESSED
         if rec_row.status == NOT_COMPARABLE:
             status = NOT_COMPARABLE
+        elif rec_row.status == INCONCLUSIVE and flip == "ON → OFF":
+            status = INCONCLUSIVE  # the speedup behind it could not have seen its minimum
         else:
             status = good if rec_row.status == good else NOT_SIGNIFICANT
         rel = rec_row.relative_change
         moved = f"{100 * rel:+.1f} %" if rel is not None else "–"
         if status == good:
             why = f"the speedup at the recommended γ {status} ({moved})"
+        elif status == INCONCLUSIVE:
+            why = (
+                f"the speedup behind it moved {moved} but cannot detect its minimum effect "
+                f"({rec_row.needs or 'underpowered'})"
+            )
         elif status == NOT_COMPARABLE:
             why = f"the speedup behind it is {rec_row.reason or 'not comparable'}"
         else:
@@ -316,5 +359,5 @@ def verdict_row(b: Group, n: Group, rec_row: Row) -> Row:
             )
         note = f"verdict flip {flip} (always reported); {why}"
     label = "recommendation (optimal γ, verdict)"
-    head = (b.workload, b.temperature, "verdict", label, SPEEDUP, status, rb.text(), rn.text())
-    return Row(*head, note=note, method="verdict")
+    head = (b.workload, b.temperature, VERDICT, label, SPEEDUP, status, rb.text(), rn.text())
+    return Row(*head, note=note, method="verdict", gating=th.gates(VERDICT))

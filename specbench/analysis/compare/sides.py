@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from specbench.analysis.compare.samples import (
     Samples,
     Summary,
@@ -54,6 +56,9 @@ class Group:
     per_run: list[Group] = field(default_factory=list)  # the runs behind a multi-run side
     # engine runs whose settings name their method: speedup key → method (matched by label)
     methods: dict[str, str] = field(default_factory=dict)
+    # T = 0: the same prompt repeated gave the same acceptance, round by round (True), did not
+    # (False), or was never repeated (None: determinism not shown)
+    deterministic: bool | None = None
 
 
 @dataclass
@@ -238,6 +243,7 @@ def side_from_records(
             for g, recs in by_gamma.items():
                 samples[setting_key(setting, g)] = speedup_samples(grp["baseline"], recs)
         entry = entries.get(key)
+        specs = [r for by_gamma in grp["settings"].values() for rs in by_gamma.values() for r in rs]
         groups[key] = Group(
             key[0],
             key[1],
@@ -249,12 +255,53 @@ def side_from_records(
             _timing_warnings(entry) if entry else [],
             primary,
             methods=grp.get("methods", {}),
+            deterministic=repeat_determinism(specs) if key[1] == 0 else None,
         )
     ident = _identity(doc, config)
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
     level = float((config.get("decision") or {}).get("ci_level") or 0.95)
     fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]
     return Side(label, ident, env, groups, level, True, fails)
+
+
+def repeat_determinism(specs: list[dict[str, Any]]) -> bool | None:
+    """Whether the speculative records of one T = 0 group show greedy decoding deterministic:
+    every prompt measured more than once (repeats) gave the same tokens — the same acceptance
+    round by round and the same number of new tokens; None when no prompt was repeated."""
+    seen: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for r in specs:
+        rounds = r.get("rounds") or {}
+        accepted = rounds.get("accepted") if isinstance(rounds, dict) else None
+        key = (r.get("drafter"), r.get("policy"), r.get("gamma"), r.get("prompt_id"))
+        seen.setdefault(key, []).append((r.get("new_tokens"), tuple(accepted or ())))
+    repeated = [fps for fps in seen.values() if len(fps) > 1]
+    if not repeated:
+        return None
+    return all(len(set(fps)) == 1 for fps in repeated)
+
+
+def _runs_agree(gs: list[Group]) -> bool | None:
+    """Several runs of one side at T = 0: determinism shown when every run's acceptance is
+    identical prompt by prompt, refuted when they differ or a run's repeats disagreed."""
+    if gs[0].temperature != 0:
+        return None
+    if any(g.deterministic is False for g in gs):
+        return False
+    names = set.intersection(
+        *[{k for k in (g.samples or {}) if k.startswith("alpha@")} for g in gs]
+    )
+    if not names:
+        return None
+    first = gs[0].samples or {}
+    for g in gs[1:]:
+        other = g.samples or {}
+        for name in names:
+            a, b = first[name], other[name]
+            if a.keys != b.keys or not all(
+                np.array_equal(x, y) for x, y in zip(a.arrays, b.arrays, strict=True)
+            ):
+                return False
+    return True
 
 
 def merge_runs(runs: list[Side]) -> Side:
@@ -285,6 +332,7 @@ def merge_runs(runs: list[Side]) -> Side:
             g0.primary,
             gs,
             g0.methods,
+            _runs_agree(gs),
         )
     label = " + ".join(r.label for r in runs)
     failed = [f"{r.label}: {f}" for r in runs for f in r.failed]

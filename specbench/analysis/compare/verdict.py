@@ -1,6 +1,8 @@
-"""The comparison's verdict: every tested row's p-value Holm-adjusted over the comparison
-(family-wise), each row judged on significance AND the minimum effect, its power, and the exit
-code. `compare` is the entry point (`specbench compare`)."""
+"""The comparison's verdict: the gating rows' p-values Holm-adjusted over the gating rows
+(family-wise; the other rows are reported at their own level, never gated), each row judged on
+significance AND the minimum effect, its power, "inconclusive" for a gating row that could not
+have seen its minimum effect, and the exit code (0 pass, 1 regression, 5 inconclusive).
+`compare` is the entry point (`specbench compare`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from specbench.analysis.compare.metrics import (
     CODE,
     ENV,
     IMPROVED,
+    INCONCLUSIVE,
+    INFORMATIONAL,
+    NOT_COMPARABLE,
     NOT_SIGNIFICANT,
     REGRESSED,
     STATUSES,
@@ -30,6 +35,7 @@ from specbench.analysis.compare.sides import Group, Side
 from specbench.analysis.multiple_testing import holm, min_detectable_effect
 
 FEW_PROMPTS = 10
+EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 5  # cli/exit_codes.py names them too
 
 
 def judge(
@@ -61,11 +67,24 @@ def _effect_scale(metric: Metric, th: Thresholds) -> float:
     return -math.log1p(-min(m, 0.99)) if metric.higher_is_better else math.log1p(m)
 
 
+def harmful_mde(metric: Metric, mde: float) -> float:
+    """The minimum detectable effect on the test scale (log for relative metrics) as a change in
+    the harmful direction, in the row's units: a relative drop in [0, 1) for higher-is-better
+    ratios, a relative rise (unbounded) for latency, an absolute change for α."""
+    if not metric.relative:
+        return mde
+    return -math.expm1(-mde) if metric.higher_is_better else math.expm1(mde)
+
+
+ENOUGH = "enough for the minimum effect"
+
+
 def power_advice(
     metric: Metric, test: DiffTest, th: Thresholds, level: float, n_prompts: int, k_runs: int
 ) -> tuple[float | None, str]:
-    """(minimum detectable effect at `th.power`, in the row's units — relative for relative
-    metrics — and what the row's minimum effect needs: prompts or runs per side).
+    """(minimum detectable effect at `th.power` in the harmful direction, in the row's units —
+    relative for relative metrics — and what the row's minimum effect needs: prompts or runs per
+    side; "enough for the minimum effect" when the row can see it).
 
     Model: se² = se²_p·n/n′ + se²_r·k/k′ (prompt part shrinks with prompts, run part with runs).
     """
@@ -73,13 +92,13 @@ def power_advice(
         return None, ""
     z = min_detectable_effect(1.0, level, th.power, test.df)
     mde = z * test.se
-    mde_out = math.expm1(mde) if metric.relative else mde
+    mde_out = harmful_mde(metric, mde)
     c = (_effect_scale(metric, th) / z) ** 2  # the largest se that still detects the minimum
     se_p2, se_r2 = (test.se_prompts or 0.0) ** 2, (test.se_runs or 0.0) ** 2
     if c <= 0:  # no minimum effect set: nothing to size for
-        return mde_out, ""
+        return mde_out, ENOUGH
     if test.se**2 <= c:
-        return mde_out, "enough for the minimum effect"
+        return mde_out, ENOUGH
     if se_p2 == 0:  # runs only (Welch over runs)
         return mde_out, f"≈{math.ceil(k_runs * test.se**2 / c)} runs per side"
     if se_r2 < c / 2:
@@ -107,20 +126,46 @@ class Comparison:
     strict: bool = False
     subject: str = CODE
     runs: tuple[int, int] = (1, 1)
-    tested: int = 0  # the size of the Holm family
+    tested: int = 0  # the size of the Holm family (the tested gating rows)
+    allow_inconclusive: bool = False
 
     @property
     def regressions(self) -> list[Row]:
-        return [r for r in self.rows if r.status == REGRESSED]
+        """The gating rows that regressed (a non-gating row is reported, never gated)."""
+        return [r for r in self.rows if r.status == REGRESSED and r.gating]
+
+    @property
+    def inconclusive(self) -> list[Row]:
+        """The gating rows that could not have seen their minimum effect (a gating row missing
+        on one side could not see anything)."""
+        return [
+            r
+            for r in self.rows
+            if r.status == INCONCLUSIVE or (r.gating and r.status == NOT_COMPARABLE)
+        ]
+
+    @property
+    def gating_rows(self) -> list[Row]:
+        return [r for r in self.rows if r.gating]
+
+    @property
+    def is_inconclusive(self) -> bool:
+        """No regression was found, but the gate could not have found one: a gating row is
+        underpowered or untested, or no gating row was measured at all."""
+        return bool(self.inconclusive) or not self.gating_rows
 
     def counts(self) -> dict[str, int]:
         return {s: sum(r.status == s for r in self.rows) for s in STATUSES}
 
     @property
     def exit_code(self) -> int:
-        """0 no regression, 1 a regression (or, under strict, a failed or missing row); 2, bad
-        input, is raised before."""
-        return 1 if self.regressions or (self.strict and self.failures) else 0
+        """1 a regression (or, under strict, a failed or missing row) > 5 inconclusive (unless
+        allowed) > 0 pass; 2 (bad input) and 3 (internal error) are raised before."""
+        if self.regressions or (self.strict and self.failures):
+            return EXIT_REGRESSION
+        if self.is_inconclusive and not self.allow_inconclusive:
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
 
 
 def _settings(g: Group) -> set[str]:
@@ -152,8 +197,10 @@ def compare(
     gate_unstable_timing: bool = False,
     strict: bool = False,
     subject: str = CODE,
+    allow_inconclusive: bool = False,
 ) -> Comparison:
-    """Compare every workload × temperature both sides measured; Holm over the tested rows.
+    """Compare every workload × temperature both sides measured; Holm over the tested gating
+    rows.
 
     `gate_unstable_timing` is kept for old callers: a run's "unstable timing" flag no longer
     blocks rows (the run-to-run term is in the test), it is listed in the notes."""
@@ -208,7 +255,7 @@ def compare(
         end = groups[i + 1][2] if i + 1 < len(groups) else len(rows)
         out += rows[start:end]
         if rec_i >= 0:
-            out.append(verdict_row(b, n, rows[rec_i]))
+            out.append(verdict_row(b, n, rows[rec_i], th))
     if unstable:
         notes.append(
             f"a run flagged unstable timing in {', '.join(unstable)}: speedup is still gated with "
@@ -234,25 +281,48 @@ def compare(
         strict,
         subject,
         (base.n_runs, new.n_runs),
-        sum(p.test is not None and p.test.p_value is not None for p in pending),
+        sum(_in_family(p) for p in pending),
+        allow_inconclusive,
     )
 
 
+def _in_family(p: PendingRow) -> bool:
+    """A tested gating row: one of Holm's family."""
+    return p.row.gating and p.test is not None and p.test.p_value is not None
+
+
+def _detects(p: PendingRow, th: Thresholds, needs: str) -> bool:
+    """Whether a judged gating row could have seen its minimum effect: an exact comparison
+    always, a test when its MDE is within the minimum effect, an untested row never."""
+    assert p.test is not None
+    if p.test.method.startswith("exact"):
+        return True
+    return p.test.p_value is not None and needs == ENOUGH
+
+
 def _adjust(pending: list[PendingRow], th: Thresholds) -> list[Row]:
-    """Holm over every tested row, then each row judged on its adjusted p, with its power."""
-    tested = [i for i, p in enumerate(pending) if p.test is not None and p.test.p_value is not None]
+    """Holm over the tested gating rows (the other rows keep their own p-value: reported, not
+    gated), then each row judged on its p-value, with its power; a gating row that cannot see
+    its minimum effect, and did not regress or improve, is inconclusive."""
+    tested = [i for i, p in enumerate(pending) if _in_family(p)]
     raw = [float(pending[i].test.p_value) for i in tested]  # type: ignore[union-attr,arg-type]
     adjusted = dict(zip(tested, holm(raw), strict=True))
     level = th.significance / max(1, len(tested))  # Holm's first (strictest) step
     out = []
     for i, p in enumerate(pending):
         if p.test is None or p.metric is None:
-            out.append(p.row)
+            row = p.row
+            if row.gating and row.status == INFORMATIONAL:  # a gating row nobody could test
+                row = replace(row, status=INCONCLUSIVE)
+            out.append(row)
             continue
-        adj = adjusted.get(i)
+        adj = adjusted.get(i, p.test.p_value)
         base_v = float(p.row.base) if isinstance(p.row.base, float | int) else 0.0
         status, rel = judge(p.metric, base_v, p.test, th, adj)
-        mde, needs = power_advice(p.metric, p.test, th, level, p.n_prompts, p.k_runs)
+        row_level = level if p.row.gating else th.significance
+        mde, needs = power_advice(p.metric, p.test, th, row_level, p.n_prompts, p.k_runs)
+        if p.row.gating and status in (UNCHANGED, NOT_SIGNIFICANT) and not _detects(p, th, needs):
+            status = INCONCLUSIVE
         out.append(
             replace(p.row, status=status, relative_change=rel, p_value=adj, mde=mde, needs=needs)
         )
