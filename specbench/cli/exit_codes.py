@@ -27,3 +27,11 @@ EXIT_CODES_HELP = (
 def one_line(text: str) -> str:
     """A message on one line: every run of whitespace (newlines included) becomes one space."""
     return " ".join(str(text).split())
+
+
+def warn(text: str) -> None:
+    """A warning: one line `warning: ...` on stderr, never stdout (stdout is the command's
+    output, e.g. --json)."""
+    import typer
+
+    typer.echo(f"warning: {one_line(text)}", err=True)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from specbench.cli.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED
+import specbench.cli.faults as faults
+from specbench.cli.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, warn
 from specbench.cli.options import (
     ConfigArgument,
     GpuHourUsdOption,
@@ -184,6 +185,7 @@ def run(
     out_dir = Path(cfg.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
+    faults.beside_run(out_dir)
     max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
     console = make_console()
     console.print(f"specbench run: {cfg.name} → {out_dir}")
@@ -216,7 +218,7 @@ def run(
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     for note in sorted(set(outcome.warnings)):
-        console.print(f"[yellow]warning[/yellow] {note}")
+        warn(note)
     console.print(
         f"{outcome.written} records written, {outcome.skipped} already complete, "
         f"{len(outcome.failures)} failed"
@@ -227,7 +229,7 @@ def run(
     except SpecbenchError as exc:
         if incomplete is None:
             raise
-        console.print(f"[yellow]warning[/yellow] no report: {exc}")
+        warn(f"no report: {exc}")
     else:
         render_summary(console, results)
         console.print(
