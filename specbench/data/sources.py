@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
+from specbench.data.reachable import not_found
 from specbench.errors import SpecbenchError
 
 # file suffix → reader format, for `format: auto`
@@ -327,7 +328,7 @@ def resolve_files(location: str) -> SourceFiles:
                     f"{location} is a folder without .jsonl, .csv or .parquet files"
                 )
         elif not fs.exists(root):
-            raise SpecbenchError(f"file not found: {location}")
+            raise SpecbenchError(not_found(location, http))
         else:
             paths = [root]
     except (OSError, PermissionError) as exc:

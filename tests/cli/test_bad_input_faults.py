@@ -1,0 +1,284 @@
+"""The bad-input catalogue, continued (issue 32): faults of the user's environment, records a
+command cannot analyse, error advice that works, and `run --force` that loses nothing.
+
+Every case is a real fault on a real file: /dev/full (no space left), /sys (permission denied,
+even for root), the file-size limit (RLIMIT_FSIZE, which Python turns into EFBIG), a path that
+is a directory where a file is written. Each gives one `error:` line naming the path and exit 2
+— never exit 3, "internal error, please report it".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specbench.cli.app import run_cli
+from specbench.records import TRANSFORMERS_ROUNDS
+
+from ..unit.test_compare import ENV, config, make_records
+from .test_bad_input import check_bad_input, root  # noqa: F401  (root: the catalogue's files)
+
+G = "{root}/runs/good"
+HAS_DEV_FULL = Path("/dev/full").exists()
+HAS_SYS = Path("/sys/kernel").is_dir()
+
+# (command line with {root}, a word the one error line must contain)
+ENV_FAULTS: list[tuple[str, str]] = [
+    *(
+        [
+            ("roi --alpha 0.5 --csv /dev/full", "/dev/full: no space left"),
+            ("roi --alpha 0.5 --plot /dev/full", "/dev/full: no space left"),
+            (f"compare {G} {G} --markdown /dev/full", "/dev/full: no space left"),
+            (f"compare {G} {G} --junit /dev/full", "/dev/full: no space left"),
+        ]
+        if HAS_DEV_FULL
+        else []
+    ),
+    *(
+        [
+            ("roi --alpha 0.5 --csv /sys/specbench-test.csv", "permission denied"),
+            ("run {root}/cfg/good.yaml --out /sys/specbench-run", "/sys/specbench-run"),
+            ("report {root}/runs/good --gpus 1 --gpu-hour-usd 2", ""),  # the control: writable
+        ]
+        if HAS_SYS
+        else []
+    ),
+    ("schema --out {root}/a_file", "already exists"),
+    ("report {root}/runs/results_is_dir", "results.json: is a directory"),
+    ("simulate {root}/runs/simulation_is_dir", "simulation.json: is a directory"),
+]
+
+
+def _copy_run(root_dir: Path, name: str) -> Path:
+    run = root_dir / "runs" / name
+    if not run.exists():
+        shutil.copytree(root_dir / "runs" / "good", run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def fault_root(root: Path) -> Path:  # noqa: F811
+    (_copy_run(root, "results_is_dir") / "results.json").mkdir(exist_ok=True)
+    (_copy_run(root, "simulation_is_dir") / "simulation.json").mkdir(exist_ok=True)
+    return root
+
+
+@pytest.mark.parametrize(("case", "needle"), ENV_FAULTS, ids=[c for c, _ in ENV_FAULTS])
+def test_environment_fault_is_one_line_exit_2(
+    fault_root: Path, case: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = case.format(root=fault_root).split()
+    if case.startswith("report {root}/runs/good"):  # the control case: it succeeds
+        assert run_cli(argv) == 0, capsys.readouterr().err
+        return
+    check_bad_input(argv, capsys, needle)
+
+
+def test_file_size_limit_is_one_line_exit_2(
+    fault_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report whose files pass the file-size limit (`ulimit -f`): EFBIG, one line, exit 2."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    run = _copy_run(fault_root, "fsize")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))
+    try:
+        code = run_cli(["report", str(run)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "file too large" in err and str(run) in err and len(err.strip().splitlines()) == 1
+
+
+# --- records a command cannot analyse: the line and the field, never a KeyError --------------
+
+MISSING_FIELDS = [("spec", "rounds"), ("baseline", "peak_memory_mb"), ("spec", "peak_memory_mb")]
+MISSING_FIELDS += [("spec", f"rounds.{name}") for name in TRANSFORMERS_ROUNDS]
+
+
+def _without(rec: dict[str, object], field: str) -> dict[str, object]:
+    rec = json.loads(json.dumps(rec))
+    if field.startswith("rounds."):
+        rounds = rec["rounds"]
+        assert isinstance(rounds, dict)
+        del rounds[field.removeprefix("rounds.")]
+    else:
+        del rec[field]
+    return rec
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), MISSING_FIELDS, ids=[f"{k}-{f}" for k, f in MISSING_FIELDS]
+)
+@pytest.mark.parametrize("command", ["report", "simulate", "compare"])
+def test_record_without_a_needed_field_names_line_and_field(
+    tmp_path: Path, kind: str, field: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recs = make_records(seed=3, n_prompts=4, n_rounds=3)
+    line = next(i for i, r in enumerate(recs) if r["kind"] == kind)
+    recs[line] = _without(recs[line], field)
+    for name, rs in (("good", make_records(seed=3, n_prompts=4, n_rounds=3)), ("bad", recs)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(config()))
+        (tmp_path / name / "env.json").write_text(json.dumps(ENV))
+    argv = [
+        command,
+        *([str(tmp_path / "good")] if command == "compare" else []),
+        str(tmp_path / "bad"),
+    ]
+    msg = check_bad_input(argv, capsys, f"line {line + 1}")
+    assert f"'{field}'" in msg
+
+
+# --- advice that works: the command an error suggests, run, succeeds ---------------------------
+
+
+@pytest.fixture(scope="module")
+def grid_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Valid runs whose γ grid stops at 1 and at 2 (below every default policy's max_gamma 8)."""
+    out = {}
+    for gamma in (1, 2):
+        run = tmp_path_factory.mktemp(f"grid{gamma}")
+        recs = make_records(seed=5, n_prompts=5, n_rounds=4, gammas=(gamma,))
+        (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        (run / "config.yaml").write_text(yaml.safe_dump({**config(), "gammas": [gamma]}))
+        (run / "env.json").write_text(json.dumps(ENV))
+        out[gamma] = run
+    return out
+
+
+@pytest.mark.parametrize("gamma", [1, 2])
+def test_simulate_default_policies_fit_a_short_grid(
+    grid_runs: dict[int, Path], gamma: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default policy set (and a policy named without options) replays on a γ grid below
+    its default bounds, each bound fitted to the trace; one that cannot fit is named, not run."""
+    assert run_cli(["simulate", str(grid_runs[gamma]), "--json"]) == 0, capsys.readouterr().err
+    entries = json.loads(capsys.readouterr().out)
+    assert entries and all(e["trace_gamma"] == gamma for e in entries)
+    for entry in entries:
+        assert all(row["gamma"] <= gamma for row in entry["policies"])
+        names = {row["policy"] for row in entry["policies"]}
+        assert len(names) + len(entry["not_replayed"]) == 5, entry
+    assert run_cli(["simulate", str(grid_runs[gamma]), "--policy", "adaptive", "--json"]) == 0
+
+
+# (policy with a bound beyond the trace, γ grid): the error's suggested --policy must then work
+ADVICE = [
+    ("adaptive:max_gamma=8", 2),
+    ("heuristic:max_gamma=3", 2),
+    ("confidence:max_gamma=4", 2),
+    ("confidence:max_gamma=3", 1),
+    ("fixed:gamma=4", 2),
+    ("fixed:gamma=2", 1),
+    ("temperature:gamma=6", 2),
+]
+
+
+@pytest.mark.parametrize(("policy", "gamma"), ADVICE, ids=[f"{p}@{g}" for p, g in ADVICE])
+def test_simulate_advice_when_followed_succeeds(
+    grid_runs: dict[int, Path], policy: str, gamma: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(grid_runs[gamma])
+    msg = check_bad_input(["simulate", run, "--policy", policy], capsys, "--policy")
+    suggested = re.search(r"--policy (\S+)", msg)
+    assert suggested is not None, msg
+    assert run_cli(["simulate", run, "--policy", suggested.group(1), "--json"]) == 0, (
+        msg,
+        capsys.readouterr().err,
+    )
+    rows = json.loads(capsys.readouterr().out)[0]["policies"]
+    assert [r["policy"] for r in rows] == [policy.split(":")[0]] and rows[0]["gamma"] <= gamma
+
+
+# --- refused up front, in the user's words -----------------------------------------------------
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+TINY_OPENAI = Path(__file__).resolve().parents[2] / "configs" / "tiny-openai.yaml"
+UP_FRONT: list[tuple[str, str]] = [
+    (f"verify {TINY_OPENAI}", "verify needs the models' weights"),
+    ("run {root}/cfg/good.yaml --adaptive --budget-minutes 0", "--budget-minutes must be > 0"),
+    ("accept --data http://127.0.0.1:{port}/x.jsonl --config {tiny}", "cannot reach"),
+]
+
+
+@pytest.mark.parametrize(("case", "needle"), UP_FRONT, ids=[c for c, _ in UP_FRONT])
+def test_refused_up_front(
+    fault_root: Path, case: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    out = fault_root / "o"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = case.format(root=fault_root, tiny=tiny, port=closed_port()).split()
+    check_bad_input(argv, capsys, needle)
+    assert not out.exists(), "a refused run made its directory"
+
+
+def test_force_against_a_server_that_is_down_removes_nothing(
+    fault_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --force` sets the old run aside and puts it back when the new run cannot start."""
+    run = tmp_path / "run"
+    shutil.copytree(fault_root / "runs" / "good", run)
+    (run / "report.md").write_text("the old report\n")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    cfg = yaml.safe_load(TINY_OPENAI.read_text())
+    cfg["server"]["endpoints"] = [
+        {"url": f"http://127.0.0.1:{closed_port()}", "gamma": 4, "label": "γ=4"},
+        {"url": f"http://127.0.0.1:{closed_port()}", "gamma": 0},
+    ]
+    path = tmp_path / "down.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    check_bad_input(["run", str(path), "--out", str(run), "--force"], capsys, "cannot reach")
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+@pytest.mark.slow
+def test_file_size_limit_mid_run_exits_4_and_resume_loses_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """records.jsonl passes the file-size limit mid-run: exit 4, one line naming the file and
+    saying the records are kept; `--resume` then measures each unit exactly once."""
+    from .test_bad_input import GOOD_CONFIG
+
+    cfg = {
+        **GOOD_CONFIG,
+        "workloads": [{"name": "tiny_code", "dataset": {"name": "tiny_code"}, "n": 3}],
+        "gammas": [1, 2],
+        "output_dir": str(tmp_path / "run"),
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4000, hard))  # about two records of the tiny pair
+    try:
+        code = run_cli(["run", str(path)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    records = tmp_path / "run" / "records.jsonl"
+    assert code == 4, err
+    assert len(err) == 1 and f"{records}: file too large" in err[0] and "--resume" in err[0]
+    kept = [json.loads(x) for x in records.read_bytes().split(b"\n")[:-1] if x.endswith(b"}")]
+    assert 1 <= len(kept) < 9
+    assert run_cli(["run", str(path), "--resume"]) == 0, capsys.readouterr().err
+    recs = [json.loads(x) for x in records.read_text().splitlines()]
+    units = [(r["kind"], r["gamma"], r["prompt_id"]) for r in recs]
+    assert len(units) == len(set(units)) == 9  # 3 prompts × (baseline, γ=1, γ=2), none twice
+    assert recs[: len(kept)] == kept  # what the stopped run wrote is kept as it was
