@@ -268,7 +268,9 @@ def run_accept(
     from specbench.models import check_pair_compatible, load_model
 
     events = events or NoEvents()
-    source, rows = open_logged(data.data, data.split, data.fields.columns())
+    source, rows = open_logged(
+        data.data, data.split, data.fields.columns(), bad_lines=opts.skip_bad_rows
+    )
     selection = select_requests(
         source, rows, data.fields, opts.top_k, opts.skip_bad_rows, data.buckets,
         data.max_requests, opts.seed,

@@ -282,3 +282,87 @@ def test_file_size_limit_mid_run_exits_4_and_resume_loses_nothing(
     units = [(r["kind"], r["gamma"], r["prompt_id"]) for r in recs]
     assert len(units) == len(set(units)) == 9  # 3 prompts × (baseline, γ=1, γ=2), none twice
     assert recs[: len(kept)] == kept  # what the stopped run wrote is kept as it was
+
+
+# --- half-valid input: refused with the line, or (accept --skip-bad-rows) skipped and counted -----
+
+HALF_VALID_ROWS: dict[str, str] = {
+    "invalid_json": "{not json",
+    "not_object": "[1, 2]",
+    "surrogate": '{"prompt": "bad \\ud800 text", "response": "r"}',
+    "surrogate_response": '{"prompt": "p", "response": "an \\udfff answer"}',
+    "robot_role": json.dumps(
+        {"messages": [{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}
+    ),
+    "empty_role": json.dumps({"messages": [{"role": "", "content": "x"}], "response": "y"}),
+}
+GOOD_ROW = json.dumps({"prompt": "def add(a, b):", "response": "    return a + b"})
+
+
+@pytest.fixture(scope="module")
+def half_valid(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Per bad row: a log with it on line 2, and a prompt set (for `run`) with it on line 2."""
+    d = tmp_path_factory.mktemp("half")
+    for name, row in HALF_VALID_ROWS.items():
+        (d / f"{name}.jsonl").write_text(f"{GOOD_ROW}\n{row}\n{GOOD_ROW}\n")
+        prompt_row = row.replace('"response": "r"', '"id": "x"').replace('"prompt": "p", ', "")
+        set_row = {"id": "a", "prompt": "def f():"}
+        (d / f"set_{name}.jsonl").write_text(f"{json.dumps(set_row)}\n{prompt_row}\n")
+        cfg = {
+            "name": "half",
+            "target": {"model": "tiny-target", "dtype": "float32", "device": "cpu"},
+            "draft": {"model": "tiny-draft", "dtype": "float32", "device": "cpu"},
+            "workloads": [{"name": "w", "dataset": {"path": str(d / f"set_{name}.jsonl")}}],
+            "gammas": [1],
+            "max_new_tokens": 4,
+            "warmup": 0,
+            "output_dir": str(d / f"out_{name}"),
+        }
+        (d / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    return d
+
+
+NEEDLES = {
+    "invalid_json": "invalid JSON",
+    "not_object": "JSON object",
+    "surrogate": "surrogate",
+    "surrogate_response": "surrogate",
+    "robot_role": "role 'robot'",
+    "empty_role": "role",
+}
+
+
+@pytest.mark.parametrize("name", list(HALF_VALID_ROWS))
+@pytest.mark.parametrize("command", ["accept", "run"])
+def test_half_valid_row_is_refused_naming_its_line(
+    half_valid: Path, name: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    if command == "accept":
+        argv = ["accept", "--data", str(half_valid / f"{name}.jsonl"), "--config", str(tiny)]
+    else:
+        argv = ["run", str(half_valid / f"{name}.yaml")]
+    msg = check_bad_input(argv, capsys, NEEDLES[name])
+    assert "line 2" in msg or "row 2" in msg, msg
+
+
+@pytest.mark.slow
+def test_skip_bad_rows_skips_and_counts_every_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`accept --skip-bad-rows` over a log holding every class above: each bad line is skipped
+    and listed with its line and reason, the good rows are measured."""
+    rows = [GOOD_ROW]
+    for row in HALF_VALID_ROWS.values():
+        rows += [row, GOOD_ROW]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(rows) + "\n")
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    argv = ["accept", "--data", str(log), "--config", str(tiny), "--skip-bad-rows"]
+    assert run_cli([*argv, "--report", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+    data = json.loads((tmp_path / "rep" / "accept.json").read_text())["data"]
+    skipped = data["skipped_rows"]
+    assert [s["row"] for s in skipped] == [f"line {2 * i + 2}" for i in range(len(HALF_VALID_ROWS))]
+    for s, name in zip(skipped, HALF_VALID_ROWS, strict=True):
+        assert NEEDLES[name].lower() in s["reason"].lower(), (name, s)
+    assert data["requests"] == len(HALF_VALID_ROWS) + 1
