@@ -366,3 +366,99 @@ def test_skip_bad_rows_skips_and_counts_every_class(
     for s, name in zip(skipped, HALF_VALID_ROWS, strict=True):
         assert NEEDLES[name].lower() in s["reason"].lower(), (name, s)
     assert data["requests"] == len(HALF_VALID_ROWS) + 1
+
+
+# --- provenance: another pair's timings, a results.json of another schema --------------------
+
+
+@pytest.fixture(scope="module")
+def results_variants(fault_root: Path) -> Path:
+    """The catalogue's good run reported (a real results.json), and copies of it damaged."""
+    run = _copy_run(fault_root, "reported")
+    assert run_cli(["report", str(run)]) == 0
+    doc = json.loads((run / "results.json").read_text())
+    d = fault_root / "results"
+
+    def put(name: str, **changes: object) -> None:
+        new = json.loads(json.dumps(doc))
+        for dotted, value in changes.items():
+            *parents, key = dotted.split("__")
+            node = new
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            node[key] = value
+        (d / f"{name}.json").write_text(json.dumps(new))
+
+    put("other_target", run__target="other-org/other-model")
+    put("other_draft", run__draft="other-draft")
+    put("schema_3", schema=3)
+    put("schema_1", schema=1)
+    put("temperature_text", workloads__0__temperature="hot")
+    return d
+
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+R = "{root}/results"
+PROVENANCE: list[tuple[str, str]] = [
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/other_target.json", "another pair"),
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/other_draft.json", "draft other-draft"),
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/schema_3.json", "upgrade specbench"),
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/schema_1.json", "specbench report"),
+    (
+        f"accept --data {{logs}} --config {TINY} --timings {R}/temperature_text.json",
+        "field 'workloads.0.temperature'",
+    ),
+    (f"compare {G} {R}/schema_3.json", "upgrade specbench"),
+    (f"compare {G} {R}/schema_1.json", "older than this specbench"),
+    (f"compare {G} {R}/temperature_text.json", "field 'workloads.0.temperature'"),
+    (f"compare {G} {R}/other_target.json", "not comparable"),
+]
+
+
+@pytest.mark.parametrize(("case", "needle"), PROVENANCE, ids=[c for c, _ in PROVENANCE])
+def test_mismatched_or_unknown_results_are_refused(
+    fault_root: Path,
+    results_variants: Path,
+    case: str,
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs = fault_root / "logs" / "ok.jsonl"
+    msg = check_bad_input(case.format(root=fault_root, logs=logs).split(), capsys, needle)
+    assert "validation error" not in msg and "type=" not in msg  # not pydantic's dump
+
+
+def test_timings_of_the_same_pair_pass_the_check(results_variants: Path) -> None:
+    from specbench.config import ModelSpec
+    from specbench.harness.timings_check import pair_differences
+    from specbench.models.tinypair import tiny_model_dir
+
+    run = results_variants.parent / "runs" / "reported"
+    same = pair_differences(
+        run / "results.json", ModelSpec(model="tiny-target"), ModelSpec(model="tiny-draft")
+    )
+    assert same == []
+    by_path = pair_differences(
+        run / "results.json",
+        ModelSpec(model=str(tiny_model_dir("target"))),
+        ModelSpec(model="tiny-draft"),
+    )
+    assert by_path == []  # the shipped name and its folder are one model
+    other = pair_differences(
+        results_variants / "other_target.json",
+        ModelSpec(model="tiny-target"),
+        ModelSpec(model="tiny-draft"),
+    )
+    assert other == ["target other-org/other-model there, tiny-target here"]
+
+
+@pytest.mark.slow
+def test_force_uses_another_pairs_timings_and_says_so(
+    fault_root: Path, results_variants: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["accept", "--data", str(fault_root / "logs" / "ok.jsonl"), "--config", str(TINY)]
+    argv += ["--timings", str(results_variants / "other_target.json"), "--force"]
+    assert run_cli([*argv, "--report", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+    doc = json.loads((tmp_path / "rep" / "accept.json").read_text())
+    assert any("timings of another pair used (--force)" in w for w in doc["warnings"])
+    assert "timings of another pair used (--force)" in (tmp_path / "rep" / "report.md").read_text()
