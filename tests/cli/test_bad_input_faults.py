@@ -462,3 +462,45 @@ def test_force_uses_another_pairs_timings_and_says_so(
     doc = json.loads((tmp_path / "rep" / "accept.json").read_text())
     assert any("timings of another pair used (--force)" in w for w in doc["warnings"])
     assert "timings of another pair used (--force)" in (tmp_path / "rep" / "report.md").read_text()
+
+
+# --- repeats measured once; one path per error line --------------------------------------------
+
+REPEATS = [
+    ({"sampling": {"temperatures": [0.0, 0.0]}}, "temperatures", [0.0]),
+    ({"sampling": {"temperatures": [1.0, 0.0, 1, -0.0]}}, "temperatures", [1.0, 0.0]),
+    ({"gammas": [2, 2, 1]}, "gammas", [1, 2]),
+]
+
+
+@pytest.mark.parametrize(("over", "key", "expected"), REPEATS, ids=[str(o) for o, _, _ in REPEATS])
+def test_repeated_temperatures_and_gammas_are_measured_once(
+    over: dict[str, object], key: str, expected: list[float]
+) -> None:
+    from specbench.config import deep_merge, parse_config, read_yaml
+
+    cfg = parse_config(deep_merge(read_yaml(TINY), over), "x")
+    got = cfg.sampling.temperatures if key == "temperatures" else cfg.gammas
+    assert got == expected
+    from specbench.harness.plan import plan_units
+
+    prompts = {w.name: [] for w in cfg.workloads}
+    cells = [(w, t) for w, t, _ in plan_units(cfg, prompts)]  # type: ignore[arg-type]
+    assert len(cells) == len(set(cells))
+
+
+def test_engine_gamma_grid_repeats_are_measured_once() -> None:
+    from specbench.config import deep_merge, parse_config, read_yaml
+
+    vllm = TINY.parent / "tiny-vllm.yaml"
+    cfg = parse_config(
+        deep_merge(read_yaml(vllm), {"speculative": {"num_speculative_tokens": [2, 2, 4]}}), "x"
+    )
+    assert cfg.gammas == [2, 4]
+
+
+def test_validate_names_the_config_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\ngamas: [1]\n")
+    msg = check_bad_input(["validate", str(path)], capsys)
+    assert msg.count(str(path)) == 1, msg
