@@ -2,12 +2,16 @@
 
     0    success: the run finished, no regression, lossless
     1    a verdict only: `compare` found a regression, `verify` found a failed check
-    2    bad input: one line `error: ...` on stderr, never a traceback
+    2    bad input, or a fault of the environment before anything was measured (permission
+         denied, disk full, file-size limit, a path that is a file or a directory; cli/faults.py):
+         one line `error: ...` on stderr, never a traceback
     3    an unexpected internal error: one line naming the log file that holds the traceback
-    4    `run` finished with failures beyond --max-failure-rate
+    4    `run` incomplete: failures beyond --max-failure-rate, or stopped mid-run by the
+         environment (records kept; `--resume` finishes it)
     130  interrupted (Ctrl-C); the records written so far are kept
 
-`cli/app.py` enforces them (a SpecbenchError → 2, anything unexpected → 3); the commands import
+`cli/app.py` enforces them (a SpecbenchError → 2, an OSError of the environment → 2 or 4,
+anything unexpected → 3); the commands import
 them from here, never from the app.
 """
 
@@ -19,7 +23,8 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = (
     "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
     "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
-    "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
+    "log file named on stderr); 4 run incomplete (failures beyond --max-failure-rate, or a full "
+    "disk mid-run; records kept, --resume finishes it); "
     "130 interrupted."
 )
 
