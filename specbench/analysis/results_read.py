@@ -32,11 +32,15 @@ def validation_message(err: ValidationError) -> str:
     return f"field '{field}': {msg} (got {got})" if field else msg
 
 
-def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
-    """The typed document of a results.json object read from `path`: its schema version first
-    (older: regenerate; newer: upgrade), then every field."""
+def check_version(doc: Any, path: Path, who: str = "", required: bool = True) -> None:
+    """The schema version of a results.json object: older → regenerate, newer → upgrade.
+    `required=False` lets a document without one pass (predict-check reads hand-made subsets)."""
     where = f"{who}: {path}" if who else str(path)
-    if not isinstance(doc, dict) or "schema" not in doc:
+    if not isinstance(doc, dict):
+        raise SpecbenchError(f"{where} is not a specbench results.json (not a JSON object)")
+    if "schema" not in doc:
+        if not required:
+            return
         raise SpecbenchError(f"{where} is not a specbench results.json (no schema version)")
     version = doc["schema"]
     if not isinstance(version, int) or isinstance(version, bool):
@@ -51,6 +55,13 @@ def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
             f"{where} has results schema {version}, older than this specbench reads "
             f"({RESULTS_SCHEMA}); {_regenerate(path)}"
         )
+
+
+def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
+    """The typed document of a results.json object read from `path`: its schema version first
+    (older: regenerate; newer: upgrade), then every field."""
+    where = f"{who}: {path}" if who else str(path)
+    check_version(doc, path, who)
     try:
         return RunResults.model_validate(doc)
     except ValidationError as err:
@@ -59,14 +70,19 @@ def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
         ) from None
 
 
-def read_results_file(path: Path, who: str = "") -> tuple[dict[str, Any], RunResults]:
-    """(the document as written, its typed model) of the results.json at `path`; `who` names the
-    option or argument in errors (e.g. "--timings")."""
+def read_json(path: Path, who: str = "") -> Any:
+    """The JSON of the file at `path` (one line when missing, not UTF-8 or not JSON)."""
     where = f"{who}: {path}" if who else str(path)
     if not path.is_file():
         raise SpecbenchError(f"{where} not found; give a run directory or its results.json")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SpecbenchError(f"{where} is not valid JSON; give a results.json") from None
+
+
+def read_results_file(path: Path, who: str = "") -> tuple[dict[str, Any], RunResults]:
+    """(the document as written, its typed model) of the results.json at `path`; `who` names the
+    option or argument in errors (e.g. "--timings")."""
+    doc = read_json(path, who)
     return doc, check_results(doc, path, who)

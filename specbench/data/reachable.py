@@ -21,4 +21,6 @@ def not_found(location: str, http: bool) -> str:
             f"cannot reach {location} ({type(exc).__name__}: {why}); check that the server is "
             "up and the host and port are right"
         )
+    if status == 404:
+        return f"file not found: {location} (the server answered HTTP 404)"
     return f"{location} answered HTTP {status}; check the URL"

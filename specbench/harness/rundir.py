@@ -159,9 +159,11 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "results.json"
     if not path.is_file():
         raise SpecbenchError(f"{run_dir} has no results.json; run `specbench report {run_dir}`")
-    from specbench.analysis.results_read import read_results_file
+    from specbench.analysis.results_read import check_version, read_json
 
-    return read_results_file(path)[0]  # schema version and fields checked, one line
+    doc = read_json(path)
+    check_version(doc, path, required=False)  # another version: regenerate or upgrade
+    return dict(doc)
 
 
 def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
