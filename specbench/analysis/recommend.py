@@ -141,8 +141,14 @@ def recommend(
         "false_on_rate": json_num(1.0 - one_sided(level)),
         "margin": margin,
     }
-    if not cand.keys:
-        return {**out, "gamma": 0, "verdict": "off", "speedup": None, "reason": "no measured γ"}
+    if not cand.keys:  # nothing speculative measured (a baseline-only engine run): no verdict
+        return {
+            **out,
+            "gamma": 0,
+            "verdict": "not_measured",
+            "speedup": None,
+            "reason": "no speculative setting was measured (only the baseline): not a verdict",
+        }
     keys, marginal = cand.keys, cand.marginal
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
@@ -251,12 +257,12 @@ def pool_recommendation(
     }
     rep = _pool_replicates(inputs, keys, n_boot) if keys else None
     if rep is None:
-        return {
+        return {  # nothing to decide on: no verdict, never OFF (issue 32)
             **out,
-            "verdict": "off",
+            "verdict": "not_measured",
             "gamma": 0,
             "speedup": None,
-            "reason": "no setting measured on at least 2 prompts of every workload",
+            "reason": "no setting measured on at least 2 prompts of every workload: not a verdict",
         }
     bounds, crit = simultaneous_lower(rep, level)
     points = np.exp(rep.log_value)
