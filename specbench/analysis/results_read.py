@@ -66,7 +66,7 @@ def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
         return RunResults.model_validate(doc)
     except ValidationError as err:
         raise SpecbenchError(
-            f"{where}: {validation_message(err)}; not a valid results.json ({_regenerate(path)})"
+            f"{where}: {validation_message(err)}; not a valid specbench results.json ({_regenerate(path)})"
         ) from None
 
 
