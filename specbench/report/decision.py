@@ -70,7 +70,7 @@ def _own_row(e: WorkloadResult, pool: PoolDecision | None) -> list[str]:
     best = rec.best_measured if rec.verdict != "not_measured" else None
     speed = rec.speedup if on else (best.speedup if best else None)
     pool_on = pool is not None and pool.verdict == "on" and rec.verdict != "not_measured"
-    at_pool = _at_setting(e, pool) if pool_on else None
+    at_pool = _at_setting(e, pool) if pool is not None and pool_on else None
     bound = rec.decision_lower_bound if on else (best.decision_lower_bound if best else None)
     return [
         e.workload,
