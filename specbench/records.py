@@ -20,6 +20,7 @@ Schema history:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -28,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from specbench.errors import SpecbenchError, SpecbenchWarning
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 BATCH_TIMING_FILE = "batch_timing.jsonl"  # the "batch_timing" lines (transformers backend)
+
+WRITTEN: set[Path] = set()  # files appended to by this process: records to keep (cli/faults.py)
 
 
 @dataclass(frozen=True)
@@ -73,12 +76,17 @@ class RecordWriter:
         self._fh = path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps({"schema": SCHEMA_VERSION, **record}) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        try:
+            self._fh.write(json.dumps({"schema": SCHEMA_VERSION, **record}) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:  # a full disk, the file-size limit: name the file (cli/faults.py)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+        WRITTEN.add(self.path)
 
     def close(self) -> None:
-        self._fh.close()
+        with contextlib.suppress(OSError):  # a failed line's flush again: write raised already
+            self._fh.close()
 
     def __enter__(self) -> RecordWriter:
         return self
@@ -179,12 +187,42 @@ class MeasuredRecord(UnitRecord):
     queue_ms: float | None = None
 
 
+# What the transformers backend's analyses index (engine lines name their `backend`): required,
+# so a line without one is an error naming the line and the field, not a KeyError in the analysis.
+TRANSFORMERS_ROUNDS = (
+    "gamma",
+    "drafted",
+    "accepted",
+    "beta",
+    "draft_ms",
+    "verify_ms",
+    "overhead_ms",
+)
+
+
+def _require_transformers_fields(rec: MeasuredRecord) -> MeasuredRecord:
+    if rec.backend is not None or rec.status != "ok" or rec.kind not in ("baseline", "spec"):
+        return rec
+    missing = ["peak_memory_mb"] if rec.peak_memory_mb is None else []
+    if rec.kind == "spec":
+        got = rec.rounds
+        missing += ["rounds"] if got is None else []
+        missing += [f"rounds.{n}" for n in TRANSFORMERS_ROUNDS if got and getattr(got, n) is None]
+    if missing:
+        raise ValueError(
+            f"field '{missing[0]}' is required on a transformers-backend {rec.kind} record"
+        )
+    return rec
+
+
 class BaselineRecord(MeasuredRecord):
     kind: Literal["baseline"]
+    _transformers_fields = model_validator(mode="after")(_require_transformers_fields)
 
 
 class SpecRecord(MeasuredRecord):
     kind: Literal["spec"]
+    _transformers_fields = model_validator(mode="after")(_require_transformers_fields)
 
 
 class WarmupRecord(MeasuredRecord):
@@ -288,6 +326,8 @@ def parse_record(rec: Any) -> Record:
         return RECORD_MODELS.get(kind, Record).model_validate(rec)
     except ValidationError as err:
         first = err.errors()[0]
+        if not first["loc"]:  # a whole-record check (model_validator): its message names the field
+            raise ValueError(str(first["msg"]).removeprefix("Value error, ")) from None
         field = ".".join(str(p) for p in first["loc"])
         got = " ".join(repr(first.get("input"))[:60].split())
         raise ValueError(f"field '{field}': {first['msg']} (got {got})") from None

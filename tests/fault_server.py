@@ -63,6 +63,7 @@ class FaultServer(LocalServer):
         hang_s: float = 3.0,
         max_requests: int = 400,
         lifetime_s: float = 120.0,
+        max_model_len: int = 4096,
     ) -> None:
         by_marker = [f for v in (faults_by_marker or {}).values() for f in _as_list(v)]
         for f in [*(plan or []), default, *by_marker]:
@@ -75,6 +76,7 @@ class FaultServer(LocalServer):
         self.step_s = step_s
         self.hang_s = hang_s
         self.max_requests = max_requests
+        self.max_model_len = max_model_len
         self.lock = threading.Lock()
         self.log: list[dict[str, Any]] = []
         self.closed = threading.Event()
@@ -85,7 +87,7 @@ class FaultServer(LocalServer):
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
-                    self._json(200, {"data": [{"id": "fault", "max_model_len": 4096}]})
+                    self._json(200, {"data": [{"id": "fault", "max_model_len": fs.max_model_len}]})
                 elif self.path == "/metrics" and fs.metrics:
                     self._send(200, b'vllm:num_requests_running{engine="0"} 0\n', "text/plain")
                 else:

@@ -6,7 +6,6 @@ spec/teacher_forced.py, this module never imports torch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from specbench.analysis import rollout
-from specbench.errors import SpecbenchError, malformed_file
+from specbench.analysis.results_read import read_results_file
+from specbench.errors import malformed_file
 
 OVERALL = "(all)"  # the bucket of every request together
 
@@ -92,16 +92,7 @@ def time_model_resolver(
     --cost-ratio, else `default_cost_ratio` (the plan is then provisional)."""
     if timings is not None:
         path = timings / "results.json" if timings.is_dir() else timings
-        if not path.is_file():
-            raise SpecbenchError(
-                f"--timings: {path} not found; pass a run's results.json or its directory"
-            )
-        try:
-            results = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise SpecbenchError(f"--timings: {path} is not a JSON file") from None
-        if not isinstance(results, dict):
-            raise SpecbenchError(f"--timings: {path} is not a specbench results.json")
+        results, _ = read_results_file(path, "--timings")  # schema and fields: one line
         try:  # fail now, not per bucket
             rollout.time_model_from_results(results, None, str(path))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -99,10 +99,10 @@ def pool_recommendation(
     if piv is None:
         return {
             **out,
-            "verdict": "undecided",
+            "verdict": "not_measured",
             "gamma": 0,
             "speedup": None,
-            "reason": "no setting measured on at least 2 prompts of every workload: undecided",
+            "reason": "no setting measured on at least 2 prompts of every workload: not a verdict",
         }
     d = signflip.decide(piv, 1.0 + margin, alpha)
     # each workload's traffic share rests on its own prompts only: the pool is no better measured

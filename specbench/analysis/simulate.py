@@ -240,7 +240,8 @@ def replay(
     if policy.max_gamma > gamma_max:
         raise SpecbenchError(
             f"policy '{policy.name}' may draft up to γ={policy.max_gamma}, beyond the trace's "
-            f"γ_max={gamma_max}; rerun with a larger γ in the grid or lower the policy's max_gamma"
+            f"γ_max={gamma_max}; rerun with a larger γ in the grid or "
+            f"{bound_advice(policy.name, gamma_max)}"
         )
     toks, nrounds, times, lengths, ids, all_g = [], [], [], [], [], []
     for rec in records:
@@ -269,7 +270,37 @@ def replay(
     return Replay(tpr, speed, float(np.mean(all_g)) if all_g else 0.0)
 
 
-def policy_for(name: str, options: dict[str, Any], temperature: float) -> Policy:
+def bound_advice(name: str, gamma_max: int) -> str:
+    """What to pass so that policy `name` drafts at most `gamma_max` (the key that bounds it:
+    `gamma` for fixed and temperature, whose γ derives from it, `max_gamma` for the others)."""
+    if name == "fixed":
+        return f"replay it at the trace's γ: --policy fixed:gamma={gamma_max}"
+    if name == "temperature":
+        return f"give a smaller base γ, e.g. --policy temperature:gamma={max(1, gamma_max - 2)}"
+    key = f"max_gamma={gamma_max}" + (",min_gamma=1" if gamma_max < 2 else "")
+    return f"bound it: --policy {name}:{key}"
+
+
+def fitted_options(name: str, options: dict[str, Any], gamma_max: int) -> dict[str, Any]:
+    """The options with every γ bound the user did not give clamped to the trace's γ_max, so the
+    default policy set (and `--policy adaptive`) replays on a run whose grid stops below 8; a
+    bound the user gave is kept, and refused by `replay` when the trace cannot hold it."""
+    fitted = dict(options)
+    for key in ("gamma", "min_gamma", "max_gamma"):
+        if key not in options:
+            fitted[key] = min(int(PolicySpec.model_fields[key].default), gamma_max)
+    if name == "temperature" and "gamma" not in options:  # at T < 0.3 it drafts gamma + 2
+        fitted["gamma"] = max(1, min(fitted["gamma"], gamma_max - 2))
+    return fitted
+
+
+def policy_for(
+    name: str, options: dict[str, Any], temperature: float, gamma_max: int | None = None
+) -> Policy:
+    """The policy `name` with `options`; given the trace's `gamma_max`, the bounds not given are
+    fitted to it (`fitted_options`)."""
+    if gamma_max is not None:
+        options = fitted_options(name, options, gamma_max)
     try:
         return Policy(PolicySpec(name=name, **options), temperature)
     except ValueError as exc:  # pydantic validation → one line
@@ -311,9 +342,17 @@ def simulate_run(
             timing = timing_from_records(base, trace)
             rows = []
             wanted = [
-                p if isinstance(p, Policy) else policy_for(p[0], p[1], temp) for p in policies
+                p if isinstance(p, Policy) else policy_for(p[0], p[1], temp, gamma_max)
+                for p in policies
+            ]
+            not_replayed = [
+                f"{p.name} (drafts up to γ={p.max_gamma})"
+                for p, given in zip(wanted, policies, strict=True)
+                if p.max_gamma > gamma_max and not (isinstance(given, tuple) and given[1])
             ]
             for pol in wanted:
+                if any(n.startswith(f"{pol.name} (") for n in not_replayed):
+                    continue  # a default that cannot fit this trace: named below, not refused
                 rep = replay(
                     pol,
                     trace,
@@ -353,6 +392,7 @@ def simulate_run(
                     "drafter": drafter,
                     "trace_gamma": gamma_max,
                     "policies": rows,
+                    "not_replayed": not_replayed,
                 }
             )
     return out

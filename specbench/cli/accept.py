@@ -197,6 +197,13 @@ def accept(
             "--timings", help="A run's results.json (or run directory) for T_ar, T_d, T_t(γ)."
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Use --timings from a run of another target/draft anyway (the report says so).",
+        ),
+    ] = False,
     t_target: Annotated[
         float | None, typer.Option("--t-target", help="Baseline per-token latency T_ar in ms.")
     ] = None,
@@ -339,6 +346,7 @@ def accept(
         cost_ratio=cost_ratio,
         measure=measure_timing,
         reps=timing_reps,
+        force=force,
     )
     logged = AcceptData(data, fields, split, csv_list(buckets), max_requests)
     result = run_accept(logged, t_spec, d_spec, opts, timing, StderrEvents())

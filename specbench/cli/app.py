@@ -15,18 +15,15 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import tempfile
-import time
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperGroup
 
+import specbench.cli.faults as faults
 from specbench.cli.accept import accept
 from specbench.cli.canary import canary
 from specbench.cli.compare import compare
@@ -67,23 +64,18 @@ COMMANDS: tuple[Callable[..., None], ...] = (
 )
 
 
-def crash_log(exc: BaseException) -> Path:
-    """Write the traceback of an unexpected error to a log file; return its path."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = Path(tempfile.gettempdir()) / f"specbench-crash-{stamp}-{os.getpid()}.log"
-    from specbench import __version__
-
-    text = f"specbench {__version__}: internal error\nargv: {sys.argv!r}\n\n" + "".join(
-        traceback.format_exception(type(exc), exc, exc.__traceback__)
-    )
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _internal_error(exc: BaseException) -> str:
+def _internal_error(exc: BaseException) -> tuple[str, int]:
+    """The `error:` line and exit code of an unexpected exception: an environment fault (a full
+    disk, a read-only directory) is the user's to fix (2, or 4 mid-run: cli/faults.py); anything
+    else is a bug (3, its traceback in a crash log)."""
+    if isinstance(exc, OSError):
+        fault = faults.fault_exit(exc)
+        if fault is not None:
+            return f"error: {one_line(fault[0])}", fault[1]
     return (
-        f"error: internal error ({type(exc).__name__}); the traceback is in {crash_log(exc)} — "
-        "please report it"
+        f"error: internal error ({type(exc).__name__}); the traceback is in {faults.crash_log(exc)} — "
+        "please report it",
+        EXIT_INTERNAL,
     )
 
 
@@ -132,6 +124,7 @@ class _Group(TyperGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         quiet_third_party()
+        faults.reset()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("default")
@@ -145,9 +138,10 @@ class _Group(TyperGroup):
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except (typer.Exit, typer.Abort):
             raise
-        except Exception as exc:  # a bug, not the user's input: say where the traceback is
-            typer.echo(_internal_error(exc), err=True)
-            raise typer.Exit(EXIT_INTERNAL) from None
+        except Exception as exc:  # a bug (or the environment's fault): one line, its code
+            line, code = _internal_error(exc)
+            typer.echo(line, err=True)
+            raise typer.Exit(code) from None
 
 
 app = typer.Typer(
@@ -221,8 +215,9 @@ def run_cli(args: Sequence[str]) -> int:
         typer.echo(f"error: {one_line(str(exc))}", err=True)
         return EXIT_BAD_INPUT
     except Exception as exc:
-        typer.echo(_internal_error(exc), err=True)
-        return EXIT_INTERNAL
+        line, code = _internal_error(exc)
+        typer.echo(line, err=True)
+        return code
     return rv if isinstance(rv, int) else EXIT_OK
 
 

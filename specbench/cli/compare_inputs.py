@@ -3,7 +3,6 @@ one side, and the thresholds file (defaults < file < flags)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ def load_side(path: Path) -> Side:
     from specbench.analysis.compare.sides import side_from_records, side_from_results
     from specbench.analysis.load_cells import closed_loop
     from specbench.analysis.results import build_results
+    from specbench.analysis.results_read import read_results_file
     from specbench.harness.rundir import load_run
     from specbench.records import RECORDS_FILE
 
@@ -37,16 +37,9 @@ def load_side(path: Path) -> Side:
                 "written by `specbench run` or a results.json"
             )
         path = path / "results.json"
-    if not path.is_file():
-        raise SpecbenchError(f"not found: {path}; give a run directory or a results.json")
+    _, typed = read_results_file(path)  # schema version and fields checked, one line
     try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SpecbenchError(f"{path} is not valid JSON; give a results.json") from None
-    if not isinstance(doc, dict) or "workloads" not in doc or "schema" not in doc:
-        raise SpecbenchError(f"{path} is not a specbench results.json (no schema/workloads)")
-    try:
-        return side_from_results(doc, str(path))
+        return side_from_results(typed, str(path))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise malformed_file(path, exc, "specbench results.json") from None
 

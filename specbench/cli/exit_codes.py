@@ -2,16 +2,20 @@
 
     0    success: the run finished, no regression, lossless
     1    a verdict only: `compare` found a regression, `verify` found a failed check
-    2    bad input: one line `error: ...` on stderr, never a traceback
+    2    bad input, or a fault of the environment before anything was measured (permission
+         denied, disk full, file-size limit, a path that is a file or a directory; cli/faults.py):
+         one line `error: ...` on stderr, never a traceback
     3    an unexpected internal error: one line naming the log file that holds the traceback
-    4    `run` finished with failures beyond --max-failure-rate
+    4    `run` incomplete: failures beyond --max-failure-rate, or stopped mid-run by the
+         environment (records kept; `--resume` finishes it)
     5    `compare` is inconclusive: no regression found, but a gating row could not have seen its
          minimum effect (precedence 2/3 > 1 > 5 > 0; `--allow-inconclusive` passes it)
     10   `canary`: keep watching (not settled yet; 0 is promote)
     11   `canary`: roll back (a guard crossed its margin)
     130  interrupted (Ctrl-C); the records written so far are kept
 
-`cli/app.py` enforces them (a SpecbenchError → 2, anything unexpected → 3); the commands import
+`cli/app.py` enforces them (a SpecbenchError → 2, an OSError of the environment → 2 or 4,
+anything unexpected → 3); the commands import
 them from here, never from the app.
 """
 
@@ -25,7 +29,8 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = (
     "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
     "check failed); 2 bad input (one 'error:' line); 3 internal error (the traceback is in the "
-    "log file named on stderr); 4 run finished with failures beyond --max-failure-rate; "
+    "log file named on stderr); 4 run incomplete (failures beyond --max-failure-rate, or a full "
+    "disk mid-run; records kept, --resume finishes it); "
     "5 compare inconclusive (a gating row cannot detect its minimum effect); "
     "10 canary: keep watching (0: promote); 11 canary: roll back; 130 interrupted."
 )
@@ -34,3 +39,11 @@ EXIT_CODES_HELP = (
 def one_line(text: str) -> str:
     """A message on one line: every run of whitespace (newlines included) becomes one space."""
     return " ".join(str(text).split())
+
+
+def warn(text: str) -> None:
+    """A warning: one line `warning: ...` on stderr, never stdout (stdout is the command's
+    output, e.g. --json)."""
+    import typer
+
+    typer.echo(f"warning: {one_line(text)}", err=True)

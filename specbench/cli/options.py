@@ -17,6 +17,7 @@ import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperCommand
 
+import specbench.cli.faults as faults
 from specbench.config import MAX_PROMPTS
 from specbench.errors import SpecbenchError
 
@@ -157,6 +158,8 @@ class CheckedCommand(TyperCommand):
                     raise SpecbenchError(f"{name} must be a finite number, got {v}")
             if param.name in OUTPUT_FILE_PARAMS:
                 check_output_file(Path(value), name)
+                faults.writing(Path(value))
             elif param.name in OUTPUT_DIR_PARAMS:
                 check_output_dir(Path(value), name)
+                faults.writing(Path(value))
         return rest

@@ -23,12 +23,15 @@ def report(
     gpus: GpusOption = None,
 ) -> None:
     """Regenerate every report file of a run from its records (no model is loaded)."""
+    import specbench.cli.faults as faults
+    from specbench.cli.exit_codes import warn
     from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
 
+    faults.beside_run(run_dir)
     results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))
     console = make_console()
     for note in notes:
-        console.print(f"[yellow]warning[/yellow] {note}")
+        warn(note)
     render_summary(console, results)
     console.print(f"reports: {run_dir}/report.md, report.html, results.json, summary.csv, plots/")

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from specbench.cli.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED
+import specbench.cli.faults as faults
+from specbench.cli.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, warn
 from specbench.cli.options import (
     ConfigArgument,
     GpuHourUsdOption,
@@ -72,6 +73,17 @@ def run_overrides(
     if workloads is not None or max_prompts is not None:
         over["workloads"] = wl_list
     return over
+
+
+def writable_dir(out_dir: Path) -> None:
+    """Create the run directory and write a probe file in it; an OSError here (permission, read-
+    only file system, disk full) is the environment's, one line through cli/faults.py."""
+    import tempfile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out_dir) as probe:
+        probe.write(b"specbench")
+        probe.flush()
 
 
 def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:
@@ -158,6 +170,7 @@ def run(
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.harness import runner
+    from specbench.harness.force import replacing
     from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
     from specbench.report.progress import RichRunEvents
@@ -181,14 +194,20 @@ def run(
     ):
         if value is not None and cfg.plan != "adaptive":
             raise SpecbenchError(f"{flag} bounds the adaptive plan: add --adaptive")
+    if budget_minutes is not None and budget_minutes <= 0:  # before the run directory exists
+        raise SpecbenchError(
+            f"--budget-minutes must be > 0 (a budget of no time measures nothing), got {budget_minutes:g}"
+        )
     out_dir = Path(cfg.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
+    writable_dir(out_dir)  # a read-only or full place: exit 2 before the pair loads
+    faults.beside_run(out_dir)
     max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
     console = make_console()
     console.print(f"specbench run: {cfg.name} → {out_dir}")
     try:
-        with RichRunEvents(console) as events:
+        with replacing(out_dir, force), RichRunEvents(console) as events:
             opts: dict[str, Any] = {"resume": resume, "force": force, "events": events}
             outcome: RunOutcome
             if cfg.plan == "adaptive":
@@ -216,7 +235,7 @@ def run(
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     for note in sorted(set(outcome.warnings)):
-        console.print(f"[yellow]warning[/yellow] {note}")
+        warn(note)
     console.print(
         f"{outcome.written} records written, {outcome.skipped} already complete, "
         f"{len(outcome.failures)} failed"
@@ -227,7 +246,7 @@ def run(
     except SpecbenchError as exc:
         if incomplete is None:
             raise
-        console.print(f"[yellow]warning[/yellow] no report: {exc}")
+        warn(f"no report: {exc}")
     else:
         render_summary(console, results)
         console.print(

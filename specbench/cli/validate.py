@@ -252,8 +252,8 @@ def validate_config(
             if importlib.util.find_spec("vllm") is None:
                 out.warnings.append("vLLM is not installed here: make install-vllm")
         check_memory(cfg, memory or MemoryOptions(), out)
-    except SpecbenchError as exc:
-        out.error = one_line(str(exc))
+    except SpecbenchError as exc:  # the path is printed before it once: not twice
+        out.error = one_line(str(exc)).removeprefix(f"{path}: ")
     return out
 
 

@@ -116,6 +116,13 @@ def verify(
     if device is not None:
         over = {"target": {"device": device}, "draft": {"device": device}}
     cfg = parse_config(deep_merge(data, over), str(config))
+    if cfg.backend == "openai":  # a server's models are not here to compute distributions from
+        raise SpecbenchError(
+            f"{config}: verify needs the models' weights (the transformers backend computes the "
+            "target's and the draft's distributions itself), and this config measures an "
+            "OpenAI-compatible server; give a config with `backend: transformers` and the pair's "
+            "model directories or hub ids"
+        )
     options = VerifyOptions(
         contexts=contexts,
         samples=samples,

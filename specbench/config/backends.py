@@ -78,6 +78,11 @@ class SpeculativeSpec(StrictModel):
     schedule: list[tuple[int, int, int]] | None = None
     schedule_from: str | None = None
 
+    @field_validator("num_speculative_tokens")
+    @classmethod
+    def _grid(cls, v: list[int] | None) -> list[int] | None:
+        return None if v is None else sorted(set(v))  # a repeated γ is measured once
+
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, v: list[tuple[int, int, int]] | None) -> list[tuple[int, int, int]] | None:

@@ -189,7 +189,7 @@ class SamplingSpec(StrictModel):
             raise ValueError("sampling.temperatures needs at least one value")
         if any(not 0 <= t <= 100 for t in v):
             raise ValueError("sampling.temperatures must be in [0, 100] (0 = greedy)")
-        return v
+        return list(dict.fromkeys(float(t) for t in v))  # a repeat is measured once, not twice
 
     @field_validator("top_p")
     @classmethod

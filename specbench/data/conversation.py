@@ -27,6 +27,8 @@ from typing import Any
 
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})  # Chat and Responses APIs
 PART_SEPARATOR = "\n"
+# The roles of the Chat Completions API (function: its legacy tool role; ipython: Llama 3's)
+KNOWN_ROLES = ("system", "developer", "user", "assistant", "tool", "function", "ipython")
 
 
 class BadConversation(ValueError):
@@ -107,6 +109,10 @@ def normalize_messages(value: Any, name: str) -> Conversation:
         what = f"message {i} of '{name}'"
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not m["role"]:
             raise BadConversation(f"{what} needs a text 'role'")
+        if m["role"] not in KNOWN_ROLES:  # a typo or another schema: its turns would be misread
+            raise BadConversation(
+                f"{what} has role '{m['role']}'; known roles: {', '.join(KNOWN_ROLES)}"
+            )
         msg: dict[str, Any] = {
             "role": m["role"],
             "content": content_text(m.get("content"), f"the content of {what}", dropped),

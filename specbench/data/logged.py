@@ -37,26 +37,27 @@ _HF_DISK_MARKERS = ("dataset_info.json", "dataset_dict.json", "state.json")
 
 
 def open_logged(
-    data: str, split: str = "train", columns: list[str] | None = None
+    data: str, split: str = "train", columns: list[str] | None = None, bad_lines: bool = False
 ) -> tuple[str, Iterable[Row]]:
     """(source name, rows) of a JSONL / CSV / Parquet file, a glob or folder of them, any fsspec
-    URL, a `save_to_disk` folder, a folder of data files or a hub id."""
+    URL, a `save_to_disk` folder, a folder of data files or a hub id. `bad_lines`: a JSONL line
+    that is no usable object comes as a `sources.BadLine` row (--skip-bad-rows counts it)."""
     if sources.is_url(data):
-        return sources.iter_source(data, None, columns)
+        return sources.iter_source(data, None, columns, bad_lines)
     path = Path(data).expanduser()
     if path.is_file():
         if sources.format_from_name(path.name) is None:
             raise SpecbenchError(
                 f"cannot tell the format of {path} from its extension; use .jsonl, .csv or .parquet"
             )
-        return sources.iter_source(str(path), None, columns)
+        return sources.iter_source(str(path), None, columns, bad_lines)
     if path.is_dir():
         if any((path / n).exists() for n in _HF_DISK_MARKERS):
             return str(path), sources.iter_hf(sources.load_hf_disk(path, split))
         loaded = sources.load_hf_hub(str(path), None, split, None, None)
         return str(path), sources.iter_hf(loaded)
     if any(c in data for c in "*?["):
-        return sources.iter_source(str(path), None, columns)
+        return sources.iter_source(str(path), None, columns, bad_lines)
     if data.startswith(("./", "../", "/", "~")) or sources.format_from_name(data):
         raise SpecbenchError(f"--data: file not found: {data}")
     return f"Hugging Face dataset '{data}'", sources.iter_hf(
@@ -109,10 +110,17 @@ def select_requests(
     skipped_total, n_rows = 0, 0
     counts: Counter[str] = Counter()
     iterator: Iterator[Row] = iter(rows)
+    checked = False  # the fields checked on the first usable row
     for row in iterator:
-        if n_rows == 0:
-            check_fields(source, row, f)
         n_rows += 1
+        if isinstance(row.values, sources.BadLine):  # only with skip_bad (open_logged)
+            skipped_total += 1
+            if len(skipped) < MAX_SKIPPED_LISTED:
+                skipped.append({"row": row.location, "reason": row.values.reason, "bucket": ""})
+            continue
+        if not checked:
+            check_fields(source, row, f)
+            checked = True
         bucket = bucket_of(row, f)
         if bucket is not None:
             counts[bucket] += 1

@@ -19,14 +19,17 @@ from __future__ import annotations
 import csv
 import importlib
 import io
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
+from specbench.data.jsonl import BadLine, Row, jsonl_rows
+from specbench.data.reachable import not_found
 from specbench.errors import SpecbenchError
+
+__all__ = ["BadLine", "Row"]  # re-exported: every reader's row type (and its readers below)
 
 # file suffix → reader format, for `format: auto`
 SUFFIX_FORMATS = {
@@ -37,14 +40,6 @@ SUFFIX_FORMATS = {
     ".pq": "parquet",
 }
 _CSV_FIELD_LIMIT = 2**31 - 1  # long RAG / summarization prompts exceed csv's 128 KiB default
-
-
-class Row(NamedTuple):
-    """One record of a source: where it is ("line 3", "row 3") and its column values. (A tuple:
-    millions are made while streaming a large log, and a frozen dataclass is slow to build.)"""
-
-    location: str
-    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,7 @@ def _non_empty(rows: list[Row], source: str) -> RawRows:
 def read_jsonl(path: Path) -> RawRows:
     """One JSON object per non-blank line; a bad line is reported with the file and line number."""
     _check_local(path)
-    return _non_empty(list(_jsonl_rows(_local_fs(), str(path), str(path))), str(path))
+    return _non_empty(list(jsonl_rows(_local_fs(), str(path), str(path))), str(path))
 
 
 def read_csv(path: Path) -> RawRows:
@@ -92,33 +87,6 @@ def read_parquet(path: Path) -> RawRows:
     """A Parquet file (or a folder of Parquet files) read with pyarrow."""
     source, rows = iter_source(str(path), "parquet")
     return RawRows(source, list(rows))
-
-
-def _jsonl_rows(fs: Any, path: str, name: str) -> Iterator[Row]:
-    """Stream a JSONL file (compressed ones too: .gz, .zst, ... by extension) line by line."""
-    with fs.open(path, "rb", compression="infer") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig")
-        line_no = 0
-        try:
-            for line_no, line in enumerate(text, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SpecbenchError(
-                        f"{name} line {line_no}: invalid JSON ({exc.msg}); fix or remove that line"
-                    ) from None
-                if not isinstance(value, dict):
-                    raise SpecbenchError(
-                        f"{name} line {line_no}: expected a JSON object, got "
-                        f"{type(value).__name__}; write one object per line"
-                    )
-                yield Row(location=f"line {line_no}", values=value)
-        except UnicodeDecodeError:
-            raise SpecbenchError(
-                f"{name} is not UTF-8 text (line {line_no + 1}); re-save it as UTF-8"
-            ) from None
 
 
 def _csv_rows(fs: Any, path: str, name: str) -> Iterator[Row]:
@@ -327,7 +295,7 @@ def resolve_files(location: str) -> SourceFiles:
                     f"{location} is a folder without .jsonl, .csv or .parquet files"
                 )
         elif not fs.exists(root):
-            raise SpecbenchError(f"file not found: {location}")
+            raise SpecbenchError(not_found(location, http))
         else:
             paths = [root]
     except (OSError, PermissionError) as exc:
@@ -339,13 +307,17 @@ def resolve_files(location: str) -> SourceFiles:
 
 
 def iter_source(
-    location: str, fmt: str | None = None, columns: Sequence[str] | None = None
+    location: str,
+    fmt: str | None = None,
+    columns: Sequence[str] | None = None,
+    bad_lines: bool = False,
 ) -> tuple[str, Iterator[Row]]:
     """(source name, rows streamed from every file at `location`).
 
     `fmt` ("jsonl", "csv", "parquet") overrides the extension; `columns` limits a Parquet read
     to the top-level columns named (others are never decoded). Rows of a multi-file source are
     located as "part-0001.parquet row 3". Reading happens as the iterator is consumed.
+    `bad_lines`: a JSONL line that is no usable object is a `BadLine` row, not an error.
     """
     files = resolve_files(location)
     formats = []
@@ -368,7 +340,7 @@ def iter_source(
             elif f == "csv":
                 stream = _csv_rows(files.fs, path, name)
             else:
-                stream = _jsonl_rows(files.fs, path, name)
+                stream = jsonl_rows(files.fs, path, name, bad_lines)
             prefix = f"{PurePosixPath(path).name} " if several else ""
             for row in stream:
                 seen = True

@@ -69,6 +69,7 @@ class TimingFlags:
     cost_ratio: float | None = None
     measure: bool = False
     reps: int = 10
+    force: bool = False  # --timings of another pair used anyway (said in the report)
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,14 @@ def run_accept(
     from specbench.models import check_pair_compatible, load_model
 
     events = events or NoEvents()
-    source, rows = open_logged(data.data, data.split, data.fields.columns())
+    forced = None
+    if timing.timings is not None:  # before anything loads: another pair's run is refused
+        from specbench.harness.timings_check import check_timings_pair
+
+        forced = check_timings_pair(timing.timings, target, draft, timing.force)
+    source, rows = open_logged(
+        data.data, data.split, data.fields.columns(), bad_lines=opts.skip_bad_rows
+    )
     selection = select_requests(
         source, rows, data.fields, opts.top_k, opts.skip_bad_rows, data.buckets,
         data.max_requests, opts.seed,
@@ -303,7 +311,7 @@ def run_accept(
             "out of memory while scoring a batch; lower --batch-tokens (or --chunk-tokens for "
             "long requests)"
         ) from None
-    result.warnings[:0] = notes + list(vocab.notes)
+    result.warnings[:0] = notes + list(vocab.notes) + ([forced] if forced else [])
     result.meta["target"] = target.model
     result.meta["draft"] = draft.model
     result.meta["device"] = str(t_loaded.device)

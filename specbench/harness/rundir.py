@@ -159,15 +159,11 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "results.json"
     if not path.is_file():
         raise SpecbenchError(f"{run_dir} has no results.json; run `specbench report {run_dir}`")
-    try:
-        doc = json.loads(_text(path))
-    except json.JSONDecodeError:
-        raise SpecbenchError(
-            f"{path} is not valid JSON; rerun `specbench report {run_dir}`"
-        ) from None
-    if not isinstance(doc, dict):
-        raise SpecbenchError(f"{path} is not a results document")
-    return doc
+    from specbench.analysis.results_read import check_version, read_json
+
+    doc = read_json(path)
+    check_version(doc, path, required=False)  # another version: regenerate or upgrade
+    return dict(doc)
 
 
 def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from specbench.report.accept_tables import (
     unit,
 )
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.figure_file import save_figure
 
 
 def build_blocks(doc: AcceptResults, plot: str | None) -> list[Block]:
@@ -142,5 +143,5 @@ def plot_profile(path: Path, doc: AcceptResults) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

@@ -66,9 +66,11 @@ def _own_row(e: WorkloadResult, pool: PoolDecision | None) -> list[str]:
     rec = e.recommendation
     itl = rec.itl_ms
     on = rec.verdict == "on"
-    best = rec.best_measured
+    # a cell without a verdict shows no speedup anywhere: not its best, not at the pool's setting
+    best = rec.best_measured if rec.verdict != "not_measured" else None
     speed = rec.speedup if on else (best.speedup if best else None)
-    at_pool = _at_setting(e, pool) if pool is not None and pool.verdict == "on" else None
+    pool_on = pool is not None and pool.verdict == "on" and rec.verdict != "not_measured"
+    at_pool = _at_setting(e, pool) if pool is not None and pool_on else None
     bound = rec.decision_lower_bound if on else (best.decision_lower_bound if best else None)
     return [
         e.workload,

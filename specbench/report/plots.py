@@ -17,6 +17,7 @@ from specbench.analysis.acceptance_detail import MIN_POSITION_ROUNDS
 from specbench.analysis.results_model_engine import ConcurrencyLatency
 from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.analysis.roi import Scenario
+from specbench.report.figure_file import save_figure
 from specbench.report.roi import scenario_title
 
 
@@ -50,7 +51,7 @@ def plot_roi(path: Path, scenarios: list[Scenario]) -> None:
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -92,7 +93,7 @@ def plot_speedup(path: Path, entry: WorkloadResult) -> None:
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -162,7 +163,7 @@ def plot_per_position(path: Path, entries: list[WorkloadResult]) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -225,7 +226,7 @@ def plot_alpha(path: Path, entries: list[WorkloadResult]) -> None:
         )
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -264,7 +265,7 @@ def plot_prompt_alpha(path: Path, entry: WorkloadResult) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -291,7 +292,7 @@ def plot_verify_fit(path: Path, entries: list[WorkloadResult]) -> None:
     else:
         _legend(ax, fontsize=7)  # engine runs have no verify timings
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -309,7 +310,7 @@ def plot_latency_distribution(
     ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: per-token latency")
     _legend(ax, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -368,5 +369,5 @@ def plot_speedup_vs_concurrency(path: Path, entry: WorkloadResult) -> None:
     ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: speedup")
     ax2.set_title("per-token latency")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

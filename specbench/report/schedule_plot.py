@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.report.figure_file import save_figure
 
 
 def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
@@ -54,5 +55,5 @@ def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

@@ -47,3 +47,8 @@ def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
                 "–" if err is None else f"{err:+.1%}",
             )
         console.print(table)
+        if entry.get("not_replayed"):
+            console.print(
+                f"not replayed (beyond the trace's γ={entry['trace_gamma']}): "
+                + ", ".join(entry["not_replayed"])
+            )

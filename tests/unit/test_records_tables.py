@@ -9,6 +9,7 @@ import pytest
 from specbench.analysis.groups import group_records, unresolved_failures
 from specbench.analysis.tables import records_frame, rounds_frame
 from specbench.records import (
+    TRANSFORMERS_ROUNDS,
     FailedRecord,
     SpecRecord,
     parse_record,
@@ -46,7 +47,9 @@ ROUNDS = {
 
 
 def test_typed_record_round_trips_the_line() -> None:
-    line = unit("spec", "p1", 2, rounds=ROUNDS, wall_ms=12.5, extra_field=[1, 2])
+    line = unit(
+        "spec", "p1", 2, rounds=ROUNDS, wall_ms=12.5, peak_memory_mb=9.0, extra_field=[1, 2]
+    )
     rec = parse_record(line)
     assert isinstance(rec, SpecRecord) and rec.rounds is not None
     assert rec.rounds.accepted == [2, 1, 0] and rec.schema_version == 1
@@ -55,6 +58,37 @@ def test_typed_record_round_trips_the_line() -> None:
     assert isinstance(failed, FailedRecord) and failed.error == "boom"
     with pytest.raises(ValueError, match="field 'temperature'"):
         parse_record({**line, "temperature": -1.0})
+
+
+# A transformers-backend line without what its analyses index is refused on read, naming the field
+# (was a KeyError, exit 3, in report / simulate / compare); an engine line (it names its backend)
+# and a failed unit need none of them.
+MISSING = [
+    ("baseline", 0, "peak_memory_mb"),
+    ("spec", 2, "peak_memory_mb"),
+    ("spec", 2, "rounds"),
+    *[("spec", 2, f"rounds.{name}") for name in TRANSFORMERS_ROUNDS],
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "gamma", "field"), MISSING, ids=[f"{k}-{f}" for k, _, f in MISSING]
+)
+def test_transformers_record_without_an_indexed_field_is_refused(
+    kind: str, gamma: int, field: str
+) -> None:
+    line = unit(
+        kind, "p1", gamma, peak_memory_mb=9.0, **({"rounds": dict(ROUNDS)} if gamma else {})
+    )
+    parse_record(line)  # the complete line reads
+    if field.startswith("rounds."):
+        del line["rounds"][field.removeprefix("rounds.")]
+    else:
+        del line[field]
+    with pytest.raises(ValueError, match=f"field '{field}' is required"):
+        parse_record(line)
+    parse_record({**line, "backend": "openai"})  # an engine line measures no rounds
+    parse_record({**line, "status": "failed"})
 
 
 def test_record_json_schema_covers_every_kind() -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.analysis.sequential import boundary_factor, mixture_rho, sigma_upper
+from specbench.analysis.mixture_boundary import boundary_factor, mixture_rho, sigma_upper
 
 # Waudby-Smith & Ramdas's truncation c: a bet against candidate mean m is at most c/m (upward)
 # or c/(1 − m) (downward), so every wealth factor stays at or above 1 − c.

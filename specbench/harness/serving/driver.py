@@ -224,14 +224,25 @@ def _measure(
                         )  # fmt: skip
                 except (KeyboardInterrupt, SpecbenchError):
                     raise
+                except OSError as exc:
+                    if _own_file(exc, out_dir):  # a full disk, not the engine: cli/faults.py
+                        raise
+                    raise _engine_failed(setting.name, exc, out_dir, backend) from None
                 except Exception as exc:  # the engine died mid-run: one line, records kept
-                    what = setting.name
-                    first = (str(exc).strip().splitlines() or [""])[0][:300]
-                    raise SpecbenchError(
-                        f"the {what} engine failed while measuring ({type(exc).__name__}: "
-                        f"{first}); the records written so far are kept in {out_dir}"
-                        + backend_hint(backend)
-                    ) from None
+                    raise _engine_failed(setting.name, exc, out_dir, backend) from None
+
+
+def _own_file(exc: OSError, out_dir: Path) -> bool:
+    """The error is about a file of the run directory (records.jsonl on a full disk)."""
+    return exc.filename is not None and Path(exc.filename).parent == out_dir
+
+
+def _engine_failed(what: str, exc: Exception, out_dir: Path, backend: Backend) -> SpecbenchError:
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return SpecbenchError(
+        f"the {what} engine failed while measuring ({type(exc).__name__}: "
+        f"{first}); the records written so far are kept in {out_dir}" + backend_hint(backend)
+    )
 
 
 def backend_hint(backend: Backend) -> str:

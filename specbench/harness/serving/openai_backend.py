@@ -63,7 +63,7 @@ from specbench.harness.serving.openai_http import (
     split_url,
     with_retries,
 )
-from specbench.harness.serving.openai_request import request_body
+from specbench.harness.serving.openai_request import prompt_too_long, request_body
 from specbench.harness.serving.openai_stream import stream_turn
 from specbench.harness.serving.server_facts import served_model, server_facts
 
@@ -123,6 +123,10 @@ class OpenAISession:
             seed,
             conv.prompt.tools,
         )
+
+        too_long = prompt_too_long(body, self.b.tokenizer, self.max_context, prompt_tokens)
+        if too_long is not None:  # checked before sending: a failed unit that says why
+            raise RequestFailed(too_long, retry=False)
 
         def once() -> TurnResult:
             self.b.spend_request()

@@ -67,3 +67,36 @@ def request_body(
                 )
             body["prompt"] = plain_text(messages)
     return path, {**body, **s.extra_body}, prompt_tokens, truncated
+
+
+def prompt_too_long(
+    body: dict[str, Any],
+    tokenizer: Callable[[], Any],
+    max_context: int | None,
+    prompt_tokens: int,
+) -> str | None:
+    """Why a turn must not be sent, or None: its prompt does not fit the server's max_model_len
+    (from /v1/models) less max_tokens. Token ids rendered here were cut to fit already
+    (`build_context_ids`); a text or chat prompt is counted with the target's tokenizer when
+    it loads (a server's own template may add a few tokens: the check is a lower bound)."""
+    if max_context is None or prompt_tokens:
+        return None
+    tok = tokenizer()
+    if tok is None:
+        return None
+    if "messages" in body:
+        if getattr(tok, "chat_template", None):
+            n = len(tok.apply_chat_template(body["messages"], tokenize=True))
+        else:
+            n = len(tok(plain_text(body["messages"]), add_special_tokens=False)["input_ids"])
+    elif isinstance(body.get("prompt"), str):
+        n = len(tok(body["prompt"], add_special_tokens=False)["input_ids"])
+    else:
+        return None
+    if n <= max_context:
+        return None
+    return (
+        f"prompt of {n} tokens does not fit the server's max_model_len less max_tokens "
+        f"({max_context} tokens); not sent — shorten it, lower max_new_tokens, or use "
+        "server.prompt_format: tokens (which keeps the prompt's end)"
+    )
