@@ -242,6 +242,7 @@ CPU_CHECKS = [
     "tests/harness/test_device_placement.py",
     "tests/harness/test_gpu_env.py",
     "tests/models/test_memory_plan.py",
+    "tests/models/test_device_map.py",
 ]
 QUICK_TIMEOUT_S = 150
 

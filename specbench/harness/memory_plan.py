@@ -7,9 +7,11 @@ Face cache) or, for the models the shipped configs name, specbench's copy of the
 
 Per GPU (docs/theory.md §12):
 
-- `backend: transformers` (batch 1): every model's weights and its KV cache for `context` tokens,
-  spread over `gpus` when the target has a device_map (device_map: auto places whole layers, so
-  this is the even share), else on one GPU;
+- `backend: transformers` (batch 1): every model's weights and its KV cache for `context` tokens.
+  When the target has a device_map, it and each draft with a device_map are spread over `gpus`
+  (accelerate balances whole layers over every GPU: the even share, within 1.25 × the model's
+  largest layer); a draft without one sits whole on GPU 0 beside the target's share. Without a
+  target device_map everything is on one GPU;
 - `backend: vllm`: the target's weights / (tensor × pipeline parallel), each draft model's /
   its draft_tensor_parallel_size (default: the target's), within gpu_memory_utilization (vLLM's
   default 0.9) of the GPU; KV heads split over the tensor-parallel ranks (a head is never split)
@@ -232,7 +234,11 @@ def plan_memory(
         if largest is not None:
             plan.models.append(largest)
         return plan
-    # without a device_map every model sits on the one device of `device`
+    # without a device_map every model sits on the one device of `device`; with device_map: auto
+    # accelerate balances each model over every GPU it sees (docs/configuration.md), so the even
+    # share is the plan. The busiest GPU holds up to 1.25 × the model's largest whole unit (a
+    # decoder layer, the embedding or lm_head) more than its share: accelerate's own slack,
+    # checked against its planner in tests/models/test_device_map.py.
     n = (gpus or 1) if cfg.target.device_map else 1
     plan = MemoryPlan(
         n,
@@ -243,9 +249,18 @@ def plan_memory(
         "--context-tokens" if context_tokens else "default; --context-tokens",
         not_counted=[*not_counted, "batch_timing's larger batches"],
     )
-    _model(plan, "target", cfg.target.model, cfg.target.revision, _dtype(cfg.target.dtype))
+    spread: list[int] = []  # the GPUs each planned model's weights are split over
+    if _model(plan, "target", cfg.target.model, cfg.target.revision, _dtype(cfg.target.dtype)):
+        spread.append(n)
     for d in cfg.drafters:
-        if d.method == "model" and d.model:
-            _model(plan, f"draft {d.label}", d.model, d.revision, _dtype(d.dtype))
-    plan.models = [PlannedModel(m.role, m.name, m.source, m.profile, n, n) for m in plan.models]
+        if d.method != "model" or not d.model:
+            continue
+        if _model(plan, f"draft {d.label}", d.model, d.revision, _dtype(d.dtype)):
+            # a draft without a device_map sits whole on its one device (GPU 0 by default,
+            # where the target's first layers are too): the busiest GPU carries all of it
+            spread.append(n if d.device_map else 1)
+    plan.models = [
+        PlannedModel(m.role, m.name, m.source, m.profile, k, k)
+        for m, k in zip(plan.models, spread, strict=True)
+    ]
     return plan

@@ -105,7 +105,8 @@ class Session:
         self.drafts_loaded = drafts
         self.tokenizer = target.tokenizer
         self.device = target.device
-        self.clock = Clock(target.device)
+        # the draft models' input devices too: a device_map may place a draft apart (Clock)
+        self.clock = Clock(target.device, *(m.device for m in drafts.values() if m is not None))
         self.target_lm = CachedLM(target.model, vocab_size)
         # every call of the target's forward (prefill, decode step, verify) is counted, so a
         # plan's cost can be stated in target forwards (benchmarks/bench_adaptive.py)

@@ -10,6 +10,7 @@ reaches the user. `transformers` is imported lazily, inside `load_model`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,19 @@ def pick_dtype(spec_dtype: str, device: torch.device) -> torch.dtype:
             f"unknown dtype '{spec_dtype}'; use auto, float32, float16 or bfloat16"
         )
     return explicit[spec_dtype]
+
+
+def offloaded(placement: Mapping[str, int | str | torch.device]) -> list[str]:
+    """The modules a device_map put in host memory or on disk beside a GPU (empty when none, or
+    when no module is on a GPU: a CPU-only machine maps everything to "cpu", which is no offload).
+
+    accelerate's `device_map: auto` fills the GPUs and then offloads the rest rather than fail;
+    a forward of such a model streams those layers over PCIe each time, so its timings would
+    measure the offload, not the GPU the run reports.
+    """
+    where = {k: str(v) for k, v in placement.items()}
+    on_host = [k for k, v in where.items() if v in ("cpu", "disk", "meta")]
+    return on_host if len(on_host) < len(where) else []
 
 
 def _load_failure(
@@ -171,7 +185,16 @@ def load_model(
         except Exception as exc:
             raise _load_failure(spec, f"weights onto {device}", exc, cache_dir) from None
     else:
+        # the input device: accelerate's hooks bring every output back to it (docs/configuration.md)
         device = next(model.parameters()).device
+        host = offloaded(getattr(model, "hf_device_map", None) or {})
+        if host:
+            raise SpecbenchError(
+                f"device_map '{spec.device_map}' could not fit '{spec.model}' on the visible GPUs "
+                f"and put {len(host)} of its modules in host memory or on disk ({host[0]}, …): "
+                "its timings would measure the offload; use more GPUs, a smaller dtype or "
+                "model (specbench validate CONFIG --gpu-memory GIB --gpus N says what fits)"
+            )
     model.eval()
     model.requires_grad_(False)
     n_params = sum(parameter.numel() for parameter in model.parameters())

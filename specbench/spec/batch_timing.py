@@ -86,7 +86,8 @@ def time_batched_forwards(
     docstring). `contexts` (≥ max(batch_sizes) rows) is each cache's prefix; the first `warmup`
     repetitions are run and discarded; `gammas` should include 0 (the plain decode step)."""
     device = next(target.parameters()).device
-    clock = Clock(device)
+    draft_device = next(draft.parameters()).device  # its own: a device_map may place it apart
+    clock = Clock(device, draft_device)
     sizes = sorted(set(batch_sizes))
     grid = sorted(set(gammas))
     if contexts.shape[0] < sizes[-1]:
@@ -96,7 +97,10 @@ def time_batched_forwards(
     vocab = vocab_size or int(target.config.vocab_size)
     gen = torch.Generator().manual_seed(seed)
     caches = {
-        b: (_prefill(target, contexts[:b].to(device)), _prefill(draft, contexts[:b].to(device)))
+        b: (
+            _prefill(target, contexts[:b].to(device)),
+            _prefill(draft, contexts[:b].to(draft_device)),
+        )
         for b in sizes
     }
     for rep in range(-warmup, repeats):
@@ -107,7 +111,8 @@ def time_batched_forwards(
             draft_ms: list[float] = []
             verify: dict[int, float] = {}
             for g in grid:  # the draft step beside each verify: side by side, not after
-                draft_ms.append(_timed_forward(draft, draft_cache, tokens[:, :1], clock))
+                first = tokens[:, :1].to(draft_device)  # a no-op where both share a device
+                draft_ms.append(_timed_forward(draft, draft_cache, first, clock))
                 verify[g] = _timed_forward(target, target_cache, tokens[:, : g + 1], clock)
             if rep >= 0:
                 draft_ms.sort()

@@ -20,15 +20,26 @@ from specbench.spec.lm import CachedLM
 
 
 class Clock:
-    """`now()` in milliseconds, synchronising `device` first when it is a CUDA device."""
+    """`now()` in milliseconds, synchronising each CUDA device of `devices` first.
 
-    def __init__(self, device: torch.device) -> None:
-        self._cuda = device.type == "cuda"
-        self._device = device
+    Name every device whose work an interval must contain: the target's input device and the
+    draft's when they differ (a `device_map` can put the draft's first layer on another GPU than
+    the target's, docs/configuration.md). Within one model spread over several GPUs, its output
+    reaches its input device through copies that wait for every GPU before it, so its input
+    device is enough. The same device named twice is synchronised once.
+    """
+
+    def __init__(self, device: torch.device, *more: torch.device) -> None:
+        self._cuda = list(dict.fromkeys(d for d in (device, *more) if d.type == "cuda"))
+
+    @property
+    def cuda_devices(self) -> list[torch.device]:
+        """The devices `now()` synchronises, in order, each once."""
+        return list(self._cuda)
 
     def now(self) -> float:
-        if self._cuda:
-            torch.cuda.synchronize(self._device)
+        for device in self._cuda:
+            torch.cuda.synchronize(device)
         return time.perf_counter() * 1000.0
 
 
@@ -50,7 +61,7 @@ def measure_forward_latency(
     length; the first `warmup` repetitions are discarded. Milliseconds, device-synchronised.
     """
     device = next(target.parameters()).device
-    clock = Clock(device)
+    clock = Clock(device, next(draft.parameters()).device)
     gen = torch.Generator().manual_seed(seed)
     ctx = torch.randint(0, vocab_size, (context_len,), generator=gen).tolist()
     lms = {"target": CachedLM(target, vocab_size), "draft": CachedLM(draft, vocab_size)}
