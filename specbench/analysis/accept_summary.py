@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specbench.analysis import rollout
-from specbench.analysis.results_read import read_results_file
+from specbench.analysis.results_read import check_version, read_json
 from specbench.errors import malformed_file
 
 OVERALL = "(all)"  # the bucket of every request together
@@ -92,7 +92,10 @@ def time_model_resolver(
     --cost-ratio, else `default_cost_ratio` (the plan is then provisional)."""
     if timings is not None:
         path = timings / "results.json" if timings.is_dir() else timings
-        results, _ = read_results_file(path, "--timings")  # schema and fields: one line
+        # the schema version here; the timing fields accept reads are checked just below (a
+        # missing or mistyped one is one line naming the file)
+        results = read_json(path, "--timings")
+        check_version(results, path, "--timings")
         try:  # fail now, not per bucket
             rollout.time_model_from_results(results, None, str(path))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

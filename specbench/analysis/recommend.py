@@ -226,7 +226,7 @@ def recommend(
     out["candidates"] = len(keys)
     if not keys:
         return {**out, "gamma": 0, "verdict": "not_measured", "speedup": None,
-                "reason": "no speculative setting measured: not a verdict"}  # fmt: skip
+                "reason": "no speculative setting was measured (only the baseline): not a verdict"}  # fmt: skip
     marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)

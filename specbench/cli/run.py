@@ -80,10 +80,13 @@ def writable_dir(out_dir: Path) -> None:
     only file system, disk full) is the environment's, one line through cli/faults.py."""
     import tempfile
 
+    existed = out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out_dir) as probe:
         probe.write(b"specbench")
         probe.flush()
+    if not existed:  # a run refused later (a config check) must not leave its directory behind
+        out_dir.rmdir()
 
 
 def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:

@@ -237,7 +237,7 @@ def test_force_against_a_server_that_is_down_removes_nothing(
     run = tmp_path / "run"
     shutil.copytree(fault_root / "runs" / "good", run)
     (run / "report.md").write_text("the old report\n")
-    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
     cfg = yaml.safe_load(TINY_OPENAI.read_text())
     cfg["server"]["endpoints"] = [
         {"url": f"http://127.0.0.1:{closed_port()}", "gamma": 4, "label": "γ=4"},
@@ -246,7 +246,7 @@ def test_force_against_a_server_that_is_down_removes_nothing(
     path = tmp_path / "down.yaml"
     path.write_text(yaml.safe_dump(cfg))
     check_bad_input(["run", str(path), "--out", str(run), "--force"], capsys, "cannot reach")
-    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.slow

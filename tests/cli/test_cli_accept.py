@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from specbench.analysis.results import RESULTS_SCHEMA
 from tests.accept_data import (
     GOOD,
     fails_one_line,
@@ -150,9 +151,11 @@ def test_timing_from_a_run_results_file(config: Path, traffic: Path, tmp_path: P
         "overhead_fit": {"o0_ms": 0.0, "o1_ms_per_token": 0.0},
     }
     results = {
+        "schema": RESULTS_SCHEMA,
+        "run": {"target": "tiny-target", "draft": "tiny-draft"},
         "workloads": [
             {"workload": "code", "temperature": 1.0, "baseline_step_ms": 20.0, "timing": timing}
-        ]
+        ],
     }
     (tmp_path / "results.json").write_text(json.dumps(results))
     got = run_json(
@@ -375,6 +378,8 @@ def test_max_requests_samples_each_bucket_of_a_remote_glob(config: Path, memory_
 def test_timing_from_an_engine_backend_run(config: Path, traffic: Path, tmp_path: Path) -> None:
     """An engine run's results.json has only the whole-round fit r0 + r1·γ (T_d = 0)."""
     results = {
+        "schema": RESULTS_SCHEMA,
+        "run": {"target": "tiny-target", "draft": "tiny-draft"},
         "workloads": [
             {
                 "workload": "code",
@@ -385,7 +390,7 @@ def test_timing_from_an_engine_backend_run(config: Path, traffic: Path, tmp_path
                     "engine_round_fit": {"r0_ms": 22.0, "r1_ms_per_token": 3.0, "points": 2},
                 },
             }
-        ]
+        ],
     }
     (tmp_path / "results.json").write_text(json.dumps(results))
     got = run_json(

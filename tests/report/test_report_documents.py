@@ -91,6 +91,8 @@ def test_html_opens_on_the_decision_box(example: tuple[Path, dict[str, Any]]) ->
             assert f"{head}ON at {setting_label(g)} for all traffic" in text
         elif g.verdict == "off":
             assert f"{head}OFF for all traffic" in text
+        elif g.verdict == "undecided":
+            assert f"{head}UNDECIDED" in text and "keep speculation off" in text
         else:
             assert f"{head}not measured" in text
     cells = len(results["workloads"])
