@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specbench.analysis import rollout
-from specbench.analysis.results_read import check_version, read_json
+from specbench.analysis.results_read import read_timing_source
 from specbench.errors import malformed_file
 
 OVERALL = "(all)"  # the bucket of every request together
@@ -92,10 +92,8 @@ def time_model_resolver(
     --cost-ratio, else `default_cost_ratio` (the plan is then provisional)."""
     if timings is not None:
         path = timings / "results.json" if timings.is_dir() else timings
-        # the schema version here; the timing fields accept reads are checked just below (a
-        # missing or mistyped one is one line naming the file)
-        results = read_json(path, "--timings")
-        check_version(results, path, "--timings")
+        # the schema version and the fields accept reads, typed (one line naming the field)
+        results, _ = read_timing_source(path)
         try:  # fail now, not per bucket
             rollout.time_model_from_results(results, None, str(path))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specbench.analysis.results_model import RunResults
 from specbench.errors import SpecbenchError
@@ -86,3 +86,40 @@ def read_results_file(path: Path, who: str = "") -> tuple[dict[str, Any], RunRes
     option or argument in errors (e.g. "--timings")."""
     doc = read_json(path, who)
     return doc, check_results(doc, path, who)
+
+
+class _TimingWorkload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    workload: str
+    temperature: float | None = None
+    baseline_step_ms: float | None = None
+    timing: dict[str, Any] | None = None
+
+
+class _TimingRun(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    target: str | None = None
+    draft: str | None = None
+
+
+class TimingSource(BaseModel):
+    """What `accept --timings` reads of a results.json: the pair and each workload's timing
+    fields (typed; the rest of the document is not needed, so not required)."""
+
+    model_config = ConfigDict(extra="allow")
+    run: _TimingRun = _TimingRun()
+    workloads: list[_TimingWorkload]
+
+
+def read_timing_source(path: Path, who: str = "--timings") -> tuple[dict[str, Any], TimingSource]:
+    """(the document, its typed timing part) of the results.json at `path`: schema version, then
+    the fields accept reads, each error one line naming the field."""
+    doc = read_json(path, who)
+    check_version(doc, path, who)
+    try:
+        return doc, TimingSource.model_validate(doc)
+    except ValidationError as err:
+        raise SpecbenchError(
+            f"{who}: {path}: {validation_message(err)}; not a valid specbench results.json "
+            f"({_regenerate(path)})"
+        ) from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.analysis.results_read import check_version, read_json
+from specbench.analysis.results_read import read_timing_source
 from specbench.config import ModelSpec
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import resolve_model_path
@@ -32,13 +32,11 @@ def pair_differences(path: Path, target: ModelSpec, draft: ModelSpec) -> list[st
     """What differs between the pair the results.json at `path` measured and this one."""
     # accept reads only the run's pair and timing fields: the version and the pair are checked
     # here, the timing fields where they are read (`analysis.rollout.timing`)
-    doc = read_json(path, "--timings")
-    check_version(doc, path, "--timings")
-    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    _, typed = read_timing_source(path)
     diffs = []
     for role, here, there in (
-        ("target", target.model, run.get("target")),
-        ("draft", draft.model, run.get("draft")),
+        ("target", target.model, typed.run.target),
+        ("draft", draft.model, typed.run.draft),
     ):
         if there is None:
             diffs.append(f"the run does not name its {role} (this pair: {here})")
