@@ -5,6 +5,7 @@ nominal + 2 Monte Carlo standard errors. benchmarks/bench_calibration.py prints 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from specbench.analysis import family_calibration as fc
@@ -19,8 +20,18 @@ def _within(r: tuple[float, float], target: float = fc.ALPHA) -> bool:
 def test_below_the_tests_resolution_the_answer_is_undecided() -> None:
     """2^-n > 2.5 % for n ≤ 5: no data can decide, whatever the truth."""
     assert signflip.min_prompts(0.025) == 6
-    o = fc.outcomes(4, 4, 2.5, reps=40, seed=41)  # a clear 2.5× that 4 prompts cannot show
-    assert o.undecided[0] == 1.0
+    rng = np.random.default_rng(41)
+    tb, mb, ts, ms = tf.draw(rng, 20, 5, (1, 2, 3, 4), tf.Family())
+    ms /= 2.0  # every setting twice as fast again: a clear gain that 5 prompts cannot show
+    for r in range(20):
+        piv = signflip.throughput_pivots(ts[:, r], ms[:, r], np.broadcast_to(tb[r], (4, 5)),
+                                         np.broadcast_to(mb[r], (4, 5)))  # fmt: skip
+        d = signflip.decide(piv, fc.LINE, fc.ALPHA)
+        assert d.outcome == "undecided" and np.isnan(d.lower).all()
+    # … and 6 prompts can
+    tb, mb, ts, ms = tf.draw(rng, 1, 6, (2,), tf.Family(cost_sigma=0.0))
+    piv = signflip.throughput_pivots(ts[:, 0], ms[:, 0] / 3.0, tb[:1], mb[:1])
+    assert signflip.decide(piv, fc.LINE, fc.ALPHA).outcome == "on"
 
 
 @pytest.mark.slow
