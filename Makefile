@@ -5,7 +5,7 @@ TORCH ?= 2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean install-vllm test-vllm gpu-check gpu-check-quick
+.PHONY: install demo test test-long test-fast lint bench clean install-vllm test-vllm gpu-check gpu-check-quick
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,12 @@ demo: $(STAMP)
 # of the two-core machines it is budgeted on; each process runs torch on one thread.
 TEST_JOBS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not vllm"
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not vllm and not long"
+
+# The end-to-end checks of a minute or more each (greedy identity over every prompt and γ, compare
+# --ab under two interpreters, the CI action, the quick GPU check): CI runs them after make test.
+test-long: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "long and not vllm"
 
 # The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the spec
 # tensor-math tests; the few marked slow (seeded simulations of seconds) run in `make test` only.

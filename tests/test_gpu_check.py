@@ -87,6 +87,7 @@ def test_bad_device_is_one_error_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a minute or more: make test-long (CI runs it)
 def test_gpu_check_quick_on_cpu_end_to_end(tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
     cmd = ["bash", "scripts/gpu_check.sh", "--device", "cpu", "--quick", "--out"]

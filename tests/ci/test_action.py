@@ -100,6 +100,7 @@ def _config(tmp: Path, base: FakeServer, spec: FakeServer) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a minute or more: make test-long (CI runs it)
 def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -17,6 +17,7 @@ SMALL = "--max-prompts 1 --gammas 2 --workloads tiny_code --temperature 0"
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a minute or more: make test-long (CI runs it)
 def test_ab_runs_both_sides_interleaved_under_their_interpreters(tmp_path: Path) -> None:
     py = sys.executable
     res = runner.invoke(

@@ -44,6 +44,7 @@ def lms(pair, same: bool = False) -> tuple[CachedLM, CachedLM]:  # type: ignore[
 
 
 @torch.inference_mode()
+@pytest.mark.long  # a minute or more: make test-long (CI runs it)
 def test_greedy_output_identical_to_baseline_for_every_prompt_and_gamma(tiny_pair) -> None:  # type: ignore[no-untyped-def]
     prompts = tiny_prompts(tiny_pair.target.tokenizer)
     assert len(prompts) >= 60
