@@ -46,30 +46,27 @@ class WorkloadInput:
     own_speedup: float  # the workload's own recommendation (1 when off)
 
 
-def pool_pivots(inputs: Sequence[WorkloadInput], keys: list[SettingKey]) -> RatioPivots | None:
+def pool_pivots(
+    inputs: Sequence[WorkloadInput], keys: list[SettingKey]
+) -> tuple[RatioPivots, dict[str, int]] | None:
     """The pool's speedup O_k = Σ_w W_w·ITL_base,w / Σ_w W_w·ITL_k,w as one ratio of sums over
     every workload's prompts: prompt u of workload w enters with weight W_w / (its workload's
     tokens), so the baseline ITL the weights need is measured on the same prompts and flipped
-    with them — its noise is in the test (docs/theory.md §8). None when a workload has fewer than
-    two prompts common to every setting."""
+    with them — its noise is in the test (docs/theory.md §8). With the pivots, each workload's
+    number of prompts. None when a workload has fewer than two prompts common to every setting."""
     total = sum(w.weight for w in inputs) or 1.0
-    ys, xs = [], []
+    ys, xs, prompts = [], [], {}
     for w in inputs:
-        piv = cluster_pivots([w.paired[k] for k in keys])
+        common = common_prompts([w.paired[k] for k in keys])
+        piv = cluster_pivots(common)
         if piv.n < 2:
             return None
-        w_tokens = float(piv.x.shape[-1])
-        scale = (w.weight / total) / _workload_tokens(w, keys, w_tokens)
+        tokens = float(((common[0].tok_new + common[0].tok_base) / 2.0).sum())
+        scale = (w.weight / total) / tokens
         ys.append(piv.y * scale)
         xs.append(piv.x * scale)
-    return RatioPivots(np.concatenate(ys, axis=1), np.concatenate(xs, axis=1))
-
-
-def _workload_tokens(w: WorkloadInput, keys: list[SettingKey], fallback: float) -> float:
-    """Σ over the workload's common prompts of the per-prompt tokens (the pivots' weights w_u)."""
-    common = common_prompts([w.paired[k] for k in keys])
-    tok = (common[0].tok_new + common[0].tok_base) / 2.0
-    return float(tok.sum()) or fallback
+        prompts[w.workload] = piv.n
+    return RatioPivots(np.concatenate(ys, axis=1), np.concatenate(xs, axis=1)), prompts
 
 
 def pool_recommendation(
@@ -95,8 +92,8 @@ def pool_recommendation(
         "false_off_rate": json_num(alpha),
         "per_workload_routing_speedup": json_num(routed),
     }
-    piv = pool_pivots(inputs, keys) if keys else None
-    if piv is None:
+    pooled = pool_pivots(inputs, keys) if keys else None
+    if pooled is None:
         return {
             **out,
             "verdict": "not_measured",
@@ -104,11 +101,12 @@ def pool_recommendation(
             "speedup": None,
             "reason": "no setting measured on at least 2 prompts of every workload: not a verdict",
         }
+    piv, prompts = pooled
     d = signflip.decide(piv, 1.0 + margin, alpha)
     # each workload's traffic share rests on its own prompts only: the pool is no better measured
     # than its least-measured workload, so each must reach the test's resolution (§8)
-    fewest = min(inputs, key=lambda w: len(common_prompts([w.paired[k] for k in keys])[0]))
-    n_fewest = len(common_prompts([fewest.paired[k] for k in keys])[0])
+    fewest = min(inputs, key=lambda w: prompts[w.workload])
+    n_fewest = prompts[fewest.workload]
     if n_fewest < signflip.min_prompts(alpha) and d.outcome != "undecided":
         d = replace(d, outcome="undecided", chosen=None)
         short = (

@@ -127,7 +127,7 @@ def candidates(
     return Candidates(keys, marginal, dict(zip(keys, bounds, strict=True)), crit, n_common)
 
 
-def _crossed_decision(cand: Candidates, margin: float, level: float) -> Decision | None:
+def _crossed_decision(cand: Candidates, margin: float) -> Decision | None:
     """Interleaved engine starts (two crossed factors, `analysis.crossed`): the max-T bootstrap
     bounds decide ON, every marginal upper end below the line decides OFF (docs/theory.md §15)."""
     if cand.bounds is None:
@@ -234,7 +234,7 @@ def recommend(
     piv = cluster_pivots(plist)
     crossed = all(p.by_start for p in plist)
     d = (
-        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin, level)
+        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin)
         if crossed
         else None
     ) or signflip.decide(piv, 1.0 + margin, alpha)
