@@ -170,8 +170,8 @@ def compare(
         typer.Option(
             "--ab",
             help="RUNS is one CONFIG: run base and candidate here, each under its own "
-            "interpreter (--base-python, --candidate-python), alternated ABBA over --pairs "
-            "process pairs into --out, then compare them.",
+            "interpreter (--base-python, --candidate-python), taking turns unit by unit in "
+            "ABBA order over --pairs process pairs into --out, then compare them.",
         ),
     ] = False,
     base_python: Annotated[
@@ -180,9 +180,25 @@ def compare(
     candidate_python: Annotated[
         Path | None, typer.Option("--candidate-python", help="--ab: the candidate's Python.")
     ] = None,
+    candidate_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--candidate-config",
+            help="--ab: the candidate's config (another model revision or endpoint; default: "
+            "CONFIG). What differs between the two configs is compared as forced.",
+        ),
+    ] = None,
     pairs: Annotated[
         int, typer.Option("--pairs", help="--ab: process pairs (runs per side).", min=1, max=1000)
     ] = 2,
+    interleave: Annotated[
+        str,
+        typer.Option(
+            "--interleave",
+            help="--ab: 'unit' (both processes of a pair alive, taking turns unit by unit, ABBA) "
+            "or 'process' (one after the other, for sides that cannot share the machine).",
+        ),
+    ] = "unit",
     ab_out: Annotated[Path, typer.Option("--out", help="--ab: where the runs are written.")] = Path(
         "reports/ab"
     ),
@@ -236,8 +252,12 @@ def compare(
             pairs,
             ab_out,
             shlex.split(run_args),
+            candidate_config=candidate_config,
+            interleave=interleave,
         )
         runs = [*base_dirs, Path("vs"), *new_dirs]
+        # two configs differ on purpose (a revision, an endpoint): compared as forced, shown
+        force = force or candidate_config is not None
 
     th = load_thresholds(
         thresholds,

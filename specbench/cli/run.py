@@ -166,6 +166,15 @@ def run(
             "(default: the config's max_failure_rate, 0.05).",
         ),
     ] = None,
+    lockstep: Annotated[
+        str | None,
+        typer.Option(
+            "--lockstep",
+            hidden=True,
+            help="R,W: take turns unit by unit with another run (`compare --ab`; "
+            "harness/lockstep.py).",
+        ),
+    ] = None,
 ) -> None:
     """Measure speculative decoding on a model pair over the workloads, then report.
 
@@ -174,6 +183,8 @@ def run(
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.harness import runner
     from specbench.harness.force import replacing
+    from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
+    from specbench.harness.plan import RunEvents
     from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
     from specbench.report.progress import RichRunEvents
@@ -207,10 +218,12 @@ def run(
     writable_dir(out_dir)  # a read-only or full place: exit 2 before the pair loads
     faults.beside_run(out_dir)
     max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
+    turns = Turns(*parse_fds(lockstep)) if lockstep is not None else None
     console = make_console()
     console.print(f"specbench run: {cfg.name} → {out_dir}")
     try:
-        with replacing(out_dir, force), RichRunEvents(console) as events:
+        with replacing(out_dir, force), RichRunEvents(console) as rich_events:
+            events: RunEvents = rich_events if turns is None else LockstepEvents(rich_events, turns)
             opts: dict[str, Any] = {"resume": resume, "force": force, "events": events}
             outcome: RunOutcome
             if cfg.plan == "adaptive":
@@ -244,6 +257,8 @@ def run(
         f"{len(outcome.failures)} failed"
     )
     incomplete = run_incomplete(outcome, max_rate)
+    if turns is not None:  # the other side of an interleaved A/B may still be measuring
+        turns.before_reports()
     try:
         results, _ = write_reports(out_dir)
     except SpecbenchError as exc:

@@ -27,6 +27,8 @@ def test_abba_order_alternates_and_balances_each_side_over_every_two_pairs() -> 
     [
         (["--base-python", "/nonexistent/python"], "no interpreter at /nonexistent/python"),
         (["--pairs", "0"], "--pairs"),
+        (["--interleave", "sideways"], "--interleave is unit or process"),
+        (["--candidate-config", "/nonexistent.yaml"], "candidate config is not found"),
     ],
 )
 def test_ab_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -35,3 +37,12 @@ def test_ab_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], messa
         app, ["compare", "--ab", "configs/tiny.yaml", "--out", str(tmp_path), *args]
     )
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+
+
+def test_a_hand_typed_lockstep_option_gets_one_line() -> None:
+    from specbench.errors import SpecbenchError
+    from specbench.harness.lockstep import parse_fds
+
+    assert parse_fds("7,9") == (7, 9)
+    with pytest.raises(SpecbenchError, match="two file descriptors"):
+        parse_fds("7")
