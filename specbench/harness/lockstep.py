@@ -15,6 +15,7 @@ would bring its own scheduling, which is the thing this module exists to control
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -46,7 +47,9 @@ class Turns:
             self._rx: IO[str] = os.fdopen(read_fd, "r")
             self._tx: IO[str] = os.fdopen(write_fd, "w")
         except OSError as exc:
-            raise SpecbenchError(f"--lockstep: file descriptors {read_fd},{write_fd}: {exc}") from None
+            raise SpecbenchError(
+                f"--lockstep: file descriptors {read_fd},{write_fd}: {exc}"
+            ) from None
 
     def _wait(self, say: str) -> None:
         self._tx.write(say + "\n")
@@ -122,10 +125,8 @@ def _start(name: str, cmd: list[str], log: Path) -> _Side:
 def _stop_all(sides: list[_Side]) -> None:
     for side in sides:
         for stream in (side.tx, side.rx):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         if side.proc.poll() is None:
             side.proc.terminate()
         side.proc.wait()
@@ -172,4 +173,3 @@ def run_in_lockstep(
             raise _failed(side, sides)
     _stop_all(sides)
     return taken
-

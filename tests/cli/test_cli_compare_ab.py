@@ -3,6 +3,7 @@ same one twice here: the test machine has one environment), alternated, then com
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -39,7 +40,7 @@ def test_ab_runs_both_sides_interleaved_under_their_interpreters(tmp_path: Path)
         assert all(sorted(s) == ["base", "candidate"] for s in by_unit)
         assert all(by_unit[u + 1] == by_unit[u][::-1] for u in range(len(by_unit) - 1))
         # never at the same time: each turn is handed back before the next is given
-        assert all(a["t_back"] <= b["t_go"] for a, b in zip(turns, turns[1:]))
+        assert all(a["t_back"] <= b["t_go"] for a, b in itertools.pairwise(turns))
         records = {
             side: (tmp_path / f"{side}-{j}" / "records.jsonl").read_text().splitlines()
             for side in ("base", "candidate")
