@@ -40,7 +40,7 @@ test-long: $(STAMP)
 # tests/unit/conftest.py fails a unit test that opens a model file or starts a process;
 # tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow" tests/unit
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow" --ignore=tests/unit/tensors tests/unit
 
 # The optional vLLM backend (CPU build). Its torchvision/torchaudio/torchcodec wheels fail to load
 # beside the CPU torch and vLLM runs without them, so they are removed. vLLM's `vllm` console

@@ -1,5 +1,5 @@
 """γ policies and the n-gram drafter on the tiny pair (the hand-computed cases: tests/unit/test_policies.py,
-tests/unit/test_ngram_drafter.py)."""
+tests/unit/tensors/test_ngram_drafter.py)."""
 
 from __future__ import annotations
 

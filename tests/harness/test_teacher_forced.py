@@ -1,7 +1,7 @@
 """Teacher-forced β (spec/teacher_forced.py) on the tiny pair: batching, padding and chunking
 change no logit; β matches the unbatched oracle; and α measured offline on target-generated
 responses agrees with α measured by `run` (docs/theory.md §2 (a) both ways). The planning and the
-rollout arithmetic it feeds: tests/unit/test_teacher_forced_planning.py, tests/unit/test_rollout.py."""
+rollout arithmetic it feeds: tests/unit/tensors/test_teacher_forced_planning.py, tests/unit/test_rollout.py."""
 
 from __future__ import annotations
 

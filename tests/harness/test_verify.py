@@ -3,8 +3,8 @@
 acceptance path (a wrong correction, the bonus from the wrong row, a wrong row only at
 position 3, an n-gram residual that keeps the rejected token) fail at the position they break;
 the lossy rule's drift and extra acceptance are measured, greedy mismatches are reported (the
-pure statistics and the closed form of the first emitted token: tests/unit/test_verify_statistics.py,
-tests/unit/test_acceptance_rules.py)."""
+pure statistics and the closed form of the first emitted token: tests/unit/tensors/test_verify_statistics.py,
+tests/unit/tensors/test_acceptance_rules.py)."""
 
 from __future__ import annotations
 

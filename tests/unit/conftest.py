@@ -7,8 +7,8 @@ A Python audit hook (sys.addaudithook; it imports nothing) watches every test in
 - starting a subprocess is allowed only in a test marked `subprocess` (startup checks such as
   "`specbench roi` does not import torch"; they must not run a model either).
 
-Which unit tests may import torch at all is a static check: tests/unit/test_architecture.py
-(`TORCH_UNIT_TESTS`). The rules are written out in tests/README.md.
+Which unit tests may import torch at all is a static check: only those in tests/unit/tensors/
+(tests/unit/test_architecture.py). The rules are written out in tests/README.md.
 """
 
 from __future__ import annotations

@@ -56,16 +56,11 @@ ALLOWED_FOR_PURE = ("specbench.spec.policies", "specbench.spec.rounds")
 # Unit-test modules allowed to import torch: they test specbench.spec's tensor math on small
 # hand-made tensors. Every other unit test (analysis, report, data, config, cli) must run
 # without torch; no unit test loads a model (tests/unit/conftest.py enforces that at run time).
-TORCH_UNIT_TESTS = frozenset(
-    {
-        "test_acceptance_rules",  # spec/acceptance_rules.py, spec/sampling.py on small tensors
-        "test_model_paths",  # specbench/models/: devices and dtypes are torch objects
-        "test_tiny_pair_files",  # specbench/models/tinypair.py (the package loads models)
-        "test_ngram_drafter",  # spec/drafters.py with a CPU clock
-        "test_teacher_forced_planning",  # spec/teacher_forced.py (planning only)
-        "test_verify_statistics",  # analysis/verify_results.py beside harness/verify.py
-    }
-)
+# The unit tests that may import torch live in tests/unit/tensors/ (spec/ and models/ pieces on
+# small hand-made tensors: sampling, acceptance rules, the n-gram drafter, teacher-forced planning,
+# verify's statistics, devices and dtypes). `make test-fast` leaves that folder out: importing
+# torch costs each test process seconds, half the fast lane's collection.
+TORCH_UNIT_DIR = UNIT / "tensors"
 
 
 @dataclass(frozen=True)
@@ -456,11 +451,10 @@ def _reaches(path: Path, seen: set[Path] | None = None) -> dict[str, list[str]]:
 
 
 def test_pure_unit_tests_import_no_torch() -> None:
-    """tests/unit/README rule: only the spec tensor-math tests may import torch."""
+    """tests/README rule: only the tensor tests (tests/unit/tensors/) may import torch."""
+    assert TORCH_UNIT_DIR.is_dir()
     found = []
     for path in sorted(UNIT.glob("test_*.py")):
-        if path.stem in TORCH_UNIT_TESTS:
-            continue
         reached = _reaches(path)
         for heavy in HEAVY:
             if heavy in reached:

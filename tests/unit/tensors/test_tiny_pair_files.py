@@ -11,7 +11,7 @@ import pytest
 
 from specbench.models.tinypair import MODEL_NAMES, TINY_PAIR_DIR, load_manifest, tiny_model_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 WORKLOADS = ("tiny_code", "tiny_prose", "tiny_structured", "tiny_encoded")

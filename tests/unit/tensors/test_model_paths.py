@@ -18,7 +18,7 @@ from specbench.models import (
 )
 from specbench.models.tinypair import tiny_model_dir
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cpu_spec(path: Path | str) -> ModelSpec:
