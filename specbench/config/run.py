@@ -43,31 +43,31 @@ SCHEMA_VERSION = 1
 
 
 class RunConfig(StrictModel):
-    name: str = "run"
-    backend: Backend = "transformers"
-    target: ModelSpec
-    draft: DraftSpec
+    name: str = "run"  # the run's name in reports
+    backend: Backend = "transformers"  # our own loop, vLLM in-process, or OpenAI-compatible servers
+    target: ModelSpec  # the model whose outputs speculation must reproduce
+    draft: DraftSpec  # the drafter: a smaller model, or n-gram lookup (method: ngram)
     # More drafters to measure beside `draft` (e.g. n-gram prompt lookup), each over the γ grid.
     extra_drafters: list[DraftSpec] = Field(default_factory=list)
     # γ policies to measure beside the fixed γ grid, with every drafter.
     policies: list[PolicySpec] = Field(default_factory=list)
-    workloads: list[WorkloadSpec]
-    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
-    gammas: list[int] = Field(default_factory=lambda: list(defaults.GAMMAS))
+    workloads: list[WorkloadSpec]  # prompt sets, each decided on its own and weighted in the pool
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)  # temperatures, top-p, top-k
+    gammas: list[int] = Field(default_factory=lambda: list(defaults.GAMMAS))  # draft lengths tried
     max_new_tokens: int = Field(default=64, ge=1, le=MAX_NEW_TOKENS)
     stop: list[str] = Field(default_factory=list)  # stop strings (EOS always stops)
     chat_template: Literal["auto", "on", "off"] = "auto"  # auto = on when the tokenizer has one
     warmup: int = Field(default=1, ge=0, le=1_000)  # warm-up prompts per workload, reported apart
-    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)  # runs of each prompt (clustered)
     # `run` exits 4 ("run incomplete") when more than this share of the prompts failed.
     max_failure_rate: float = Field(default=0.05, ge=0.0, le=1.0)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    seed: int = Field(default=0, ge=0, lt=2**63)  # every sampled token derives from it
     # torch intra-op threads on CPU (None = torch's default). For tiny models 1 is fastest and,
     # on a busy machine, far steadier: OpenMP threads waiting on a preempted sibling turned a
     # 2 ms decode step into 60 ms here.
     cpu_threads: int | None = Field(default=None, ge=1, le=1024)
-    output_dir: str = "reports/run"
-    decision: DecisionSpec = Field(default_factory=DecisionSpec)
+    output_dir: str = "reports/run"  # the run directory (--out overrides)
+    decision: DecisionSpec = Field(default_factory=DecisionSpec)  # margin and confidence of ON/OFF
     # full: every prompt at every setting; adaptive: baseline and γ_max, then the predicted best
     # γ, stopping each cell when the sequential verdict is settled (docs/theory.md §14)
     plan: Literal["full", "adaptive"] = "full"
