@@ -11,6 +11,14 @@ per token independently of the config arithmetic (docs/theory.md §12):
 which equals 2 × layers × KV heads × head dim × element bytes when the config's fields say what
 the modules are (`kv_bytes_per_token_formula` vs `kv_bytes_per_token_modules`).
 
+An EAGLE-3 head is no transformers architecture; `eagle3_head_profile` builds it as the engines
+hold it (vLLM's `llama_eagle3.py`, the EAGLE reference `cnets.py`): an `fc` fusing three target
+hidden states (3 × target hidden → hidden), one Llama decoder layer whose attention reads the
+input embedding and the fused state side by side (q/k/v take 2 × hidden), a `hidden_norm`, the
+final norm, and its own lm_head over `draft_vocab_size` tokens with the draft→target id map `d2t`
+(int64) and the target→draft mask `t2d` (bool) where that vocabulary is smaller. Its input
+embedding is the target's (shared, not a second copy), so it is not counted.
+
     profile = meta_profile(json.loads(Path("config.json").read_text()), torch.bfloat16)
 """
 
@@ -37,6 +45,7 @@ class MetaProfile:
     n_kv_heads: int | None
     head_dim: int | None
     dtype: str
+    replicated_bytes: int = 0  # held whole by every tensor-parallel rank (an EAGLE-3 head's fc)
 
 
 def build_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
@@ -82,4 +91,71 @@ def meta_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfile:
         n_kv_heads=profile["n_kv_heads"],
         head_dim=profile["head_dim"],
         dtype=str(dtype).removeprefix("torch."),
+    )
+
+
+def build_eagle3_head_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
+    """An EAGLE-3 head of a config.json dict on the meta device (module docstring). Takes the
+    EAGLE/SpecForge form (Llama fields + `draft_vocab_size`) and the speculators form (the layer's
+    fields under `transformer_layer_config`)."""
+    from transformers import AutoConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm
+
+    layer_fields = config.get("transformer_layer_config") or config
+    fields = {k: v for k, v in layer_fields.items() if k not in ("model_type", "architectures")}
+    try:
+        cfg = AutoConfig.for_model("llama", **fields)
+        hidden, vocab = int(cfg.hidden_size), int(cfg.vocab_size)
+        draft_vocab = int(config.get("draft_vocab_size") or vocab)
+        target_hidden = int(config.get("target_hidden_size") or hidden)
+        with torch.device("meta"):
+            layer = LlamaDecoderLayer(cfg, layer_idx=0)
+            attn = layer.self_attn
+            for name in ("q_proj", "k_proj", "v_proj"):
+                old = getattr(attn, name)
+                wide = torch.nn.Linear(2 * hidden, old.out_features, bias=old.bias is not None)
+                setattr(attn, name, wide)
+            head = torch.nn.ModuleDict(
+                {
+                    "fc": torch.nn.Linear(3 * target_hidden, hidden, bias=False),
+                    "hidden_norm": LlamaRMSNorm(hidden, eps=cfg.rms_norm_eps),
+                    "midlayer": layer,
+                    "norm": LlamaRMSNorm(hidden, eps=cfg.rms_norm_eps),
+                    "lm_head": torch.nn.Linear(hidden, draft_vocab, bias=False),
+                }
+            ).to(dtype)
+            if draft_vocab != vocab:
+                head.register_buffer("d2t", torch.empty(draft_vocab, dtype=torch.int64))
+                head.register_buffer("t2d", torch.empty(vocab, dtype=torch.bool))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SpecbenchError(
+            "cannot build an EAGLE-3 head from its config.json: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+    return head
+
+
+def eagle3_head_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfile:
+    """Weights (parameters in `dtype`, d2t/t2d at their own types) and KV per token of an EAGLE-3
+    head; the fc, the norms and the maps are what a tensor-parallel rank holds whole."""
+    head = build_eagle3_head_on_meta(config, dtype)
+    params = list(head.parameters())
+    buffers = list(head.buffers())
+    layer = head["midlayer"]
+    whole = [*head["fc"].parameters(), *head["hidden_norm"].parameters()]
+    whole += [*head["norm"].parameters(), *layer.input_layernorm.parameters()]
+    whole += [*layer.post_attention_layernorm.parameters(), *buffers]
+    attn = layer.self_attn
+    kv_heads = attn.k_proj.out_features // attn.head_dim
+    elem = params[0].element_size()
+    return MetaProfile(
+        n_params=sum(p.numel() for p in params),
+        weight_bytes=sum(t.numel() * t.element_size() for t in [*params, *buffers]),
+        kv_bytes_per_token_formula=2 * 1 * kv_heads * attn.head_dim * elem,
+        kv_bytes_per_token_modules=kv_bytes_from_modules(head),
+        n_layers=1,
+        n_kv_heads=kv_heads,
+        head_dim=attn.head_dim,
+        dtype=str(dtype).removeprefix("torch."),
+        replicated_bytes=sum(t.numel() * t.element_size() for t in whole),
     )
