@@ -259,8 +259,10 @@ def plan_memory(
             engines.append(PlannedModel(m.role, m.name, m.source, m.profile, draft_tp, kv_split))
         if engines:
             # the per-GPU need of each method's engine beside the target: the largest is planned
-            need = lambda e: e.weights_per_gpu + e.kv_per_token_per_gpu * plan.context_tokens  # noqa: E731
-            engines.sort(key=need, reverse=True)
+            ctx = plan.context_tokens
+            engines.sort(
+                key=lambda e: e.weights_per_gpu + e.kv_per_token_per_gpu * ctx, reverse=True
+            )
             plan.models.append(engines[0])
             plan.smaller_engines = engines[1:]
         return plan

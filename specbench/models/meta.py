@@ -94,17 +94,24 @@ def meta_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfile:
     )
 
 
-def build_eagle3_head_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
+EAGLE3_REQUIRED = ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+
+
+def build_eagle3_head_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.ModuleDict:
     """An EAGLE-3 head of a config.json dict on the meta device (module docstring). Takes the
     EAGLE/SpecForge form (Llama fields + `draft_vocab_size`) and the speculators form (the layer's
     fields under `transformer_layer_config`)."""
-    from transformers import AutoConfig
+    from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm
 
     layer_fields = config.get("transformer_layer_config") or config
     fields = {k: v for k, v in layer_fields.items() if k not in ("model_type", "architectures")}
+    # LlamaConfig would fill a missing size with Llama-2-7B's default: a wrong plan, not an error
+    lacking = [k for k in EAGLE3_REQUIRED if not isinstance(fields.get(k), int)]
+    if lacking:
+        raise SpecbenchError(f"the EAGLE-3 head's config.json lacks {', '.join(lacking)}")
     try:
-        cfg = AutoConfig.for_model("llama", **fields)
+        cfg = LlamaConfig(**fields)
         hidden, vocab = int(cfg.hidden_size), int(cfg.vocab_size)
         draft_vocab = int(config.get("draft_vocab_size") or vocab)
         target_hidden = int(config.get("target_hidden_size") or hidden)
@@ -139,23 +146,25 @@ def eagle3_head_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfi
     """Weights (parameters in `dtype`, d2t/t2d at their own types) and KV per token of an EAGLE-3
     head; the fc, the norms and the maps are what a tensor-parallel rank holds whole."""
     head = build_eagle3_head_on_meta(config, dtype)
-    params = list(head.parameters())
-    buffers = list(head.buffers())
-    layer = head["midlayer"]
-    whole = [*head["fc"].parameters(), *head["hidden_norm"].parameters()]
-    whole += [*head["norm"].parameters(), *layer.input_layernorm.parameters()]
-    whole += [*layer.post_attention_layernorm.parameters(), *buffers]
-    attn = layer.self_attn
-    kv_heads = attn.k_proj.out_features // attn.head_dim
-    elem = params[0].element_size()
+    tensors = [*head.named_parameters(), *head.named_buffers()]
+    whole = ("fc.", "hidden_norm.", "norm.", "d2t", "t2d")
+    c = config.get("transformer_layer_config") or config
+    heads = int(c["num_attention_heads"])
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    head_dim = int(c.get("head_dim") or c["hidden_size"] // heads)
+    elem = next(head.parameters()).element_size()
     return MetaProfile(
-        n_params=sum(p.numel() for p in params),
-        weight_bytes=sum(t.numel() * t.element_size() for t in [*params, *buffers]),
-        kv_bytes_per_token_formula=2 * 1 * kv_heads * attn.head_dim * elem,
+        n_params=sum(p.numel() for p in head.parameters()),
+        weight_bytes=sum(t.numel() * t.element_size() for _, t in tensors),
+        kv_bytes_per_token_formula=2 * 1 * kv_heads * head_dim * elem,  # one layer
         kv_bytes_per_token_modules=kv_bytes_from_modules(head),
         n_layers=1,
         n_kv_heads=kv_heads,
-        head_dim=attn.head_dim,
+        head_dim=head_dim,
         dtype=str(dtype).removeprefix("torch."),
-        replicated_bytes=sum(t.numel() * t.element_size() for t in whole),
+        replicated_bytes=sum(
+            t.numel() * t.element_size()
+            for name, t in tensors
+            if name.startswith(whole) or name.endswith("layernorm.weight")
+        ),
     )

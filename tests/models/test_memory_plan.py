@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from specbench.cli.app import app
 from specbench.config import parse_config, read_yaml
+from specbench.errors import SpecbenchError
 from specbench.harness.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
 from specbench.harness.model_footprint import model_footprint
 from specbench.models import memory_profile
@@ -177,6 +178,15 @@ def test_eagle3_head_counted_from_its_config_by_hand() -> None:
     # the head without a smaller vocabulary: lm_head over the full one, no maps
     full = eagle3_head_profile({**c, "draft_vocab_size": None}, torch.bfloat16)
     assert full.n_params == n + h * (v - dv) and full.weight_bytes == 2 * full.n_params
+
+
+def test_eagle3_head_in_the_speculators_form_and_a_config_lacking_a_size() -> None:
+    c = _config(EAGLE3)
+    layer = {k: v for k, v in c.items() if k != "draft_vocab_size"}
+    spec_form = {"speculators_model_type": "eagle3", "transformer_layer_config": layer, "draft_vocab_size": c["draft_vocab_size"]}  # fmt: skip
+    assert eagle3_head_profile(spec_form, torch.bfloat16) == eagle3_head_profile(c, torch.bfloat16)
+    with pytest.raises(SpecbenchError, match="lacks intermediate_size"):
+        eagle3_head_profile({k: v for k, v in c.items() if k != "intermediate_size"}, torch.bfloat16)  # fmt: skip
 
 
 def _eagle3_only(tp: int) -> Any:

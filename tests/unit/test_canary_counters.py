@@ -126,7 +126,8 @@ def sglang_metrics(requests: list[tuple[bool, float, float, int]], per_request_t
         if per_request_tpot:
             tpot.labels("m", s).observe(t)
     text = generate_latest(reg).decode()
-    if not per_request_tpot:  # a histogram with no series is still declared; the old server lacks it
+    # a histogram without series is still declared in the text; an older server has none at all
+    if not per_request_tpot:
         text = "\n".join(x for x in text.splitlines() if "request_time_per_output_token" not in x)
     return text
 

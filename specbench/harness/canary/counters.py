@@ -6,7 +6,8 @@ were checked against its published source: `NAMES_SOURCE`):
     requests       vllm:request_success_total                 sglang:num_requests_total
     errors         http_requests_total{status="5xx"}          (none, see below)
     finish_length  vllm:request_success_total{finished_reason="length"}    (no such label)
-    tpot           vllm:request_time_per_output_token_seconds sglang:request_time_per_output_token_seconds
+    tpot           vllm:request_time_per_output_token_seconds
+                   sglang:request_time_per_output_token_seconds
     e2e            vllm:e2e_request_latency_seconds           sglang:e2e_request_latency_seconds
     output_tokens  vllm:request_generation_tokens             sglang:generation_tokens_histogram
     accepted       vllm:spec_decode_num_accepted_tokens_total (SGLang exports only gauges)
@@ -15,15 +16,17 @@ were checked against its published source: `NAMES_SOURCE`):
 
 SGLang: `sglang:request_time_per_output_token_seconds` (per request, (finish − first token) /
 (tokens − 1), stop/length finishes only) exists from 0.5.22; older servers have no per-request
-TPOT histogram (`sglang:time_per_output_token_seconds` was last in the 0.3 series) and the TPOT
-guard is then unavailable, as for a step histogram. `sglang:generation_tokens_histogram` is
-always exported by 0.5.23, only with `--collect-tokens-histogram` in 0.5.3. No errors counter is
-built in: SGLang counts a request the server aborted in `sglang:num_requests_total` too, and
-`sglang:num_aborted_requests_total` counts aborts asked through abort_request (client
-disconnects, the abort API), so neither adds to the requests as the errors must; map `errors` in
-the config (e.g. `sglang:http_responses_total{status_code="500"}`) or give request logs. Acceptance: SGLang exports the gauges `sglang:spec_accept_length` and
-`sglang:spec_accept_rate` (a mean over the last interval, not a counter) and a verify-call
-counter, none of which gives accepted/proposed tokens per window.
+TPOT histogram (`sglang:time_per_output_token_seconds` is in 0.3.6, gone by 0.4.6) and the TPOT
+guard is then unavailable, as for a step histogram. 0.5.23 always exports
+`sglang:generation_tokens_histogram`; older servers may need `--collect-tokens-histogram`. No
+errors counter is built in: SGLang counts a request the server aborted in
+`sglang:num_requests_total` too, and `sglang:num_aborted_requests_total` counts aborts asked
+through abort_request (client disconnects, the abort API), so neither adds to the requests as
+the errors must; map `errors` in the config (e.g.
+`sglang:http_responses_total{status_code="500"}`) or give request logs. Acceptance: SGLang
+exports the gauges `sglang:spec_accept_length` and `sglang:spec_accept_rate` (a mean over the
+last interval, not a counter) and a verify-call counter, none of which gives accepted/proposed
+tokens per window.
 
 TPOT is read only from a per-request histogram: vLLM's older `vllm:time_per_output_token_seconds`
 and `vllm:inter_token_latency_seconds` observe engine steps, and a speculative step emits several
