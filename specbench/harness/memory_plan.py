@@ -16,11 +16,15 @@ Per GPU (docs/theory.md §12):
   its draft_tensor_parallel_size (default: the target's), within gpu_memory_utilization (vLLM's
   default 0.9) of the GPU; KV heads split over the tensor-parallel ranks (a head is never split)
   and layers over the pipeline stages; the engine refuses to start unless one max_model_len
-  sequence fits. Several methods start one engine at a time: the largest is planned.
+  sequence fits. An EAGLE-3 head (`models.meta.eagle3_head_profile`: its fc, one decoder layer,
+  its own lm_head over `draft_vocab_size`, the d2t/t2d maps; the input embedding is the target's)
+  is planned like a draft model, its layer's KV in the same cache, its fc, norms and maps whole on
+  every rank. Several methods start one engine at a time: the one needing the most per GPU
+  (weights + KV for the context) is planned, and the others are listed beside it.
 
 Not counted, and said so: activations and the sampler's logits, CUDA graphs, the CUDA context
-(about 0.5–1 GiB per GPU), and an EAGLE-style head (not a transformers architecture). A plan that
-does not fit without them cannot fit with them, which is why `validate` fails on it.
+(about 0.5–1 GiB per GPU), and the heads of other methods (EAGLE-1, Medusa, MLP speculator, MTP).
+A plan that does not fit without them cannot fit with them, which is why `validate` fails on it.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import torch
 from specbench.config import RunConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.model_footprint import local_model_dir
-from specbench.models.meta import MetaProfile, meta_profile
+from specbench.models.meta import MetaProfile, eagle3_head_profile, meta_profile
 
 GIB = 1 << 30
 SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "assets" / "model-configs"
@@ -53,7 +57,7 @@ GPU_MEMORY_MIB = {
     "H100-80GB": 81559,
     "H200": 143771,
 }
-HEAD_METHODS = ("eagle", "eagle3", "medusa", "mlp_speculator", "mtp")
+HEAD_METHODS = ("eagle", "medusa", "mlp_speculator", "mtp")  # not counted (module docstring)
 MODEL_FREE = ("ngram", "suffix", "none")
 
 
@@ -96,6 +100,16 @@ class PlannedModel:
     kv_split: int  # ranks its KV heads are split over (≤ its KV heads)
     layer_stages: int = 1  # pipeline stages its layers are split over
 
+    @property
+    def weights_per_gpu(self) -> int:
+        whole = self.profile.replicated_bytes
+        return math.ceil((self.profile.weight_bytes - whole) / self.shards) + whole
+
+    @property
+    def kv_per_token_per_gpu(self) -> int:
+        kv = self.profile.kv_bytes_per_token_modules
+        return math.ceil(kv / self.kv_split / self.layer_stages)
+
 
 @dataclass
 class MemoryPlan:
@@ -108,6 +122,8 @@ class MemoryPlan:
     models: list[PlannedModel] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # models without a config.json here
     not_counted: list[str] = field(default_factory=list)
+    # methods whose engine needs less per GPU than the planned one (one engine at a time)
+    smaller_engines: list[PlannedModel] = field(default_factory=list)
 
     @property
     def usable_bytes(self) -> int:
@@ -115,15 +131,11 @@ class MemoryPlan:
 
     @property
     def weights_per_gpu(self) -> int:
-        return sum(math.ceil(m.profile.weight_bytes / m.shards) for m in self.models)
+        return sum(m.weights_per_gpu for m in self.models)
 
     @property
     def kv_per_token_per_gpu(self) -> int:
-        total = 0
-        for m in self.models:
-            kv = m.profile.kv_bytes_per_token_modules
-            total += math.ceil(kv / m.kv_split / m.layer_stages)
-        return total
+        return sum(m.kv_per_token_per_gpu for m in self.models)
 
     @property
     def needed_bytes(self) -> int:
@@ -146,12 +158,7 @@ class MemoryPlan:
         )
         if self.missing:
             return f"{head}; no verdict: no config.json here for {', '.join(self.missing)}"
-        parts = ", ".join(
-            f"{m.role} {m.name} {gib(m.profile.weight_bytes)}"
-            + (f" / {m.shards}" if m.shards > 1 else "")
-            + f" ({m.profile.n_params / 1e9:.2f} B params, {m.profile.dtype}, {m.source})"
-            for m in self.models
-        )
+        parts = ", ".join(_describe(m) for m in self.models)
         kv = self.kv_per_token_per_gpu
         verdict = (
             f"fits, {gib(self.usable_bytes - self.needed_bytes)} left per GPU "
@@ -159,7 +166,12 @@ class MemoryPlan:
             if self.fits
             else f"does NOT fit: {gib(self.needed_bytes)} needed per GPU"
         )
-        tail = f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
+        tail = ""
+        if self.smaller_engines:
+            tail += "; smaller engines, started one at a time: " + ", ".join(
+                _describe(m) for m in self.smaller_engines
+            )
+        tail += f"; not counted: {', '.join(self.not_counted)}" if self.not_counted else ""
         return (
             f"{head}: weights {gib(self.weights_per_gpu)} per GPU [{parts}]; KV cache "
             f"{kv / 1024:.0f} KiB per token per GPU × {self.context_tokens:,} tokens "
@@ -167,15 +179,28 @@ class MemoryPlan:
         )
 
 
+def _describe(m: PlannedModel) -> str:
+    return (
+        f"{m.role} {m.name} {m.profile.weight_bytes / GIB:.1f} GiB"
+        + (f" / {m.shards}" if m.shards > 1 else "")
+        + f" ({m.profile.n_params / 1e9:.2f} B params, {m.profile.dtype}, {m.source})"
+    )
+
+
 def _model(
-    plan: MemoryPlan, role: str, name: str, revision: str | None, dtype: torch.dtype
+    plan: MemoryPlan,
+    role: str,
+    name: str,
+    revision: str | None,
+    dtype: torch.dtype,
+    eagle3: bool = False,
 ) -> MetaProfile | None:
     found = find_config(name, revision)
     if found is None:
         plan.missing.append(name)
         return None
     cfg, source = found
-    profile = meta_profile(cfg, dtype)
+    profile = (eagle3_head_profile if eagle3 else meta_profile)(cfg, dtype)
     plan.models.append(PlannedModel(role, name, source, profile, 1, 1))
     return profile
 
@@ -214,25 +239,32 @@ def plan_memory(
                 plan.context_tokens = int((found or ({}, ""))[0].get("max_position_embeddings", 0))
                 plan.context_source = "the target's max_position_embeddings"
         specs = cfg.speculative if isinstance(cfg.speculative, list) else [cfg.speculative]
-        largest: PlannedModel | None = None
+        engines: list[PlannedModel] = []
         for spec in specs:
             if spec.method in MODEL_FREE:
                 continue
             if spec.method in HEAD_METHODS:
                 plan.not_counted.append(f"the {spec.method} head {spec.model or ''}".strip())
                 continue
+            head = spec.method == "eagle3"
             name = spec.model or cfg.draft.model
+            # an EAGLE-3 head is named by spec.model; draft.revision belongs to draft.model
+            rev = None if head and spec.model else cfg.draft.revision
             draft_tp = int(spec.options.get("draft_tensor_parallel_size") or tp)
-            profile = _model(plan, spec.label or spec.method, name, cfg.draft.revision, dtype)
+            profile = _model(plan, spec.label or spec.method, name, rev, dtype, eagle3=head)
             if profile is None:
                 continue
             m = plan.models.pop()
             kv_split = min(draft_tp, profile.n_kv_heads or 1)
-            cand = PlannedModel(m.role, m.name, m.source, m.profile, draft_tp, kv_split)
-            if largest is None or cand.profile.weight_bytes > largest.profile.weight_bytes:
-                largest = cand
-        if largest is not None:
-            plan.models.append(largest)
+            engines.append(PlannedModel(m.role, m.name, m.source, m.profile, draft_tp, kv_split))
+        if engines:
+            # the per-GPU need of each method's engine beside the target: the largest is planned
+            ctx = plan.context_tokens
+            engines.sort(
+                key=lambda e: e.weights_per_gpu + e.kv_per_token_per_gpu * ctx, reverse=True
+            )
+            plan.models.append(engines[0])
+            plan.smaller_engines = engines[1:]
         return plan
     # without a device_map every model sits on the one device of `device`; with device_map: auto
     # accelerate balances each model over every GPU it sees (docs/configuration.md), so the even

@@ -11,6 +11,14 @@ per token independently of the config arithmetic (docs/theory.md §12):
 which equals 2 × layers × KV heads × head dim × element bytes when the config's fields say what
 the modules are (`kv_bytes_per_token_formula` vs `kv_bytes_per_token_modules`).
 
+An EAGLE-3 head is no transformers architecture; `eagle3_head_profile` builds it as the engines
+hold it (vLLM's `llama_eagle3.py`, the EAGLE reference `cnets.py`): an `fc` fusing three target
+hidden states (3 × target hidden → hidden), one Llama decoder layer whose attention reads the
+input embedding and the fused state side by side (q/k/v take 2 × hidden), a `hidden_norm`, the
+final norm, and its own lm_head over `draft_vocab_size` tokens with the draft→target id map `d2t`
+(int64) and the target→draft mask `t2d` (bool) where that vocabulary is smaller. Its input
+embedding is the target's (shared, not a second copy), so it is not counted.
+
     profile = meta_profile(json.loads(Path("config.json").read_text()), torch.bfloat16)
 """
 
@@ -37,6 +45,7 @@ class MetaProfile:
     n_kv_heads: int | None
     head_dim: int | None
     dtype: str
+    replicated_bytes: int = 0  # held whole by every tensor-parallel rank (an EAGLE-3 head's fc)
 
 
 def build_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
@@ -82,4 +91,80 @@ def meta_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfile:
         n_kv_heads=profile["n_kv_heads"],
         head_dim=profile["head_dim"],
         dtype=str(dtype).removeprefix("torch."),
+    )
+
+
+EAGLE3_REQUIRED = ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+
+
+def build_eagle3_head_on_meta(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.ModuleDict:
+    """An EAGLE-3 head of a config.json dict on the meta device (module docstring). Takes the
+    EAGLE/SpecForge form (Llama fields + `draft_vocab_size`) and the speculators form (the layer's
+    fields under `transformer_layer_config`)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm
+
+    layer_fields = config.get("transformer_layer_config") or config
+    fields = {k: v for k, v in layer_fields.items() if k not in ("model_type", "architectures")}
+    # LlamaConfig would fill a missing size with Llama-2-7B's default: a wrong plan, not an error
+    lacking = [k for k in EAGLE3_REQUIRED if not isinstance(fields.get(k), int)]
+    if lacking:
+        raise SpecbenchError(f"the EAGLE-3 head's config.json lacks {', '.join(lacking)}")
+    try:
+        cfg = LlamaConfig(**fields)
+        hidden, vocab = int(cfg.hidden_size), int(cfg.vocab_size)
+        draft_vocab = int(config.get("draft_vocab_size") or vocab)
+        target_hidden = int(config.get("target_hidden_size") or hidden)
+        with torch.device("meta"):
+            layer = LlamaDecoderLayer(cfg, layer_idx=0)
+            attn = layer.self_attn
+            for name in ("q_proj", "k_proj", "v_proj"):
+                old = getattr(attn, name)
+                wide = torch.nn.Linear(2 * hidden, old.out_features, bias=old.bias is not None)
+                setattr(attn, name, wide)
+            head = torch.nn.ModuleDict(
+                {
+                    "fc": torch.nn.Linear(3 * target_hidden, hidden, bias=False),
+                    "hidden_norm": LlamaRMSNorm(hidden, eps=cfg.rms_norm_eps),
+                    "midlayer": layer,
+                    "norm": LlamaRMSNorm(hidden, eps=cfg.rms_norm_eps),
+                    "lm_head": torch.nn.Linear(hidden, draft_vocab, bias=False),
+                }
+            ).to(dtype)
+            if draft_vocab != vocab:
+                head.register_buffer("d2t", torch.empty(draft_vocab, dtype=torch.int64))
+                head.register_buffer("t2d", torch.empty(vocab, dtype=torch.bool))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SpecbenchError(
+            "cannot build an EAGLE-3 head from its config.json: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+    return head
+
+
+def eagle3_head_profile(config: dict[str, Any], dtype: torch.dtype) -> MetaProfile:
+    """Weights (parameters in `dtype`, d2t/t2d at their own types) and KV per token of an EAGLE-3
+    head; the fc, the norms and the maps are what a tensor-parallel rank holds whole."""
+    head = build_eagle3_head_on_meta(config, dtype)
+    tensors = [*head.named_parameters(), *head.named_buffers()]
+    whole = ("fc.", "hidden_norm.", "norm.", "d2t", "t2d")
+    c = config.get("transformer_layer_config") or config
+    heads = int(c["num_attention_heads"])
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    head_dim = int(c.get("head_dim") or c["hidden_size"] // heads)
+    elem = next(head.parameters()).element_size()
+    return MetaProfile(
+        n_params=sum(p.numel() for p in head.parameters()),
+        weight_bytes=sum(t.numel() * t.element_size() for _, t in tensors),
+        kv_bytes_per_token_formula=2 * 1 * kv_heads * head_dim * elem,  # one layer
+        kv_bytes_per_token_modules=kv_bytes_from_modules(head),
+        n_layers=1,
+        n_kv_heads=kv_heads,
+        head_dim=head_dim,
+        dtype=str(dtype).removeprefix("torch."),
+        replicated_bytes=sum(
+            t.numel() * t.element_size()
+            for name, t in tensors
+            if name.startswith(whole) or name.endswith("layernorm.weight")
+        ),
     )

@@ -1,6 +1,7 @@
-"""Small engine stand-ins for the canary integration test: each serves vLLM-style metrics on
-`/metrics` (prometheus_client's own registry and exposition) and its request log on `/logs.jsonl`,
-on 127.0.0.1 at a free port. A traffic thread feeds a canary and its control side by side (one
+"""Small engine stand-ins for the canary integration test: each serves vLLM-style metrics (or
+SGLang-style: SGLang 0.5.23's names, types and label names, sglang/srt/observability/
+metrics_collector.py) on `/metrics` (prometheus_client's own registry and exposition) and its
+request log on `/logs.jsonl`, on 127.0.0.1 at a free port. A traffic thread feeds a canary and its control side by side (one
 load factor per tick, shared), with the differences a scenario plants."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0)
@@ -31,10 +32,48 @@ class Plant:
 class Engine:
     """One server: its metrics registry and its request log."""
 
-    def __init__(self, plant: Plant) -> None:
+    def __init__(self, plant: Plant, engine: str = "vllm") -> None:
         self.plant = plant
         self.registry = CollectorRegistry()
         r = self.registry
+        self.sglang = engine == "sglang"
+        if self.sglang:
+            self._sglang_metrics(r)
+        else:
+            self._vllm_metrics(r)
+        self.lock = threading.Lock()
+        self.rows: list[str] = []  # the request log, one JSON object per request
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _sglang_metrics(self, r: CollectorRegistry) -> None:
+        # SGLang counts a request it aborted among the finished ones and has no errors counter;
+        # it exports the mean accept length as a gauge
+        stream = ["model_name", "is_streaming"]
+        self.finished = Counter("sglang:num_requests_total", "", stream, registry=r)
+        self.tpot = Histogram(
+            "sglang:request_time_per_output_token_seconds",
+            "",
+            stream,
+            buckets=TPOT_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds", "", stream, buckets=E2E_BUCKETS, registry=r
+        )
+        self.tokens = Histogram(
+            "sglang:generation_tokens_histogram",
+            "",
+            ["model_name"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        if self.plant.speculative:
+            self.accept_length = Gauge("sglang:spec_accept_length", "", ["model_name"], registry=r)
+
+    def _vllm_metrics(self, r: CollectorRegistry) -> None:
+        plant = self.plant
         self.success = Counter("vllm:request_success", "", ["finished_reason"], registry=r)
         self.http = Counter("http_requests", "", ["status"], registry=r)
         self.tpot = Histogram(
@@ -50,11 +89,6 @@ class Engine:
             self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "", registry=r)
             self.proposed = Counter("vllm:spec_decode_num_draft_tokens", "", registry=r)
             self.drafts = Counter("vllm:spec_decode_num_drafts", "", registry=r)
-        self.lock = threading.Lock()
-        self.rows: list[str] = []  # the request log, one JSON object per request
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     @property
     def address(self) -> str:
@@ -93,6 +127,9 @@ class Engine:
         return Handler
 
     def serve(self, rng: np.random.Generator, n: int, load: float) -> None:
+        if self.sglang:
+            self._serve_sglang(rng, n, load)
+            return
         p = self.plant
         now = time.time()
         with self.lock:
@@ -122,6 +159,21 @@ class Engine:
                     self.drafts.inc(drafts)
                     self.proposed.inc(4 * drafts)
                     self.accepted.inc(int(rng.binomial(4 * drafts, p.acceptance)))
+
+    def _serve_sglang(self, rng: np.random.Generator, n: int, load: float) -> None:
+        p = self.plant
+        with self.lock:
+            for i in range(n):
+                s = "true" if i % 2 else "false"
+                self.finished.labels("m", s).inc()
+                tpot = 0.03 * load * p.tpot_factor * rng.lognormal(0, 0.25)
+                out = int(min(max(round(150 * p.length_factor * rng.lognormal(0, 0.5)), 1), 1000))
+                self.e2e.labels("m", s).observe(0.2 * load + tpot * out)
+                self.tokens.labels("m").observe(out)
+                if rng.random() >= p.error_rate:  # an abort has no TPOT observation
+                    self.tpot.labels("m", s).observe(tpot)
+            if p.speculative:
+                self.accept_length.labels("m").set(1 + 4 * p.acceptance)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -19,12 +19,14 @@ from typer.testing import CliRunner
 
 from specbench.cli.app import app
 from specbench.config import parse_config, read_yaml
+from specbench.errors import SpecbenchError
 from specbench.harness.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
 from specbench.harness.model_footprint import model_footprint
 from specbench.models import memory_profile
-from specbench.models.meta import meta_profile
+from specbench.models.meta import eagle3_head_profile, meta_profile
 
 REPO = Path(__file__).resolve().parents[2]
+EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 # parameter counts the model cards publish (billions, as rounded there)
 PUBLISHED_B = {
     "meta-llama/Llama-3.3-70B-Instruct": 70.6,
@@ -118,8 +120,11 @@ def test_transformers_70b_needs_two_gpus_and_eagle_head_is_named() -> None:
     assert one.fits is False and two.fits is True
     assert one.weights_per_gpu > 140 * 10**9 and two.weights_per_gpu < 80 * GIB
     eagle = plan_memory(_cfg("llama8b-eagle3-vllm.yaml"), 24 * GIB, "--gpu-memory")
+    # the 1B draft's engine needs more per GPU than the EAGLE-3 head's: it is the one planned,
+    # and the head is counted and listed beside it (no longer "not counted")
     assert [m.role for m in eagle.models] == ["target", "draft_model"]
-    assert any("eagle3 head" in n for n in eagle.not_counted)
+    assert [m.role for m in eagle.smaller_engines] == ["eagle3"]
+    assert not any("eagle" in n for n in eagle.not_counted)
     qwen = plan_memory(_cfg("qwen2.5-7b.yaml"), 24 * GIB, "--gpu-memory", gpus=4)
     assert qwen.gpus == 1  # device: cuda, no device_map: --gpus does not spread it
 
@@ -141,3 +146,74 @@ def test_validate_reports_the_fit_with_numbers() -> None:
     assert nan.exit_code == 2 and "finite" in nan.output
     remote = runner.invoke(app, ["validate", "configs/tiny-openai.yaml", "--gpu", "H200", "--offline"])  # fmt: skip
     assert remote.exit_code == 0 and "no memory plan here" in remote.output  # the server's GPUs
+
+
+def eagle3_params_by_hand(c: dict[str, Any]) -> int:
+    """An EAGLE-3 head counted from its config.json fields, module by module as the EAGLE paper
+    (arXiv 2503.01840, §3) and vLLM's llama_eagle3.py lay it out: fc 3·H_target → H (no bias);
+    one Llama layer whose q/k/v read [embedding; fused state] (2·H wide), o_proj, the SwiGLU MLP;
+    four RMSNorms (hidden_norm, input, post-attention, final); lm_head H → draft vocabulary. No
+    embedding: the target's is used."""
+    h, inter = c["hidden_size"], c["intermediate_size"]
+    d = c.get("head_dim") or h // c["num_attention_heads"]
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+    target_h = c.get("target_hidden_size") or h
+    return 3 * target_h * h + 2 * h * (q + 2 * kv) + q * h + 3 * h * inter + 4 * h + h * c["draft_vocab_size"]  # fmt: skip
+
+
+def test_eagle3_head_counted_from_its_config_by_hand() -> None:
+    c = _config(EAGLE3)
+    target = _config("meta-llama/Llama-3.1-8B-Instruct")
+    assert c["hidden_size"] == target["hidden_size"] and c["vocab_size"] == target["vocab_size"]
+    prof = eagle3_head_profile(c, torch.bfloat16)
+    n = eagle3_params_by_hand(c)
+    assert n == 424_689_664 and prof.n_params == n
+    dv, v = c["draft_vocab_size"], c["vocab_size"]
+    # bf16 parameters, d2t int64 per draft token, t2d one bool byte per target token
+    assert prof.weight_bytes == 2 * n + 8 * dv + v
+    # one layer's keys and values: 2 × 1 layer × 8 KV heads × 128 × 2 bytes
+    assert prof.kv_bytes_per_token_modules == prof.kv_bytes_per_token_formula == 2 * 8 * 128 * 2
+    h = c["hidden_size"]
+    assert prof.replicated_bytes == 2 * (3 * h * h + 4 * h) + 8 * dv + v  # fc, norms, maps
+    # the head without a smaller vocabulary: lm_head over the full one, no maps
+    full = eagle3_head_profile({**c, "draft_vocab_size": None}, torch.bfloat16)
+    assert full.n_params == n + h * (v - dv) and full.weight_bytes == 2 * full.n_params
+
+
+def test_eagle3_head_in_the_speculators_form_and_a_config_lacking_a_size() -> None:
+    c = _config(EAGLE3)
+    layer = {k: v for k, v in c.items() if k != "draft_vocab_size"}
+    spec_form = {"speculators_model_type": "eagle3", "transformer_layer_config": layer, "draft_vocab_size": c["draft_vocab_size"]}  # fmt: skip
+    assert eagle3_head_profile(spec_form, torch.bfloat16) == eagle3_head_profile(c, torch.bfloat16)
+    with pytest.raises(SpecbenchError, match="lacks intermediate_size"):
+        eagle3_head_profile({k: v for k, v in c.items() if k != "intermediate_size"}, torch.bfloat16)  # fmt: skip
+
+
+def _eagle3_only(tp: int) -> Any:
+    raw = read_yaml(REPO / "configs" / "llama8b-eagle3-vllm.yaml")
+    raw["speculative"] = [s for s in raw["speculative"] if s["method"] == "eagle3"]
+    raw["engine"]["tensor_parallel_size"] = tp
+    return parse_config(raw, "eagle3-only.yaml")
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_eagle3_plan_by_hand(tp: int) -> None:
+    plan = plan_memory(_eagle3_only(tp), 80 * GIB, "--gpu-memory")
+    assert [(m.role, m.name) for m in plan.models] == [("target", "meta-llama/Llama-3.1-8B-Instruct"), ("eagle3", EAGLE3)]  # fmt: skip
+    assert plan.models[1].source == "shipped copy"
+    c = _config(EAGLE3)
+    h, dv, v = c["hidden_size"], c["draft_vocab_size"], c["vocab_size"]
+    head = 2 * eagle3_params_by_hand(c) + 8 * dv + v
+    whole = 2 * (3 * h * h + 4 * h) + 8 * dv + v  # fc, norms and maps on every rank
+    target = 2 * params_by_hand(_config("meta-llama/Llama-3.1-8B-Instruct"))
+    assert plan.weights_per_gpu == math.ceil(target / tp) + math.ceil((head - whole) / tp) + whole
+    # target 32 layers, head 1 layer; 8 KV heads split over the tp ranks; bf16
+    assert plan.kv_per_token_per_gpu == (32 + 1) * 2 * (8 // tp) * 128 * 2
+    assert plan.needed_bytes == plan.weights_per_gpu + plan.kv_per_token_per_gpu * 8192
+
+
+def test_validate_counts_the_eagle3_head() -> None:
+    out = CliRunner().invoke(app, ["validate", "configs/llama8b-eagle3-vllm.yaml", "--gpu-memory", "80", "--offline"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert f"eagle3 {EAGLE3} 0.8 GiB (0.42 B params, bfloat16, shipped copy)" in out.output
+    assert "eagle3 head" not in out.output and ": fits, " in out.output

@@ -93,3 +93,66 @@ def test_logs_win_and_metrics_fill_what_the_rows_lack() -> None:
     assert m.acceptance["all"].accepted == 70 and m.finish_length == Tally(hits=2, n=39)
     bare = merge_arm(ArmWindow(requests=40), metrics)  # rows without timings: the means
     assert (bare.tpot_ms, bare.center) == (33.0, "mean")
+
+
+# SGLang's /metrics as its TokenizerMetricsCollector defines it (sglang 0.5.23, the PyPI wheel:
+# sglang/srt/observability/metrics_collector.py): names, types, label names and default buckets,
+# written by prometheus_client as SGLang's server writes them.
+SGLANG = resolve_names("sglang", MetricNames())
+SG_ITL_BUCKETS = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0]  # fmt: skip
+SG_E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400]  # fmt: skip
+SG_TOKEN_BUCKETS = [100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000]
+
+
+def sglang_metrics(requests: list[tuple[bool, float, float, int]], per_request_tpot: bool) -> str:
+    """(streaming, TPOT s, end-to-end s, output tokens) per finished request → /metrics text;
+    `per_request_tpot` False: a server before 0.5.22, with only the per-token ITL histogram."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+    reg = CollectorRegistry()
+    base = ["model_name"]
+    done = Counter("sglang:num_requests_total", "Number of requests processed.", [*base, "is_streaming"], registry=reg)  # fmt: skip
+    e2e = Histogram("sglang:e2e_request_latency_seconds", "e2e", [*base, "is_streaming"], buckets=SG_E2E_BUCKETS, registry=reg)  # fmt: skip
+    gen = Histogram("sglang:generation_tokens_histogram", "gen", base, buckets=SG_TOKEN_BUCKETS, registry=reg)  # fmt: skip
+    itl = Histogram("sglang:inter_token_latency_seconds", "itl", base, buckets=SG_ITL_BUCKETS, registry=reg)  # fmt: skip
+    tpot = Histogram("sglang:request_time_per_output_token_seconds", "tpot", [*base, "is_streaming"], buckets=SG_ITL_BUCKETS, registry=reg)  # fmt: skip
+    Gauge("sglang:spec_accept_length", "gauge", base, registry=reg).labels("m").set(2.5)
+    for stream, t, e, n in requests:
+        s = "true" if stream else "false"
+        done.labels("m", s).inc()
+        e2e.labels("m", s).observe(e)
+        gen.labels("m").observe(n)
+        itl.labels("m").observe(t)
+        if per_request_tpot:
+            tpot.labels("m", s).observe(t)
+    text = generate_latest(reg).decode()
+    # a histogram without series is still declared in the text; an older server has none at all
+    if not per_request_tpot:
+        text = "\n".join(x for x in text.splitlines() if "request_time_per_output_token" not in x)
+    return text
+
+
+def test_sglang_builtin_names_read_an_sglang_server() -> None:
+    first = [(True, 0.030, 3.0, 100), (False, 0.045, 4.0, 200)]
+    later = [(True, 0.020, 2.0, 120), (False, 0.050, 5.0, 240), (True, 0.090, 9.0, 360)]
+    before = {"a": totals_from_text(sglang_metrics(first, True), SGLANG)}
+    after = {"a": totals_from_text(sglang_metrics(first + later, True), SGLANG)}
+    w, notes = arm_window(deltas(after, before), SGLANG, (50.0, 6000.0))
+    assert w.requests == 3 and w.errors == 0  # streaming and not, summed over is_streaming
+    assert w.tpot_ms == pytest.approx(1000 * (0.020 + 0.050 + 0.090) / 3)
+    assert w.e2e_ms == pytest.approx(1000 * (2.0 + 5.0 + 9.0) / 3)
+    assert w.output_tokens == pytest.approx(240.0)
+    # SGLang's buckets have no 50 ms edge: the share over the SLO is read at 60 ms (one of three)
+    assert w.tpot_over_slo is not None and (w.tpot_over_slo.hits, w.tpot_over_slo.n) == (1, 3)
+    assert w.e2e_over_slo is not None and (w.e2e_over_slo.hits, w.e2e_over_slo.n) == (1, 3)
+    assert notes == ["tpot SLO 50 ms read at the histogram edge 60 ms"]
+    assert w.acceptance == {}  # a gauge of the mean accept length is not a windowable count
+
+
+def test_sglang_before_the_per_request_tpot_histogram_says_so() -> None:
+    reqs = [(True, 0.030, 3.0, 100)]
+    before = {"a": totals_from_text(sglang_metrics(reqs, False), SGLANG)}
+    after = {"a": totals_from_text(sglang_metrics(reqs * 3, False), SGLANG)}
+    w, notes = arm_window(deltas(after, before), SGLANG, (50.0, None))
+    assert w.requests == 2 and w.tpot_ms is None and w.e2e_ms == pytest.approx(3000.0)
+    assert any("no per-request TPOT histogram (sglang:request_time_per_output_token_seconds)" in n for n in notes)  # fmt: skip

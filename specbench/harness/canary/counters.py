@@ -1,16 +1,32 @@
 """Engine metrics → one arm's window, for `specbench canary` (docs/canary.md, "Metrics").
 
-The built-in names (vLLM, SGLang; a config's `names` overrides any of them):
+The built-in names (vLLM, SGLang; a config's `names` overrides any of them; where each engine's
+were checked against its published source: `NAMES_SOURCE`):
 
     requests       vllm:request_success_total                 sglang:num_requests_total
-    errors         http_requests_total{status="5xx"}          (none)
-    finish_length  vllm:request_success_total{finished_reason="length"}
-    tpot           vllm:request_time_per_output_token_seconds sglang:time_per_output_token_seconds
+    errors         http_requests_total{status="5xx"}          (none, see below)
+    finish_length  vllm:request_success_total{finished_reason="length"}    (no such label)
+    tpot           vllm:request_time_per_output_token_seconds
+                   sglang:request_time_per_output_token_seconds
     e2e            vllm:e2e_request_latency_seconds           sglang:e2e_request_latency_seconds
-    output_tokens  vllm:request_generation_tokens             (none)
-    accepted       vllm:spec_decode_num_accepted_tokens_total (SGLang exports only a gauge)
+    output_tokens  vllm:request_generation_tokens             sglang:generation_tokens_histogram
+    accepted       vllm:spec_decode_num_accepted_tokens_total (SGLang exports only gauges)
     proposed       vllm:spec_decode_num_draft_tokens_total
     drafts         vllm:spec_decode_num_drafts_total
+
+SGLang: `sglang:request_time_per_output_token_seconds` (per request, (finish − first token) /
+(tokens − 1), stop/length finishes only) exists from 0.5.22; older servers have no per-request
+TPOT histogram (`sglang:time_per_output_token_seconds` is in 0.3.6, gone by 0.4.6) and the TPOT
+guard is then unavailable, as for a step histogram. 0.5.23 always exports
+`sglang:generation_tokens_histogram`; older servers may need `--collect-tokens-histogram`. No
+errors counter is built in: SGLang counts a request the server aborted in
+`sglang:num_requests_total` too, and `sglang:num_aborted_requests_total` counts aborts asked
+through abort_request (client disconnects, the abort API), so neither adds to the requests as
+the errors must; map `errors` in the config (e.g.
+`sglang:http_responses_total{status_code="500"}`) or give request logs. Acceptance: SGLang
+exports the gauges `sglang:spec_accept_length` and `sglang:spec_accept_rate` (a mean over the
+last interval, not a counter) and a verify-call counter, none of which gives accepted/proposed
+tokens per window.
 
 TPOT is read only from a per-request histogram: vLLM's older `vllm:time_per_output_token_seconds`
 and `vllm:inter_token_latency_seconds` observe engine steps, and a speculative step emits several
@@ -46,10 +62,21 @@ BUILTIN: dict[str, MetricNames] = {
     "sglang": MetricNames(
         requests="sglang:num_requests_total",
         errors=[],
-        tpot="sglang:time_per_output_token_seconds",
+        tpot="sglang:request_time_per_output_token_seconds",
         e2e="sglang:e2e_request_latency_seconds",
+        output_tokens="sglang:generation_tokens_histogram",
     ),
     "custom": MetricNames(),
+}
+
+# where the built-in names were checked against the engine's published source
+NAMES_SOURCE: dict[str, str] = {
+    "sglang": (
+        "sglang 0.5.23 (the PyPI wheel), sglang/srt/observability/metrics_collector.py, "
+        "TokenizerMetricsCollector; request_time_per_output_token_seconds first in 0.5.22 "
+        "(checked in the 0.3.6, 0.4.6, 0.5.12, 0.5.18, 0.5.20, 0.5.21, 0.5.22 wheels)"
+    ),
+    "vllm": "not rechecked here (written from vLLM's documentation when the canary was built)",
 }
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(.*)\})?\s*$")
