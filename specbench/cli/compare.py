@@ -132,7 +132,8 @@ def compare(
         bool,
         typer.Option(
             "--calibrate",
-            help="RUNS are A/A runs of one code and config: write their run-to-run noise (upper "
+            help="RUNS are A/A runs of one code and config (or one A/A `--ab` job's directory: "
+            "the noise of its paired differences): write their run-to-run noise (upper "
             "confidence limits) into the --thresholds file instead of comparing.",
         ),
     ] = False,

@@ -23,7 +23,28 @@ from rich.console import Console
 
 from specbench.errors import SpecbenchError
 
-UCL_NOTE = "# {c:g} % upper confidence limit from {k} A/A runs (specbench compare --calibrate)"
+UCL_NOTE = "# {c:g} % upper confidence limit from {what} (specbench compare --calibrate)"
+
+
+def ab_job_runs(job: Path) -> tuple[list[Path], int]:
+    """The runs of an A/A `compare --ab` job, base and candidate of each pair in turn, and the
+    number of pairs; one line when the job was not A/A (two configs or two interpreters)."""
+    try:
+        order = json.loads((job / "ab.json").read_text(encoding="utf-8"))["order"]
+        sides = {(int(o["pair"]), str(o["side"])): o for o in order}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecbenchError(f"{job}/ab.json: not a compare --ab record ({exc})") from None
+    pairs = sorted({j for j, _ in sides})
+    if any((j, s) not in sides for j in pairs for s in ("base", "candidate")):
+        raise SpecbenchError(f"{job}/ab.json: a pair lacks a side; was the job interrupted?")
+    for field in ("config", "python"):
+        if len({str(o.get(field)) for o in order}) > 1:
+            raise SpecbenchError(
+                f"{job}: the two sides ran different {field}s; calibrate on an A/A --ab job "
+                "(one config, one interpreter)"
+            )
+    runs = [job / f"{s}-{j}" for j in pairs for s in ("base", "candidate")]
+    return runs, len(pairs)
 
 
 def set_keys(text: str, updates: dict[str, Any], comments: dict[str, str]) -> str:
@@ -57,6 +78,9 @@ def calibrate_runs(paths: list[Path], thresholds: Path | None, as_json: bool) ->
 
     if thresholds is None:
         raise SpecbenchError("--calibrate writes into a thresholds file: pass --thresholds FILE")
+    n_pairs = 0
+    if len(paths) == 1 and (paths[0] / "ab.json").is_file():
+        paths, n_pairs = ab_job_runs(paths[0])
     if len(paths) < 2 or "vs" in map(str, paths):
         raise SpecbenchError(
             "--calibrate takes 2 or more A/A runs of one code and config (5 or more pin the "
@@ -74,15 +98,17 @@ def calibrate_runs(paths: list[Path], thresholds: Path | None, as_json: bool) ->
                 "calibrate on A/A runs of one config"
             )
     costs = [run_cost(load_run(p)[0]) for p in paths]
+    pairs = [(sides[2 * j], sides[2 * j + 1]) for j in range(n_pairs)] if n_pairs else None
     try:
-        cal, speed, timing = calibrate(sides, costs)
+        cal, speed, timing = calibrate(sides, costs, pairs=pairs)
     except ValueError as exc:
         raise SpecbenchError(str(exc)) from None
     updates: dict[str, Any] = {"run_to_run_cv": round(min(speed.ucl, 1.0), 4)}
     if timing is not None:
         updates["timing_run_to_run_cv"] = round(min(timing.ucl, 1.0), 4)
     updates["calibration"] = cal.model_dump()
-    note = UCL_NOTE.format(c=100 * cal.confidence, k=cal.runs)
+    what = f"{n_pairs} interleaved A/A pairs" if n_pairs else f"{cal.runs} A/A runs"
+    note = UCL_NOTE.format(c=100 * cal.confidence, what=what)
     text = thresholds.read_text(encoding="utf-8") if thresholds.is_file() else ""
     new_text = set_keys(text, updates, {"run_to_run_cv": note, "timing_run_to_run_cv": note})
     tmp = thresholds.with_name(thresholds.name + ".tmp")

@@ -89,7 +89,12 @@ def calibration_lines(
 ) -> list[str]:
     c = f"{100 * cal.confidence:g} %"
     out = [
-        f"{cal.runs} A/A runs, {cal.groups} workloads × temperatures, {cal.prompts} prompts each",
+        (
+            f"{cal.runs // 2} interleaved A/A pairs (compare --ab)"
+            if cal.interleaved
+            else f"{cal.runs} A/A runs"
+        )
+        + f", {cal.groups} workloads × temperatures, {cal.prompts} prompts each",
         f"speedup run-to-run CV: {speed.estimate:.4f} (estimate), {speed.ucl:.4f} ({c} upper "
         f"confidence limit, {speed.dof} degrees of freedom, {speed.rows} rows) → run_to_run_cv",
     ]

@@ -49,6 +49,16 @@ def test_ab_runs_both_sides_interleaved_under_their_interpreters(tmp_path: Path)
     # the pairs open with opposite sides (ABBA over pairs as well)
     openers = [next(t["side"] for t in ab["turns"] if t["pair"] == j) for j in (0, 1)]
     assert openers[0] != openers[1]
+    # the job, being A/A, calibrates an interleaved gate: the noise of a paired difference
+    th = tmp_path / "thresholds.yaml"
+    th.write_text("speedup_drop: 0.05\n")
+    cal = runner.invoke(app, ["compare", "--calibrate", str(tmp_path), "--thresholds", str(th)])
+    assert cal.exit_code == 0, cal.output
+    assert "2 interleaved A/A pairs" in cal.output
+    written = yaml.safe_load(th.read_text())
+    assert written["calibration"]["interleaved"] is True and written["calibration"]["runs"] == 4
+    plan = runner.invoke(app, ["compare", "--plan", "--thresholds", str(th), "--json"])
+    assert "unit by unit" in plan.output
 
 
 @pytest.mark.slow

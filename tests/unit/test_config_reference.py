@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import typing
+from pathlib import Path
 from typing import Any
 
 import yaml

@@ -62,6 +62,8 @@ class Calibration(BaseModel):
     greedy_deterministic: bool | None = None  # T = 0 acceptance identical across the runs
     target_forwards_per_prompt: float = Field(ge=0.0)  # one run, every setting measured
     seconds_per_prompt: float = Field(ge=0.0)  # measured decode + prefill time, one run
+    # calibrated on interleaved A/A pairs (`compare --ab`): the noise of a paired difference
+    interleaved: bool = False
 
 
 class PlanSize(BaseModel):

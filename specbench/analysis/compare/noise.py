@@ -119,6 +119,46 @@ def run_to_run(
     )
 
 
+def paired_run_to_run(
+    pairs: list[tuple[Side, Side]], prefix: str, confidence: float, n_boot: int
+) -> NoiseEstimate | None:
+    """σ_r as one side of an interleaved comparison sees it, from k A/A pairs measured together
+    (`compare --ab`): per row, d_j = log x(base_j) − log x(candidate_j) has variance
+    2σ²_r + se²_j, with se_j the paired bootstrap's (the prompts' part); so V = var(d)/2 and
+    P = mean se²/2 take the places they have in `run_to_run`, with (k − 1) · G degrees of freedom.
+    Drift the two sides of a pair share cancels in d: what is left is the noise an interleaved
+    gate faces."""
+    k = len(pairs)
+    if k < 2:
+        return None
+    keys = [key for key in pairs[0][0].groups if all(key in a.groups and key in b.groups
+                                                     for a, b in pairs)]  # fmt: skip
+    halves, prompt_parts, used = [], [], 0
+    for key in keys:
+        groups = [(a.groups[key], b.groups[key]) for a, b in pairs]
+        names = set.intersection(*[set(g.samples or {}) & set(h.samples or {}) for g, h in groups])
+        names = {n for n in names if n.startswith(prefix)}
+        used += bool(names)
+        for name in sorted(names):
+            samples = [((g.samples or {})[name], (h.samples or {})[name]) for g, h in groups]
+            values = np.asarray([(a.value, b.value) for a, b in samples], float)
+            if not np.all(values > 0):
+                continue
+            d = np.log(values[:, 0]) - np.log(values[:, 1])
+            halves.append(float(d.var(ddof=1)) / 2)
+            for a, b in samples:
+                se, _ = prompt_se(a, b, True, n_boot, 0)
+                prompt_parts.append((se or 0.0) ** 2 / 2)
+    if not halves:
+        return None
+    v, p = float(np.mean(halves)), float(np.mean(prompt_parts)) if prompt_parts else 0.0
+    dof = (k - 1) * used
+    v_ucl = v * dof / float(sps.chi2.ppf(1 - confidence, dof))
+    return NoiseEstimate(
+        math.sqrt(max(0.0, v - p)), math.sqrt(max(0.0, v_ucl - p)), len(halves), dof
+    )
+
+
 def _unpaired(s: Samples) -> Samples:
     """The same values under other keys: resampled apart from its partner."""
     return Samples(tuple(f"other:{k}" for k in s.keys), s.arrays, s.coefs)
@@ -165,18 +205,28 @@ def calibrate(
     costs: list[RunCost],
     confidence: float = CALIBRATION_CONFIDENCE,
     n_boot: int = CALIBRATION_BOOTSTRAP,
+    pairs: list[tuple[Side, Side]] | None = None,
 ) -> tuple[Calibration, NoiseEstimate, NoiseEstimate | None]:
     """(what the plan needs, the speedup's run-to-run CV, absolute timing's run-to-run CV) from
-    A/A runs of one code and config. Raises ValueError when the runs share nothing to measure."""
-    if len(runs) < 2:
-        raise ValueError("calibration needs at least 2 A/A runs (5 or more pin the noise well)")
+    A/A runs of one code and config — or, with `pairs`, from A/A pairs measured interleaved
+    (`compare --ab`; `runs` are then all their runs). Raises ValueError when the runs share
+    nothing to measure."""
+    if len(runs) < 2 or (pairs is not None and len(pairs) < 2):
+        raise ValueError(
+            "calibration needs at least 2 A/A runs, or 2 interleaved A/A pairs (5 or more pin "
+            "the noise well)"
+        )
     groups = _common_groups(runs)
-    speed = run_to_run(groups, "speedup@", confidence, n_boot)
+    if pairs is None:
+        speed = run_to_run(groups, "speedup@", confidence, n_boot)
+        timing = run_to_run(groups, "baseline_tokens_per_s", confidence, n_boot)
+    else:
+        speed = paired_run_to_run(pairs, "speedup@", confidence, n_boot)
+        timing = paired_run_to_run(pairs, "baseline_tokens_per_s", confidence, n_boot)
     if speed is None:
         raise ValueError(
             "the runs share no speedup row to calibrate on (same config, per-prompt records)"
         )
-    timing = run_to_run(groups, "baseline_tokens_per_s", confidence, n_boot)
     speed_pairs, alpha_pairs = [], []
     for rs in groups:
         for a, b in combinations(rs, 2):
@@ -218,5 +268,6 @@ def calibrate(
         seconds_per_prompt=round(float(np.mean([c.seconds for c in costs])) / n_prompts, 4)
         if costs
         else 0.0,
+        interleaved=pairs is not None,
     )
     return cal, speed, timing

@@ -37,6 +37,10 @@ SEPARATE_RUNS = (
     "separate runs per side (base and candidate not interleaved on one machine): the calibrated "
     "run-to-run noise applies in full"
 )
+INTERLEAVED = (
+    "base and candidate measured in one job, unit by unit (`compare --ab`): the run-to-run noise "
+    "was calibrated on such pairs, so CI must measure that way too"
+)
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def plan_at(
         2 * runs * prompts * cal.target_forwards_per_prompt,
         2 * runs * (prompts * cal.seconds_per_prompt + run_overhead_s),
         gpu_hour_usd,
-        [SEPARATE_RUNS],
+        [INTERLEAVED if cal.interleaved else SEPARATE_RUNS],
     )
     if cal.greedy_deterministic is False:
         plan.notes.append(
