@@ -73,7 +73,7 @@ def log(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- corpus
-def select_corpus(
+def select_stdlib_corpus(
     stdlib: Path, char_budget: int, max_file_chars: int
 ) -> tuple[list[str], list[str], int]:
     """(relative paths, texts, n_candidate_files): sorted, filtered, truncated, within budget."""
@@ -96,6 +96,76 @@ def select_corpus(
         texts.append(text)
         total += len(text)
     return rels, texts, len(cands)
+
+
+# --corpus broad: three kinds of text, all shipped with every Python install (the standard library) or installed
+# by the project's own environment (the running interpreter's site-packages), so the corpus needs
+# no network and is the same on any machine with the same install (its file list and sha256 are
+# in the manifest).
+PROSE_SUFFIXES = (".txt", ".rst", ".md")
+PROSE_NAMES = ("METADATA", "LICENSE", "README")
+PROSE_STDLIB_FILES = ("pydoc_data/topics.py",)  # the help() text of the language reference
+STRUCTURED_SUFFIXES = (".json", ".csv", ".ini", ".cfg", ".toml", ".yaml", ".yml", ".html", ".xml")
+PROSE_MIN_LETTER_SHARE = 0.6  # a prose file is mostly letters and spaces (not a table of numbers)
+
+
+def _skipped(rel: Path) -> bool:
+    return bool(set(rel.parts[:-1]) & set(EXCLUDED_DIRS)) or rel.name.startswith(EXCLUDED_PREFIXES)
+
+
+def _letter_share(text: str) -> float:
+    return sum(c.isalpha() or c == " " for c in text) / max(1, len(text))
+
+
+def corpus_candidates(stdlib: Path, purelib: Path) -> dict[str, list[tuple[str, Path]]]:
+    """Every candidate file of each kind as (label, path), label = "stdlib:REL" or "site:REL"."""
+    roots = [("stdlib", stdlib)] + ([("site", purelib)] if purelib != stdlib else [])
+    out: dict[str, list[tuple[str, Path]]] = {"code": [], "prose": [], "structured": []}
+    for tag, root in roots:
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root)
+            if _skipped(rel) or not p.is_file():
+                continue
+            label = f"{tag}:{rel.as_posix()}"
+            suffix = p.suffix.lower()
+            if tag == "stdlib" and rel.as_posix() in PROSE_STDLIB_FILES:
+                out["prose"].append((label, p))
+            elif tag == "stdlib" and suffix == ".py":
+                out["code"].append((label, p))
+            elif suffix in PROSE_SUFFIXES or p.name in PROSE_NAMES:
+                out["prose"].append((label, p))
+            elif suffix in STRUCTURED_SUFFIXES:
+                out["structured"].append((label, p))
+    return out
+
+
+def select_broad_corpus(
+    stdlib: Path, purelib: Path, budgets: dict[str, int], max_file_chars: dict[str, int]
+) -> dict[str, Any]:
+    """Per kind: the selected (labels, texts) and the candidate count. Candidates are visited in
+    the order of sha256(label) (a fixed pseudo-random order, so a budget samples every package
+    rather than the alphabetically first ones); each text is cut at the kind's max_file_chars;
+    empty texts (and prose that is mostly not letters) are skipped; files are added until the
+    kind's character budget would be exceeded."""
+    sel: dict[str, Any] = {}
+    for kind, cands in corpus_candidates(stdlib, purelib).items():
+        order = sorted(cands, key=lambda c: hashlib.sha256(c[0].encode()).hexdigest())
+        labels: list[str] = []
+        texts: list[str] = []
+        total = 0
+        for label, p in order:
+            text = p.read_text(encoding="utf-8", errors="replace")[: max_file_chars[kind]]
+            if not text.strip():
+                continue
+            if kind == "prose" and _letter_share(text) < PROSE_MIN_LETTER_SHARE:
+                continue
+            if total + len(text) > budgets[kind]:
+                continue  # a shorter file later in the order may still fit
+            labels.append(label)
+            texts.append(text)
+            total += len(text)
+        sel[kind] = {"labels": labels, "texts": texts, "n_candidates": len(cands)}
+    return sel
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -169,11 +239,16 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -
 
 def sample_batch(data: torch.Tensor, batch: int, seq: int, gen: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(data) - seq - 1, (batch,), generator=gen)
-    return torch.stack([data[s : s + seq] for s in starts.tolist()])
+    return torch.stack([data[s : s + seq] for s in starts.tolist()]).to(DEVICE)
+
+
+# Set by main from --device: where training runs. Batches are drawn on the CPU from the seeded
+# generators either way, so the same seed gives the same data order on any device.
+DEVICE = torch.device("cpu")
 
 
 def autocast(enabled: bool) -> Any:
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+    return torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=enabled)
 
 
 @torch.no_grad()
@@ -280,7 +355,7 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def save_pair(out: Path, target: Any, draft: Any, hf_tok: Any) -> None:
+def save_pair(out: Path, target: Any, draft: Any, hf_tok: Any, dtype: str) -> None:
     from transformers import GenerationConfig
 
     for name, model in (("target", target), ("draft", draft)):
@@ -294,7 +369,9 @@ def save_pair(out: Path, target: Any, draft: Any, hf_tok: Any) -> None:
             pad_token_id=model.config.pad_token_id,
             do_sample=False,
         )
-        model.save_pretrained(d)
+        # float16 halves the files; loading them as float32 (the configured dtype) is exact, and
+        # every figure in the manifest is measured on the reloaded files.
+        model.to(device="cpu", dtype=getattr(torch, dtype)).save_pretrained(d)
         hf_tok.save_pretrained(d)
 
 
@@ -364,6 +441,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--datasets", type=Path, default=REPO / "datasets")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="where training runs (cpu, cuda); measuring is always on the CPU. A different "
+        "device gives different weights for the same seed (other kernels)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
         "--bf16",
@@ -371,8 +454,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="bf16 autocast for training matmuls (weights stay fp32)",
     )
-    ap.add_argument("--char-budget", type=int, default=12_000_000)
-    ap.add_argument("--max-file-chars", type=int, default=400_000)
+    ap.add_argument(
+        "--corpus",
+        choices=("stdlib", "broad"),
+        default="stdlib",
+        help="stdlib: the standard library's *.py files (the shipped pair); broad: code, prose "
+        "and structured text from the standard library and site-packages (--*-chars budgets)",
+    )
+    ap.add_argument("--char-budget", type=int, default=12_000_000, help="--corpus stdlib")
+    ap.add_argument("--max-file-chars", type=int, default=400_000, help="code/prose file cut")
+    ap.add_argument("--code-chars", type=int, default=7_000_000, help="--corpus broad: code")
+    ap.add_argument("--prose-chars", type=int, default=3_000_000, help="--corpus broad: prose")
+    ap.add_argument(
+        "--structured-chars", type=int, default=1_500_000, help="--corpus broad: structured"
+    )
+    ap.add_argument("--structured-max-file-chars", type=int, default=100_000)
+    ap.add_argument(
+        "--save-dtype",
+        choices=("float16", "float32"),
+        default="float32",
+        help="dtype of the weight files (float16 upcasts to float32 exactly on loading)",
+    )
     ap.add_argument("--val-every", type=int, default=50)
     ap.add_argument("--vocab-size", type=int, default=4096)
     ap.add_argument("--seq-len", type=int, default=256)
@@ -434,6 +536,109 @@ def _without_out(argv: list[str]) -> list[str]:
     return out
 
 
+def build_corpus(args: argparse.Namespace) -> tuple[list[str], set[int], dict[str, Any]]:
+    """(every selected text in order, the indices held out for validation, the manifest's corpus
+    description) for --corpus stdlib (the shipped pair's corpus) or --corpus broad."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    corpus_sha = hashlib.sha256()
+    if args.corpus == "stdlib":
+        rels, texts, n_cands = select_stdlib_corpus(stdlib, args.char_budget, args.max_file_chars)
+        for r, t in zip(rels, texts, strict=True):
+            corpus_sha.update(r.encode() + b"\0" + t.encode("utf-8", "replace") + b"\0")
+        n_chars = sum(map(len, texts))
+        log(f"corpus: {len(rels)} files of {n_cands} candidates, {n_chars} chars from {stdlib}")
+        return (
+            texts,
+            set(range(0, len(texts), args.val_every)),
+            {
+                "source": "Python standard library *.py files (sysconfig.get_paths()['stdlib']): "
+                "code plus docstrings/comments as English prose",
+                "stdlib_path": str(stdlib),
+                "python_version": platform.python_version(),
+                "selection": "all *.py under the stdlib path in sorted relative-path order; "
+                f"skipped: files under directories named {list(EXCLUDED_DIRS)}, files starting "
+                f"with {list(EXCLUDED_PREFIXES)}, empty files; each file truncated to "
+                f"{args.max_file_chars} chars; files added in order until the char budget "
+                f"({args.char_budget}) would be exceeded",
+                "char_budget": args.char_budget,
+                "max_file_chars": args.max_file_chars,
+                "n_candidate_files": n_cands,
+                "n_files": len(rels),
+                "n_chars": n_chars,
+                "first_file": rels[0],
+                "last_file": rels[-1],
+                "sha256": corpus_sha.hexdigest(),
+                "sha256_of": "for each selected file in order: relative path, NUL, text "
+                "(UTF-8), NUL",
+                "validation": f"every {args.val_every}th selected file (index 0, "
+                f"{args.val_every}, ...)",
+            },
+        )
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    budgets = {
+        "code": args.code_chars,
+        "prose": args.prose_chars,
+        "structured": args.structured_chars,
+    }
+    max_chars = {
+        "code": args.max_file_chars,
+        "prose": args.max_file_chars,
+        "structured": args.structured_max_file_chars,
+    }
+    texts = []
+    val_idx: set[int] = set()
+    kinds: dict[str, Any] = {}
+    for kind, ks in select_broad_corpus(stdlib, purelib, budgets, max_chars).items():
+        kind_sha = hashlib.sha256()
+        for i, (r, t) in enumerate(zip(ks["labels"], ks["texts"], strict=True)):
+            blob = r.encode() + b"\0" + t.encode("utf-8", "replace") + b"\0"
+            corpus_sha.update(blob)
+            kind_sha.update(blob)
+            if i % args.val_every == 0:
+                val_idx.add(len(texts))
+            texts.append(t)
+        kinds[kind] = {
+            "n_candidate_files": ks["n_candidates"],
+            "n_files": len(ks["labels"]),
+            "n_chars": sum(map(len, ks["texts"])),
+            "char_budget": budgets[kind],
+            "max_file_chars": max_chars[kind],
+            "sha256": kind_sha.hexdigest(),
+            "files": ks["labels"],
+        }
+        log(
+            f"corpus {kind}: {len(ks['labels'])} files of {ks['n_candidates']} candidates, "
+            f"{kinds[kind]['n_chars']} chars"
+        )
+    return (
+        texts,
+        val_idx,
+        {
+            "source": "code: the Python standard library's *.py files; prose: the help() text "
+            "(pydoc_data/topics.py) and the *.txt/*.rst/*.md, README, LICENSE and dist-info "
+            "METADATA files of the standard library and of the running interpreter's "
+            "site-packages; structured: their *.json/*.csv/*.ini/*.cfg/*.toml/*.yaml/*.yml/"
+            "*.html/*.xml files",
+            "stdlib_path": str(stdlib),
+            "site_packages_path": str(purelib),
+            "python_version": platform.python_version(),
+            "selection": "per kind: candidates under the roots, skipping files under "
+            f"directories named {list(EXCLUDED_DIRS)} and files starting with "
+            f"{list(EXCLUDED_PREFIXES)}; visited in the order of sha256(label) (label = "
+            "'stdlib:REL' or 'site:REL'); each text cut at the kind's max_file_chars; empty "
+            f"texts, and prose with under {PROSE_MIN_LETTER_SHARE:.0%} letters and spaces, "
+            "skipped; a file is added when it fits the kind's remaining char budget",
+            "n_chars": sum(map(len, texts)),
+            "sha256": corpus_sha.hexdigest(),
+            "sha256_of": "for each kind (code, prose, structured) and each selected file in "
+            "order: label, NUL, text (UTF-8), NUL",
+            "validation": f"every {args.val_every}th selected file of each kind (index 0, "
+            f"{args.val_every}, ...)",
+            "kinds": kinds,
+        },
+    )
+
+
 def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     """Corpus → tokenizer → target → distilled draft, saved under args.out. Returns the training
     part of the manifest."""
@@ -445,13 +650,8 @@ def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     torch.manual_seed(args.seed)
 
     # 1. corpus + tokenizer
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    rels, texts, n_cands = select_corpus(stdlib, args.char_budget, args.max_file_chars)
-    corpus_sha = hashlib.sha256()
-    for r, t in zip(rels, texts, strict=True):
-        corpus_sha.update(r.encode() + b"\0" + t.encode("utf-8", "replace") + b"\0")
+    texts, val_idx, corpus_info = build_corpus(args)
     n_chars = sum(map(len, texts))
-    log(f"corpus: {len(rels)} files of {n_cands} candidates, {n_chars} chars from {stdlib}")
     t0 = time.perf_counter()
     tok = train_tokenizer(texts, args.vocab_size)
     eot_id = tok.token_to_id(EOT)
@@ -462,7 +662,6 @@ def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         pad_token=EOT,
         model_max_length=args.max_positions,
     )
-    val_idx = set(range(0, len(texts), args.val_every))
     train_ids = encode_docs(tok, [t for i, t in enumerate(texts) if i not in val_idx], eot_id)
     val_ids = encode_docs(tok, [t for i, t in enumerate(texts) if i in val_idx], eot_id)
     tok_wall = time.perf_counter() - t0
@@ -474,26 +673,27 @@ def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
 
     # 2. target
     torch.manual_seed(args.seed)
-    target = LlamaForCausalLM(llama_config(args, "target", tok.get_vocab_size(), eot_id))
+    target = LlamaForCausalLM(llama_config(args, "target", tok.get_vocab_size(), eot_id)).to(DEVICE)
     log(f"target: {n_params(target)} parameters")
     tstats = train_target(target, train_ids, val_ids, args)
     log(f"target done in {tstats['wall_s']:.0f}s, val loss {tstats['val_loss']:.3f}")
 
     # 3. draft
     torch.manual_seed(args.seed + 10)
-    draft = LlamaForCausalLM(llama_config(args, "draft", tok.get_vocab_size(), eot_id))
+    draft = LlamaForCausalLM(llama_config(args, "draft", tok.get_vocab_size(), eot_id)).to(DEVICE)
     log(f"draft: {n_params(draft)} parameters")
     dstats = distill_draft(draft, target, train_ids, val_ids, args)
     log(f"draft done in {dstats['wall_s']:.0f}s, val loss {dstats['val_loss']:.3f}")
     train_wall = time.perf_counter() - t_start
     train_cpu = time.process_time() - cpu_start
-    save_pair(args.out, target, draft, hf_tok)
+    save_pair(args.out, target, draft, hf_tok, args.save_dtype)
     log(f"training (tokenizer + target + draft) took {train_wall:.0f}s wall, {train_cpu:.0f}s CPU")
 
     return {
         "schema_version": 1,
         "description": "Tiny Llama target/draft pair sharing one byte-level BPE tokenizer, trained "
-        "offline on the Python standard library by scripts/train_tiny_pair.py.",
+        "offline by scripts/train_tiny_pair.py on the Python standard library's code and the "
+        "prose and structured text shipped with the Python install and its installed packages.",
         "command": " ".join(["python scripts/train_tiny_pair.py", *_without_out(argv)]),
         "command_note": "--out (where the files are written) omitted; it does not change them",
         "args": {
@@ -514,25 +714,7 @@ def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         },
         "corpus": {
-            "source": "Python standard library *.py files (sysconfig.get_paths()['stdlib']): "
-            "code plus docstrings/comments as English prose",
-            "stdlib_path": str(stdlib),
-            "python_version": platform.python_version(),
-            "selection": "all *.py under the stdlib path in sorted relative-path order; skipped: "
-            f"files under directories named {list(EXCLUDED_DIRS)}, files starting with "
-            f"{list(EXCLUDED_PREFIXES)}, empty files; each file truncated to "
-            f"{args.max_file_chars} chars; files added in order until the char budget "
-            f"({args.char_budget}) would be exceeded",
-            "char_budget": args.char_budget,
-            "max_file_chars": args.max_file_chars,
-            "n_candidate_files": n_cands,
-            "n_files": len(rels),
-            "n_chars": n_chars,
-            "first_file": rels[0],
-            "last_file": rels[-1],
-            "sha256": corpus_sha.hexdigest(),
-            "sha256_of": "for each selected file in order: relative path, NUL, text (UTF-8), NUL",
-            "validation": f"every {args.val_every}th selected file (index 0, {args.val_every}, ...)",
+            **corpus_info,
             "train_tokens": len(train_ids),
             "val_tokens": len(val_ids),
             "document_separator": EOT,
@@ -586,6 +768,11 @@ def train_pair(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             "(total_cpu_s is this process's own CPU time)",
         },
     }
+
+
+def _stored_dtype(model_dir: Path) -> str:
+    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    return str(cfg.get("dtype") or cfg.get("torch_dtype"))
 
 
 def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
@@ -647,6 +834,7 @@ def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
             "trained_context": args.seq_len,
             "max_position_embeddings": c.max_position_embeddings,
             "dtype": "float32",
+            "stored_dtype": _stored_dtype(out / name),
             "weight_bytes": sum(f.stat().st_size for f in (out / name).glob("*.safetensors")),
         }
 
@@ -702,6 +890,8 @@ def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    global DEVICE
+    DEVICE = torch.device(args.device)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
     t_start = time.perf_counter()
