@@ -202,6 +202,46 @@ def need_text(need: int | None, n: int) -> str:
     return f"needs about {need} prompts in all ({max(need - n, 0)} more) for 80 % power"
 
 
+@dataclass(frozen=True)
+class WorkloadDecision:
+    """The three-outcome test over a workload's K measured settings (in `keys` order), with the
+    marginal estimates and the pivots it rests on: what `recommend` words and what the engine
+    ranking's "clears" reads, so the two cannot disagree."""
+
+    keys: list[SettingKey]
+    marginal: dict[SettingKey, Estimate | None]
+    pivots: RatioPivots
+    decision: Decision
+
+
+def workload_decision(
+    base: list[dict[str, Any]],
+    settings: dict[SettingKey, list[dict[str, Any]]],
+    margin: float,
+    level: float,
+    n_boot: int,
+    seed: int = DEFAULT_SEED,
+) -> WorkloadDecision | None:
+    """ON / OFF / UNDECIDED over every measured setting paired with the baseline (module
+    docstring; docs/theory.md §8, §15 for interleaved engine starts); None when none was."""
+    paired = {k: pair(base, recs) for k, recs in settings.items()}
+    paired = {k: p for k, p in paired.items() if len(p)}
+    keys = list(paired)
+    if not keys:
+        return None
+    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    plist = [paired[k] for k in keys]
+    piv = cluster_pivots(plist)
+    alpha = 1.0 - one_sided(level)
+    crossed = all(p.by_start for p in plist)
+    d = (
+        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin)
+        if crossed
+        else None
+    ) or signflip.decide(piv, 1.0 + margin, alpha)
+    return WorkloadDecision(keys, marginal, piv, d)
+
+
 def recommend(
     base: list[dict[str, Any]],
     settings: dict[SettingKey, list[dict[str, Any]]],
@@ -220,24 +260,14 @@ def recommend(
         "false_off_rate": json_num(alpha),
         "margin": margin,
     }
-    paired = {k: pair(base, recs) for k, recs in settings.items()}
-    paired = {k: p for k, p in paired.items() if len(p)}
-    keys = list(paired)
-    out["candidates"] = len(keys)
-    if not keys:
+    wd = workload_decision(base, settings, margin, level, n_boot, seed)
+    if wd is None:
         return {**out, "gamma": 0, "verdict": "not_measured", "speedup": None,
                 "reason": "no speculative setting was measured (only the baseline): not a verdict"}  # fmt: skip
-    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    keys, marginal, piv, d = wd.keys, wd.marginal, wd.pivots, wd.decision
+    out["candidates"] = len(keys)
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
-    plist = [paired[k] for k in keys]
-    piv = cluster_pivots(plist)
-    crossed = all(p.by_start for p in plist)
-    d = (
-        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin)
-        if crossed
-        else None
-    ) or signflip.decide(piv, 1.0 + margin, alpha)
     kb = keys.index(best)
     out.update(decision_numbers(piv, d, d.chosen if d.chosen is not None else kb, margin, alpha))
     out["critical_value"] = json_num(d.critical_on)
