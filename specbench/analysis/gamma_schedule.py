@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis import signflip
 from specbench.analysis.batch_model import StepCostModel
 from specbench.analysis.latency import Paired, pair, speedup_of
-from specbench.analysis import signflip
 from specbench.analysis.recommend import cluster_pivots, joint_replicates, one_sided
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import concurrency_of

@@ -127,11 +127,18 @@ def candidates(
     return Candidates(keys, marginal, dict(zip(keys, bounds, strict=True)), crit, n_common)
 
 
-def _crossed_decision(cand: Candidates, margin: float) -> Decision | None:
-    """Interleaved engine starts (two crossed factors, `analysis.crossed`): the max-T bootstrap
-    bounds decide ON, every marginal upper end below the line decides OFF (docs/theory.md §15)."""
+def _crossed_decision(cand: Candidates, margin: float, alpha: float) -> Decision | None:
+    """Interleaved engine starts (prompts × starts crossed, `analysis.crossed`): the two-way
+    multivariate-t max-T bounds decide ON, every marginal upper end below the line decides OFF,
+    else UNDECIDED (docs/theory.md §15). Not the sign-flip test: flipping prompts with each
+    prompt's starts summed into it leaves out the start-to-start variance that every prompt of a
+    start shares, and 2–4 starts give too few flips for a 2.5 % tail. Below the prompt-level
+    resolution (6 prompts) it is UNDECIDED, as every verdict is (§8)."""
     if cand.bounds is None:
         return None
+    if cand.n_common < signflip.min_prompts(alpha):
+        nan = np.full(len(cand.keys), math.nan)
+        return Decision("undecided", None, nan, nan, math.inf, cand.n_common, math.nan)
     lower = np.asarray([cand.bounds[k] for k in cand.keys])
     upper = np.asarray([_upper(cand.marginal[k]) for k in cand.keys])
     line = 1.0 + margin
@@ -235,7 +242,7 @@ def workload_decision(
     alpha = 1.0 - one_sided(level)
     crossed = all(p.by_start for p in plist)
     d = (
-        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin)
+        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin, alpha)
         if crossed
         else None
     ) or signflip.decide(piv, 1.0 + margin, alpha)
