@@ -1,22 +1,25 @@
-"""The ON/OFF decision, aware of selection: per workload and for one setting across the traffic.
+"""The ON/OFF/UNDECIDED decision, aware of selection: per workload and for one setting across the
+traffic.
 
 Rule (docs/theory.md §8). A workload's candidates are every measured setting (drafter × policy ×
-γ), each paired with the baseline on the same prompts. Simultaneous one-sided lower confidence
-bounds L_k for all candidates' speedups come from the max-T bootstrap (`stats.simultaneous_lower`):
-P(any true S_k < L_k) ≤ (1 − level)/2. Speculation is ON only if some L_k > 1 + margin; among the
-candidates that clear it the one with the highest point speedup is recommended. Because the bounds
-hold for every candidate at once, choosing the best of K and then testing it does not inflate the
-error: when every true speedup is at most 1 + margin, P(ON) ≤ 2.5 % at level 0.95, whatever K
-(tests/unit/test_calibration.py measures it at the boundary; the naive rule — test the point-best
-at 2.5 % — gives 7–17 % with 4–12 candidates).
+γ), each paired with the baseline on the same prompts. The speedup is a ratio of sums over
+prompts; the three-outcome test (`analysis.signflip`) flips every candidate's pivot with one sign
+a prompt: ON when the max-T statistic over the K candidates clears its critical value (the
+chosen candidate the highest point speedup among those that clear), OFF when every candidate's
+own test shows it below 1 + margin, else UNDECIDED — each error ≤ 2.5 % at level 0.95, whatever
+K, and nothing decided below 6 prompts. The bounds printed are the tests inverted, so "lower
+bound > 1 + margin" and ON are one statement. Records from interleaved engine starts (prompts ×
+starts crossed) keep the two-way multivariate-t max-T of `analysis.crossed` (`_crossed_decision`).
+`workload_decision` is the one place the test is run; `recommend` words it and the engine
+ranking's "clears" reads it.
 
 Across workloads (one configuration per serving pool): traffic is tokens, so the pool's speedup
 for a setting k is a ratio of decode times, not a mean of speedups,
 
     O_k = Σ_w a_w / Σ_w a_w / S_wk,     a_w = W_w · ITL_base,w
 
-with W_w the workload's share of output tokens (its config `weight`). Its interval and the same
-max-T rule over the settings measured in every workload decide "one setting for the pool" or off.
+with W_w the workload's share of output tokens (its config `weight`). The same test on the pooled
+pivots decides "one setting for the pool" (`analysis.pool`).
 """
 
 from __future__ import annotations
