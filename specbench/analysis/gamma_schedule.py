@@ -6,21 +6,18 @@ Goodput at concurrency c. In a closed loop that keeps c requests in flight, Litt
 throughput = c · Σ tokens / Σ e2e over the requests, so at equal c the goodput ratio of γ over
 the engine without speculation is the paired ratio (Σ tok_γ / Σ e2e_γ) / (Σ tok_0 / Σ e2e_0) on
 the same prompts (`latency.pair(..., end_to_end=True)`; TTFT is inside e2e, so the prefill work a
-draft adds is counted). Each cell's interval is the sign-flip test inverted over prompts, repeats
-of a prompt summed into one unit (docs/theory.md §8).
+draft adds is counted). Intervals resample prompts (requests), repeats of a prompt one cluster.
 
-Decision (the batch-1 three-outcome test, §8, extended to the grid). The candidates are every cell
-(c, γ > 0). The same prompts run at every concurrency, so every cell's pivots are flipped together
-on the prompts they share (one sign a prompt) and the ON test is the max-T over all cells: its
-inverted lower bounds L_{c,γ} clear 1 + margin for a cell exactly when that cell's statistic
-clears the max-T critical value, and P(any cell ON while no cell truly beats 1 + margin) ≤ 2.5 %
-at level 0.95, however many cells. At each c speculation is ON iff some L_{c,γ} > 1 + margin,
-with the γ of highest point ratio among those that clear it, else off (k = 0). Below 6 common
-prompts (the test's resolution) nothing clears. When fewer than that are common to all cells,
-each concurrency gets its own max-T over its γ's at the Bonferroni level α/m (m concurrencies),
-which keeps the same family-wise bound. With interleaved engine starts (prompts × starts crossed,
-§15) the cells keep the two-way multivariate-t max-T of `analysis.crossed`: flips over prompts
-alone would leave out the start-to-start variance, and flips over 2–4 starts cannot reach 2.5 %.
+Decision (the batch-1 rule, §8, extended to the grid). The candidates are every cell (c, γ > 0).
+The same prompts run at every concurrency, so all cells are resampled jointly on the prompts they
+share and the max-T bootstrap gives lower bounds L_{c,γ} that hold for every cell at once with
+probability ≥ (1 + level)/2: P(any cell's true ratio < its L) ≤ 2.5 % at level 0.95. At each c
+speculation is ON iff some L_{c,γ} > 1 + margin, with the γ of highest point ratio among those
+that clear it, else off (k = 0). Because the bounds are simultaneous over γ *and* c, the chance
+that the schedule turns speculation on at any concurrency where no γ truly beats 1 + margin is
+≤ 2.5 %, however many cells. When fewer than two prompts are common to all cells, each
+concurrency gets its own max-T over its γ's at the Bonferroni level 1 − (1 − level)/m (m
+concurrencies), which keeps the same family-wise bound.
 
 Monotone fill (docs/theory.md §15): a concurrency left off between two ON concurrencies takes
 its γ of highest point ratio when that exceeds 1 + margin — speculation's gain does not rise with
@@ -46,10 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis import signflip
 from specbench.analysis.batch_model import StepCostModel
 from specbench.analysis.latency import Paired, pair, speedup_of
-from specbench.analysis.recommend import cluster_pivots, joint_replicates, one_sided
+from specbench.analysis.recommend import joint_replicates, one_sided
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import concurrency_of
 from specbench.analysis.stats import DEFAULT_SEED, simultaneous_lower
@@ -88,40 +84,31 @@ def _cells(
 
 
 def _bounds(
-    cells: list[tuple[int, int, Paired]], margin: float, level: float, n_boot: int, seed: int
+    cells: list[tuple[int, int, Paired]], level: float, n_boot: int, seed: int
 ) -> tuple[list[float], str]:
-    """Each cell's lower bound of the three-outcome ON test (module docstring), and how got."""
-    plist = [p for _, _, p in cells]
-    if cells and all(p.by_start for p in plist):
-        # prompts × engine starts crossed (docs/theory.md §15): the two-way multivariate-t max-T
-        joint = joint_replicates(plist, n_boot, seed)
-        if joint is not None:
-            bounds, _ = simultaneous_lower(joint[0], level)
-            starts = {k[1] for p in plist for k in p.keys}
-            return [float(x) for x in bounds], (
-                f"max-T over all {len(cells)} cells jointly; prompts and {len(starts)} engine "
-                "starts as crossed factors (multivariate t)"
-            )
-    line, alpha = 1.0 + margin, 1.0 - one_sided(level)
-    piv = cluster_pivots(plist) if cells else None
-    if piv is not None and piv.n >= signflip.min_prompts(alpha):
-        d = signflip.decide(piv, line, alpha)
-        return [float(x) for x in d.lower], (
-            f"sign-flip max-T over all {len(cells)} cells jointly ({piv.n} common prompts)"
+    """Simultaneous lower bounds of every cell's ratio (module docstring), and how they were got."""
+    joint = joint_replicates([p for _, _, p in cells], n_boot, seed) if cells else None
+    if joint is not None:
+        bounds, _ = simultaneous_lower(joint[0], level)
+        starts = {k[1] for _, _, p in cells for k in p.keys}
+        crossed = (
+            f"; prompts and {len(starts)} engine starts as crossed factors (multivariate t)"
+            if all(p.by_start for _, _, p in cells)
+            else ""
         )
+        return [float(x) for x in bounds], f"max-T over all {len(cells)} cells jointly{crossed}"
     levels = sorted({c for c, _, _ in cells})
-    adj = alpha / max(len(levels), 1)
+    adj = 1.0 - (1.0 - level) / max(len(levels), 1)
     out = [math.nan] * len(cells)
     for c in levels:
         idx = [i for i, cell in enumerate(cells) if cell[0] == c]
-        d = signflip.decide(cluster_pivots([cells[i][2] for i in idx]), line, adj)
-        for i, b in zip(idx, d.lower, strict=True):
+        rep = joint_replicates([cells[i][2] for i in idx], n_boot, seed + c)
+        if rep is None:
+            continue
+        bounds, _ = simultaneous_lower(rep[0], adj)
+        for i, b in zip(idx, bounds, strict=True):
             out[i] = float(b)
-    return out, (
-        f"sign-flip max-T per concurrency at the Bonferroni level {1.0 - 2.0 * adj:.4g} "
-        f"(one-sided {adj:.3%}; {len(levels)} levels; fewer than {signflip.min_prompts(alpha)} "
-        "prompts common to all)"
-    )
+    return out, f"max-T per concurrency at the Bonferroni level {adj:.4g} ({len(levels)} levels)"
 
 
 def decide_schedule(
@@ -134,7 +121,7 @@ def decide_schedule(
 ) -> tuple[list[CellDecision], str]:
     """Per measured concurrency, the best γ or off (module docstring); and the family rule used."""
     cells = _cells(base, specs)
-    bounds, how = _bounds(cells, margin, level, n_boot, seed)
+    bounds, how = _bounds(cells, level, n_boot, seed)
     out = []
     for c in sorted({concurrency_of(r) for r in base}):
         here = [(g, p, lb) for (cc, g, p), lb in zip(cells, bounds, strict=True) if cc == c]
@@ -149,8 +136,7 @@ def decide_schedule(
         else:
             k = 0
             reason = (
-                f"no γ's simultaneous lower bound clears 1 + margin {margin:g} (unbounded "
-                f"below {signflip.min_prompts(1.0 - one_sided(level))} prompts)"
+                f"no γ's simultaneous lower bound clears 1 + margin {margin:g}"
                 if here
                 else "no speculative setting measured here"
             )
