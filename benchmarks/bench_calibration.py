@@ -5,10 +5,11 @@ Each row runs the project's own estimator or decision on synthetic data with a k
 measured rate, its Monte Carlo standard error and whether the target is met within 2 MC SE.
 tests/unit/test_calibration.py asserts the same rows at a tenth of the replicates.
 
-    .venv/bin/python benchmarks/bench_calibration.py            # ~5–10 min on two cores
+    .venv/bin/python benchmarks/bench_calibration.py            # every table: hours on two cores
     .venv/bin/python benchmarks/bench_calibration.py --reps 300 # quicker, wider MC error
     .venv/bin/python benchmarks/bench_calibration.py --family-only      # §8, §10: the family
     .venv/bin/python benchmarks/bench_calibration.py --sequential-only  # §14: the adaptive plan
+                                          # (about 20 min per 1,000 replicates on one busy core)
 
 Exit code 0 when every target is met, 1 otherwise.
 """
