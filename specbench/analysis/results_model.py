@@ -97,6 +97,7 @@ class RunEnv(BaseModel):
     chat: bool | EnvValue = None
     prompt_format: EnvValue = None
     memory: dict[str, Any] | None = None  # model profiles (analysis.serving_cost.draft_memory)
+    privacy: dict[str, Any] | None = None  # what the run's files keep (data/privacy.py)
 
 
 # --- the pool-wide decision -------------------------------------------------------------------
