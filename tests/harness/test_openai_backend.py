@@ -363,6 +363,7 @@ def test_logged_requests_are_sent_as_sampled(
         workloads=[{"name": "logs", "dataset": dataset}],
         sampling={"temperatures": [0.7, 0.0], "top_p": 0.95},  # one run, not one per value
         concurrency=[1, 2],
+        keep_text=True,  # records by the logged ids (private data has hashed ids otherwise)
     )
     res = runner.invoke(app, ["run", str(cfg)])
     assert res.exit_code == 0, res.output
