@@ -9,6 +9,7 @@ is a directory where a file is written. Each gives one `error:` line naming the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import resource
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from specbench.cli.app import run_cli
+from specbench.config import POLICY_NAMES
 from specbench.records import TRANSFORMERS_ROUNDS
 
 from ..unit.test_compare import ENV, config, make_records
@@ -161,7 +163,13 @@ def test_simulate_default_policies_fit_a_short_grid(
     """The default policy set (and a policy named without options) replays on a γ grid below
     its default bounds, each bound fitted to the trace; one that cannot fit is named, not run."""
     assert run_cli(["simulate", str(grid_runs[gamma]), "--json"]) == 0, capsys.readouterr().err
-    entries = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    entries = document["simulations"]
+    assert (
+        document["provenance"]["records"]["sha256"]
+        == hashlib.sha256((grid_runs[gamma] / "records.jsonl").read_bytes()).hexdigest()
+    )
+    assert document["provenance"]["policies"] == list(POLICY_NAMES)
     assert entries and all(e["trace_gamma"] == gamma for e in entries)
     for entry in entries:
         assert all(row["gamma"] <= gamma for row in entry["policies"])
@@ -194,7 +202,7 @@ def test_simulate_advice_when_followed_succeeds(
         msg,
         capsys.readouterr().err,
     )
-    rows = json.loads(capsys.readouterr().out)[0]["policies"]
+    rows = json.loads(capsys.readouterr().out)["simulations"][0]["policies"]
     assert [r["policy"] for r in rows] == [policy.split(":")[0]] and rows[0]["gamma"] <= gamma
 
 

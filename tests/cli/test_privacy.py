@@ -7,6 +7,7 @@ the search finds the ids and answers there, so it can fail."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
 import re
@@ -66,15 +67,9 @@ def texts_of(path: Path) -> list[str]:
     raw = path.read_bytes()
     text = raw.decode("utf-8", errors="replace")
     out = [text, html.unescape(text)]
-    for line in text.splitlines():
-        try:
-            out.append(json.dumps(json.loads(line), ensure_ascii=False))
-        except ValueError:
-            pass
-    try:
-        out.append(json.dumps(json.loads(text), ensure_ascii=False))
-    except ValueError:
-        pass
+    for chunk in [*text.splitlines(), text]:  # JSONL lines, then the file as one document
+        with contextlib.suppress(ValueError):
+            out.append(json.dumps(json.loads(chunk), ensure_ascii=False))
     for blob in re.findall(r"base64,([A-Za-z0-9+/=]{16,})", text):
         out.append(base64.b64decode(blob + "==").decode("utf-8", errors="replace"))
     return out

@@ -14,8 +14,8 @@ from specbench.data.privacy import (
     ID_SALT_ENV,
     answer_digest,
     answer_fields,
-    private_prompts,
     privacy_note,
+    private_prompts,
     withhold,
 )
 from specbench.data.prompt import Prompt
@@ -36,7 +36,9 @@ def test_ids_are_hashed_with_a_key_from_the_prompts(monkeypatch: pytest.MonkeyPa
     assert a[0].turns == ["one"]  # the text stays in memory for the run
 
 
-def test_an_env_salt_gives_the_same_ids_whatever_the_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_env_salt_gives_the_same_ids_whatever_the_prompts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(ID_SALT_ENV, raising=False)
     unsalted = private_prompts(prompts("one", "two"))[0].id
     monkeypatch.setenv(ID_SALT_ENV, "s3cret")
@@ -65,7 +67,7 @@ def test_answer_fields_keep_text_or_a_digest() -> None:
 
 def test_an_error_quoting_the_prompt_is_withheld() -> None:
     text = "def transfer(account_number_998877, amount):"
-    quoted = f"ValueError: cannot tokenize 'account_number_998877, amo'"
+    quoted = "ValueError: cannot tokenize 'account_number_998877, amo'"
     assert "998877" not in withhold(quoted, [text])
     plain = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
     assert withhold(plain, [text]) == plain
