@@ -25,7 +25,7 @@ from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.data.privacy import answer_fields, privacy_note, prompt_texts, withhold
 from specbench.errors import SpecbenchError
 from specbench.harness.batch_timing import run_batch_timing, timed_pair
-from specbench.harness.env import transformers_environment, write_env
+from specbench.harness.env import pair_facts, transformers_environment, write_env
 from specbench.harness.plan import (
     RunEvents,
     RunOutcome,
@@ -380,16 +380,7 @@ def start_run(
     prompts = load_prompts(cfg, base_dir)
     session = session or load_session(cfg)
     done = prepare_run_dir(cfg, out_dir, resume, force, prompts)
-    from specbench.models import memory_profile
-
-    memory = {
-        "target": memory_profile(session.target_loaded.model),
-        "drafts": {
-            label: memory_profile(m.model)
-            for label, m in session.drafts_loaded.items()
-            if m is not None
-        },
-    }
-    env = transformers_environment(cfg, session.device, session.target_loaded.dtype, memory)
+    target, drafts = session.target_loaded, session.drafts_loaded
+    env = transformers_environment(cfg, session.device, target.dtype, *pair_facts(target, drafts))
     write_env(out_dir, {**env, "privacy": privacy_note(prompts)})  # what the files keep
     return prompts, session, done

@@ -402,6 +402,8 @@ def results_variants(fault_root: Path) -> Path:
     put("schema_3", schema=3)
     put("schema_1", schema=1)
     put("temperature_text", workloads__0__temperature="hot")
+    for name, digit in (("tokenizer_a", "a"), ("tokenizer_b", "b")):  # two vocabularies
+        put(name, env__tokenizers={"target": "sha256:" + digit * 64, "draft": None})
     return d
 
 
@@ -420,6 +422,8 @@ PROVENANCE: list[tuple[str, str]] = [
     (f"compare {G} {R}/schema_1.json", "older than this specbench"),
     (f"compare {G} {R}/temperature_text.json", "field 'workloads.0.temperature'"),
     (f"compare {G} {R}/other_target.json", "not comparable"),
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/tokenizer_a.json", "another tokenizer"),
+    (f"compare {R}/tokenizer_a.json {R}/tokenizer_b.json", "target tokenizer: sha256:aaaa"),
 ]
 
 
@@ -434,6 +438,22 @@ def test_mismatched_or_unknown_results_are_refused(
     logs = fault_root / "logs" / "ok.jsonl"
     msg = check_bad_input(case.format(root=fault_root, logs=logs).split(), capsys, needle)
     assert "validation error" not in msg and "type=" not in msg  # not pydantic's dump
+
+
+def test_the_same_tokenizer_passes_and_an_unrecorded_one_is_not_compared(
+    results_variants: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specbench.harness.timings_check import tokenizer_differences
+
+    a = results_variants / "tokenizer_a.json"
+    assert tokenizer_differences(a, {"target": "sha256:" + "a" * 64, "draft": "sha256:0"}) == []
+    assert tokenizer_differences(a, {"target": "sha256:" + "c" * 64, "draft": None}) == [
+        "target tokenizer sha256:aaaaaaaaaaaa there, sha256:cccccccccccc here"
+    ]
+    other = results_variants / "other_draft.json"  # a run that recorded no fingerprint
+    assert tokenizer_differences(other, {"target": "sha256:" + "c" * 64, "draft": None}) == []
+    # compare: the same fingerprint on both sides is comparable (a run with itself: exit 5)
+    assert run_cli(["compare", str(a), str(a)]) == 5, capsys.readouterr().err
 
 
 def test_timings_of_the_same_pair_pass_the_check(results_variants: Path) -> None:
