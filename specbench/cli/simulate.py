@@ -98,6 +98,7 @@ def provenance(
             "seed": config.get("seed"),
             "specbench": env.get("specbench"),
             "specbench_git_commit": env.get("specbench_git_commit"),
+            "tokenizers": env.get("tokenizers"),
         },
         "records": {
             "file": RECORDS_FILE,
