@@ -11,12 +11,14 @@ In a private workload:
 - each prompt's id is written as a salted hash, "h" + 16 hex digits of HMAC-SHA256(key, id), so
   a request id from the logs (which may name a user or a session) never reaches a file. The key
   is the environment variable SPECBENCH_ID_SALT when set (the same ids across runs and data
-  sets), else a digest of the workload's own prompts (ids and text), which is never stored:
-  whoever can recompute it already holds the prompts, a resumed run or a rerun on the same
-  prompts gets the same ids (so `--resume` and `compare`'s pairing by prompt work), and the
-  hashes cannot be reversed from the run's files alone;
-- each answer is replaced by a digest under the same key (`answer_digest`), which is what
-  "identical across prompts" (analysis/validity.py) compares;
+  sets), else a digest of the prompt's own text (turns, logged conversation, tools), which is
+  never stored: whoever can recompute it already holds the prompt; the same prompt gets the same
+  id in a resumed run and in any other run that samples it (so `--resume` and `compare`'s
+  pairing by prompt work, whatever else each run sampled), and the hash cannot be reversed from
+  the run's files alone;
+- each answer is replaced by a digest (`answer_digest`) under a key of the workload (the env
+  salt, else a digest of all its prompts): what "identical across prompts"
+  (analysis/validity.py) compares within the run;
 - an error message that quotes the prompt or an answer is withheld (`withhold`).
 """
 
@@ -43,17 +45,29 @@ def salt_from_env() -> bytes | None:
     return value[:MAX_SALT_CHARS].encode("utf-8", "surrogatepass") if value else None
 
 
-def workload_key(prompts: Sequence[Prompt]) -> bytes:
-    """The key of a private workload's hashes (module docstring): the env salt, else a digest
-    of the prompts as loaded (ids, turns, logged conversation, tools)."""
+def _text_of(p: Prompt) -> bytes:
+    item = [p.turns, p.logged, p.tools]
+    return json.dumps(item, sort_keys=True, default=str).encode("utf-8", "surrogatepass")
+
+
+def id_key(prompt: Prompt) -> bytes:
+    """The key of a private prompt's id hash (module docstring): the env salt, else a digest of
+    the prompt's text."""
     salt = salt_from_env()
     if salt is not None:
         return hashlib.sha256(b"specbench-ids\0" + salt).digest()
-    h = hashlib.sha256(b"specbench-ids-from-prompts\0")
+    return hashlib.sha256(b"specbench-id-from-prompt\0" + _text_of(prompt)).digest()
+
+
+def workload_key(prompts: Sequence[Prompt]) -> bytes:
+    """The key of a private workload's answer digests: the env salt, else a digest of the
+    prompts as loaded (ids and text), the same whenever the run is resumed."""
+    salt = salt_from_env()
+    if salt is not None:
+        return hashlib.sha256(b"specbench-answers\0" + salt).digest()
+    h = hashlib.sha256(b"specbench-answers-from-prompts\0")
     for p in prompts:
-        item = [p.id, p.turns, p.logged, p.tools]
-        h.update(json.dumps(item, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
+        h.update(p.id.encode("utf-8", "surrogatepass") + b"\0" + _text_of(p) + b"\0")
     return h.digest()
 
 
@@ -71,10 +85,10 @@ def answer_digest(key: bytes, answers: Sequence[str]) -> str:
 
 
 def private_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
-    """The prompts with hashed ids, each carrying its workload's key (`Prompt.private_key`):
-    the harness then writes no text for them."""
+    """The prompts with hashed ids, each carrying its workload's answer key
+    (`Prompt.private_key`): the harness then writes no text for them."""
     key = workload_key(prompts)
-    return [replace(p, id=hashed_id(key, p.id), private_key=key) for p in prompts]
+    return [replace(p, id=hashed_id(id_key(p), p.id), private_key=key) for p in prompts]
 
 
 def withhold(message: str, texts: Iterable[str]) -> str:
@@ -117,7 +131,7 @@ def privacy_note(prompts: dict[str, list[Prompt]]) -> dict[str, Any]:
     salt = (
         f"salted with {ID_SALT_ENV}"
         if salt_from_env() is not None
-        else "salted with a digest of each workload's prompts (salt not stored)"
+        else "salted with a digest of each prompt's text (salt not stored)"
     )
     return {
         "text": "not stored (keep_text: true keeps it)",

@@ -133,6 +133,8 @@ def test_nothing_of_the_logged_traffic_reaches_an_output(tmp_path: Path) -> None
         assert len(r["content"]) == r["turns"] and r["new_tokens"] > 0
     env = json.loads((out / "env.json").read_text())
     assert env["privacy"]["private_workloads"] == ["logs"]
+    fingerprint = env["tokenizers"]["target"]  # the tokenizer is named by its fingerprint
+    assert fingerprint.startswith("sha256:") and env["tokenizers"]["draft"] == fingerprint
 
     # a resumed private run finds its units under the same hashed ids: nothing measured twice
     lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
@@ -161,6 +163,8 @@ def test_nothing_of_the_logged_traffic_reaches_an_output(tmp_path: Path) -> None
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     printed.append(res.output)
+    pair = json.loads((acc / "accept.json").read_text())["pair"]
+    assert pair["tokenizers"] == {"target": fingerprint, "draft": fingerprint}
 
     outputs = [p for p in [*out.rglob("*"), *acc.rglob("*"), md, junit] if p.is_file()]
     assert {p.name for p in outputs} >= {

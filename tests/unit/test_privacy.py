@@ -31,8 +31,12 @@ def test_ids_are_hashed_with_a_key_from_the_prompts(monkeypatch: pytest.MonkeyPa
     assert all(re.fullmatch(r"h[0-9a-f]{16}", p.id) for p in a)
     assert len({p.id for p in a}) == 2 and all(p.private_key for p in a)
     assert [p.id for p in private_prompts(prompts("one", "two"))] == [p.id for p in a]  # resume
-    other = private_prompts(prompts("one", "three"))  # other prompts: another key
-    assert other[0].id != a[0].id
+    # a prompt keeps its id whatever else a run sampled (compare pairs by prompt) ...
+    other = private_prompts(prompts("one", "three"))
+    assert other[0].id == a[0].id and other[1].id != a[1].id
+    # ... but the answer digests' key is the workload's, and another text is another id
+    assert other[0].private_key != a[0].private_key
+    assert private_prompts(prompts("uno", "two"))[0].id != a[0].id
     assert a[0].turns == ["one"]  # the text stays in memory for the run
 
 
