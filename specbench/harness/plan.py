@@ -259,7 +259,8 @@ def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
         new.pop(key, None)
     # a run stored before the adaptive plan existed ran the full grid
     stored.setdefault("plan", "full")
-    stored.setdefault("keep_text", None)  # nor before keep_text (the same default)
+    if "keep_text" not in stored:  # a run begun before keep_text existed: either value resumes
+        new.pop("keep_text", None)  # it (its ids must still match: check_resumed_ids)
     if "adaptive" not in stored and new.get("plan") == "full":
         new.pop("adaptive", None)
     return bool(stored == new)
@@ -317,6 +318,7 @@ def check_resumed_ids(prompts: dict[str, list[Prompt]], done: set[tuple[str, str
         if any(w == wl and pid not in ids for w, pid in done):
             raise SpecbenchError(
                 f"workload '{wl}': the records in the run directory hold prompt ids this run "
-                f"does not produce: the prompts changed, or {ID_SALT_ENV} differs from the "
-                "run's first start; set it as it was (or pass --force to start over)"
+                f"does not produce: the prompts changed, {ID_SALT_ENV} differs from the run's "
+                "first start (set it as it was), or the run began with raw ids, before "
+                "specbench hashed them (resume it with --keep-text); or --force starts over"
             )
