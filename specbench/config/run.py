@@ -67,6 +67,10 @@ class RunConfig(StrictModel):
     # 2 ms decode step into 60 ms here.
     cpu_threads: int | None = Field(default=None, ge=1, le=1024)
     output_dir: str = "reports/run"  # the run directory (--out overrides)
+    # prompt and answer text in the run's files (data/privacy.py, docs/privacy.md): None = kept
+    # for shipped and generated sets only, the user's data (path, hf_id) private; true / false
+    # for every workload
+    keep_text: bool | None = None
     decision: DecisionSpec = Field(default_factory=DecisionSpec)  # margin and confidence of ON/OFF
     # full: every prompt at every setting; adaptive: baseline and γ_max, then the predicted best
     # γ, stopping each cell when the sequential verdict is settled (docs/theory.md §14)
@@ -84,6 +88,12 @@ class RunConfig(StrictModel):
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
     # transformers backend: batched verify / draft timing for the batch-size prediction (§18)
     batch_timing: BatchTimingSpec | None = None
+
+    def keeps_text(self, wl: WorkloadSpec) -> bool:
+        """Does the run write `wl`'s prompt and answer text (and its raw prompt ids)?"""
+        if self.keep_text is not None:
+            return self.keep_text
+        return bool(wl.dataset.name or wl.dataset.generate)
 
     @model_validator(mode="before")
     @classmethod
