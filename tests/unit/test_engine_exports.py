@@ -210,3 +210,27 @@ def test_pool_of_nothing_is_none() -> None:
     assert pool_schedule([], AnalysisSettings()) is None
     with pytest.raises(SpecbenchError, match="TensorRT-LLM decoding_type"):
         ex.trtllm_options(RANGES, ex.Deployment("t", "suffix"))
+
+
+def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
+    """An engine run's ON decision comes with the `vllm serve` line that starts it; its JSON
+    holds only recorded SpeculativeConfig keys."""
+    from rich.console import Console
+
+    from specbench.analysis.results import build_results
+    from specbench.analysis.results_model import as_results
+    from specbench.report.console import render_summary
+    from specbench.report.decision import decision_blocks
+
+    recs = synthetic_engine_run()
+    cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
+    results = as_results(build_results(recs, cfg, {}))
+    console = Console(record=True, width=400)
+    render_summary(console, results)
+    line = next(x for x in console.export_text().splitlines() if "paste (T=0)" in x)
+    argv = shlex.split(line.split(": ", 1)[1])
+    assert argv[:3] == ["vllm", "serve", "t"]
+    conf = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert conf["num_speculative_tokens"] == 3 and conf["method"] == "draft_model"
+    assert set(conf) <= set(KEYS["vllm"]["keys"])
+    assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
