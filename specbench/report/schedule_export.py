@@ -43,7 +43,12 @@ NEUTRAL_SCHEMA = 1
 KEYS_FILE = "engine-keys.json"
 # vLLM's method → SGLang's --speculative-algorithm (a chain drafter each); the n-gram and suffix
 # drafters of SGLang build trees of --speculative-num-draft-tokens, not a γ-chain: not mapped
-SGLANG_ALGORITHM = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN"}
+SGLANG_ALGORITHM = {
+    "draft_model": "STANDALONE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+}
 # vLLM's method → TensorRT-LLM's decoding_type
 TRTLLM_DECODING_TYPE = {
     "draft_model": "Draft_Target",
@@ -74,7 +79,12 @@ class Deployment:
 
     @classmethod
     def from_vllm(cls, target: str, conf: Mapping[str, Any]) -> Deployment:
-        skip = {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
+        skip = {
+            "method",
+            "model",
+            "num_speculative_tokens",
+            "num_speculative_tokens_per_batch_size",
+        }
         return cls(
             target,
             str(conf.get("method") or "draft_model"),

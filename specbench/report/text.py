@@ -4,7 +4,6 @@ from a validated results.json (`analysis.results_model`)."""
 from __future__ import annotations
 
 import json
-
 import re
 from typing import Any, Protocol
 

@@ -114,7 +114,10 @@ def _workload(name: str, spec_tpot: dict[int, float], n: int = 12) -> list[dict[
     for i in range(n):
         j = float(rng.normal(0, 0.05))
         for c, tpot in spec_tpot.items():
-            for r in (_req("baseline", f"p{i}", 0, c, 10.0 + j), _req("spec", f"p{i}", 3, c, tpot + j)):
+            for r in (
+                _req("baseline", f"p{i}", 0, c, 10.0 + j),
+                _req("spec", f"p{i}", 3, c, tpot + j),
+            ):
                 recs.append({**r, "workload": name})
     return recs
 
