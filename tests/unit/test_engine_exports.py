@@ -143,7 +143,7 @@ def test_pool_goodput_ratio_weights_the_workloads_by_tokens() -> None:
         assert c1["goodput_ratio"]["3"]["value"] == pytest.approx(want, rel=0.01)
         assert c1["gamma"] == on  # equal shares: ON; flat's 90 %: 1.051 does not clear 1.05
         assert doc["concurrencies"][1]["gamma"] == 0  # 12 ms at 8: slower than off
-    assert "pool of 2 workloads (fast 10%, flat 90%" in doc["family"]
+        assert f"pool of 2 workloads (fast {wf:.0%}, flat {wl:.0%}" in doc["family"]
 
 
 def test_pool_cells_need_every_workload() -> None:
