@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from specbench.analysis.engine_ranking import primary_keys
 from specbench.analysis.gamma_schedule import (
@@ -47,6 +48,8 @@ from specbench.analysis.serialize import json_num
 from specbench.analysis.serving_acceptance import concurrency_of
 from specbench.analysis.serving_schedule import split_schedule
 from specbench.analysis.settings import AnalysisSettings
+from specbench.config.profile import TrafficMix
+from specbench.errors import SpecbenchError
 
 Record = dict[str, Any]
 
@@ -73,15 +76,43 @@ def member(workload: str, weight: float, grp: Group) -> PoolMember:
 
 
 def pool_members(
-    records: Sequence[Record], s: AnalysisSettings, temperature: float
+    records: Sequence[Record],
+    s: AnalysisSettings,
+    temperature: float | None,
+    temperature_shares: Mapping[float, float] | None = None,
 ) -> list[PoolMember]:
-    """Every workload of an engine run at `temperature`, in config order, with its weight."""
+    """Every workload of an engine run at `temperature`, in config order, with its weight; with
+    `temperature` None, every (workload, temperature) of `temperature_shares` (the profile's
+    temperature mix), weighted W_w · share_T and named "workload T=t"."""
     groups = group_records(closed_loop(list(records)))
-    keys = sorted(
-        (k for k, g in groups.items() if k[1] == temperature and is_engine_group(g)),
-        key=lambda k: s.rank(k[0]),
+    engine = sorted(
+        (k for k, g in groups.items() if is_engine_group(g)), key=lambda k: (s.rank(k[0]), k[1])
     )
-    return [member(k[0], s.weight(k[0]), groups[k]) for k in keys]
+    if temperature is not None:
+        return [member(w, s.weight(w), groups[(w, t)]) for w, t in engine if t == temperature]
+    shares = dict(temperature_shares or {})
+    return [
+        member(f"{w} T={t:g}", s.weight(w) * shares[t], groups[(w, t)])
+        for w, t in engine
+        if t in shares and shares[t] > 0
+    ]
+
+
+def traffic_shares(
+    config: Mapping[str, Any],
+) -> tuple[dict[str, float] | None, dict[float, float] | None]:
+    """A stored config's deployment-profile traffic mix (config/profile.py), typed and
+    normalised: (workload shares, temperature shares), each None when not given."""
+    prof = config.get("profile")
+    if not isinstance(prof, dict):
+        return None, None
+    try:
+        mix = TrafficMix.model_validate(prof.get("traffic") or {})
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise SpecbenchError(f"config.yaml: profile.traffic.{where}: {first['msg']}") from None
+    return mix.workloads, mix.temperatures
 
 
 def weighted_pair(parts: Sequence[tuple[str, float, Paired]]) -> Paired | None:

@@ -66,10 +66,12 @@ def _levels_check(label: str, sched: Any) -> None:
 def _pick(
     results: Any, records: list[dict[str, Any]], config: dict[str, Any], workload: str | None,
     temperature: float | None,
-) -> tuple[str, float, Any]:  # fmt: skip
+) -> tuple[str, float | None, Any]:  # fmt: skip
     """(label, temperature, GammaSchedule): the named workload's, or the pool's when the run
-    has several workloads and none is named."""
-    from specbench.analysis.pool_schedule import pool_members, pool_schedule
+    has several workloads and none is named. The pool's shares are the deployment profile's
+    traffic mix when the config has one (its workload shares; with a temperature mix and no
+    --temperature, every measured temperature in its share), else the workloads' `weight`."""
+    from specbench.analysis.pool_schedule import pool_members, pool_schedule, traffic_shares
     from specbench.analysis.results_model_engine import GammaSchedule
     from specbench.analysis.settings import AnalysisSettings
 
@@ -79,21 +81,32 @@ def _pick(
         raise SpecbenchError(f"--workload: '{workload}' is not in the run ({', '.join(names)})")
     if workload is not None:
         engine = [e for e in engine if e.workload == workload]
-    temp = _temperature(engine, temperature)
-    pool = [e for e in engine if e.temperature == temp]
+    w_shares, t_shares = traffic_shares(config)
+    temps = sorted({e.temperature for e in engine})
+    temp: float | None
+    if workload is None and temperature is None and len(temps) > 1 and t_shares:
+        temp = None  # the profile's temperature mix
+    else:
+        temp = _temperature(engine, temperature)
+    pool = [e for e in engine if temp is None or e.temperature == temp]
     if len(pool) == 1:
         entry = pool[0]
-        label = f"{entry.workload} T={temp:g}"
+        label = f"{entry.workload} T={entry.temperature:g}"
         if entry.engine.schedule is None:
             raise SpecbenchError(
                 f"{label}: no schedule (no baseline or no γ measured at the same concurrencies)"
             )
         _levels_check(label, entry.engine.schedule)
-        return label, temp, entry.engine.schedule
+        return label, entry.temperature, entry.engine.schedule
     s = AnalysisSettings.from_config(config)
-    members = pool_members(records, s, temp)
+    if w_shares:
+        s = replace(s, weights={**s.weights, **w_shares})
+    members = pool_members(records, s, temp, t_shares)
     doc = pool_schedule(members, s)
-    label = f"pool of {', '.join(m.workload for m in members)} T={temp:g}"
+    mix = "" if temp is not None else " (the profile's temperature mix)"
+    label = f"pool of {', '.join(m.workload for m in members)}" + (
+        f" T={temp:g}" if temp is not None else mix
+    )
     if doc is None:
         raise SpecbenchError(
             f"{label}: no concurrency and γ measured for every workload with the baseline; "
@@ -213,7 +226,7 @@ def schedule(
         "carried beyond it (extrapolated)"
     ]
     if fmt == "json":
-        name = label.rsplit(" T=", 1)[0]
+        name = label.rsplit(" T=", 1)[0] if temp is not None else label
         doc = ex.neutral_document(sched, name, temp, _provenance(run_dir, env, config))
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     else:

@@ -218,7 +218,7 @@ def trtllm_draft_len(draft_len_schedule: Mapping[int, int], b: int) -> int:
 
 
 def neutral_document(
-    schedule: GammaSchedule, workload: str, temperature: float, provenance: Mapping[str, Any]
+    schedule: GammaSchedule, workload: str, temperature: float | None, provenance: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The schedule, each measured concurrency's decision and intervals, and where it came from."""
     return {

@@ -237,3 +237,30 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert conf["num_speculative_tokens"] == 3 and conf["method"] == "draft_model"
     assert set(conf) <= set(KEYS["vllm"]["keys"])
     assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
+
+
+def test_the_profiles_traffic_mix_sets_the_pools_shares(tmp_path: Path) -> None:
+    """A deployment profile's workload shares replace the workloads' weight; with a temperature
+    mix and no --temperature, every measured temperature enters in its share (names "w T=t")."""
+    run = _two_workload_run(tmp_path)
+    recs = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+    hot = [{**r, "temperature": 1.0} for r in recs if r["workload"] == "w"]
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs + hot))
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["profile"] = {"traffic": {"workloads": {"w": 1, "w2": 9}}}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    doc = json.loads(runner.invoke(app, ["schedule", str(run), "--temperature", "0"]).stdout)
+    assert "(w 10%, w2 90%" in doc["family"]
+    cfg["profile"]["traffic"]["temperatures"] = {0.0: 3, 1.0: 1}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = runner.invoke(app, ["schedule", str(run)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    # w at T=0: 10 % × 75 % = 7.5; w at T=1: 10 % × 25 % = 2.5; w2 at T=0: 90 % × 75 % = 67.5
+    # (w2 has no T=1), renormalised over 77.5: 9.7 %, 3.2 %, 87.1 % (config order, then T)
+    assert "(w T=0 10%, w T=1 3%, w2 T=0 87% of output tokens)" in doc["family"]
+    assert doc["temperature"] is None
+    cfg["profile"]["traffic"] = {"workloads": {"w": -1}}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = runner.invoke(app, ["schedule", str(run), "--temperature", "0"])
+    assert res.exit_code == 2 and "profile.traffic.workloads" in res.output
