@@ -77,7 +77,7 @@ def plot_ratio_schedule(path: Path, sched: GammaSchedule, title: str) -> None:
             continue
         shift = 2 ** ((i - (n - 1) / 2) * 0.06)  # side by side on the log axis
         xs = [c * shift for c, _, _ in shown]
-        vals = [float(e.value) for _, e, _ in shown]
+        vals = [float(e.value or 0.0) for _, e, _ in shown]  # not None: filtered above
         # an interval end with no honest bound at this sample size (None) is drawn as no bar
         lo = [v - float(e.ci95[0]) if e.ci95[0] is not None else 0.0
               for v, (_, e, _) in zip(vals, shown, strict=True)]  # fmt: skip
