@@ -62,5 +62,7 @@ def test_report_and_compare_run_on_a_copy(tmp_path: Path) -> None:
     assert "Engine: vLLM 0.32.0" in res.output
     results = json.loads((run / "results.json").read_text())
     assert all(e["engine"]["ranking"] for e in results["workloads"])  # the method × γ ranking
+    # the run against itself: nothing regressed, but 6 prompts per workload cannot detect the
+    # minimum effects, so compare says inconclusive (exit 5) rather than "no regression"
     res = runner.invoke(app, ["compare", str(run), str(run)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 5 and "inconclusive" in res.output, res.output

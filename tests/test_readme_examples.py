@@ -47,6 +47,11 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "report reports/tiny": ("report {tmp}/reports/tiny", 0),
+    # the shipped engine run's pool schedule is off everywhere: no engine config (one line)
+    "schedule docs/example-engine-run --format vllm": (
+        "schedule docs/example-engine-run --format vllm",
+        2,
+    ),
     "run configs/tiny.yaml --adaptive --budget-forwards 3000": (
         "run configs/tiny.yaml --adaptive --budget-forwards 300 --out {tmp}/ad "
         "--max-prompts 4 --workloads tiny_code --temperature 1",
