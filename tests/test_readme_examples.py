@@ -47,6 +47,7 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "report reports/tiny": ("report {tmp}/reports/tiny", 0),
+    "schedule docs/example-engine-run": ("schedule docs/example-engine-run", 0),
     # the shipped engine run's pool schedule is off everywhere: no engine config (one line)
     "schedule docs/example-engine-run --format vllm": (
         "schedule docs/example-engine-run --format vllm",
