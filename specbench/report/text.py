@@ -149,17 +149,29 @@ def paste_line(results: RunResults, g: PoolDecision) -> str | None:
     """The command that starts a vLLM server with the pool's decision at one temperature (an
     engine run's ON verdict; report/schedule_export.py, keys as recorded in engine-keys.json);
     None for other runs and verdicts."""
-    from specbench.report.schedule_export import Deployment, vllm_command
+    from specbench.report.schedule_export import Deployment, engine_keys, vllm_command
 
     env, run = results.env, results.run
-    if (run.backend or env.backend) not in ("vllm", "openai") or g.verdict != "on" or not g.gamma:
+    backend = run.backend or env.backend
+    if backend not in ("vllm", "openai") or g.verdict != "on" or not g.gamma:
         return None
     confs = env.speculative_config
     confs = confs if isinstance(confs, list) else [confs] if confs else []
-    conf = next(
-        (c for c in confs if g.drafter in (c.get("method"), c.get("label"))),
-        confs[0] if confs else {"method": g.drafter or "draft_model"},
-    )
+    conf = next((c for c in confs if g.drafter in (c.get("method"), c.get("label"))), None)
+    if conf is None and confs and backend == "vllm":
+        conf = confs[0]
+    if conf is None:  # vllm: the setting's label; openai: the server's method, if it was named
+        srv = next((x for x in env.servers or [] if x.label == g.drafter), None)
+        method = (
+            g.drafter
+            if backend == "vllm"
+            else (srv.model_extra or {}).get("method")
+            if srv is not None
+            else None
+        )
+        if method not in engine_keys()["vllm"]["methods"]:
+            return None  # no method known: no line rather than a wrong one
+        conf = {"method": method}
     target = str((env.engine_args or {}).get("model") or run.target or "MODEL")
     dep = Deployment.from_vllm(target, conf)
     base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": g.gamma}

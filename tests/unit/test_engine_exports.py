@@ -224,6 +224,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     from specbench.analysis.results_model import as_results
     from specbench.report.console import render_summary
     from specbench.report.decision import decision_blocks
+    from specbench.report.text import paste_line
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
@@ -237,6 +238,15 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert conf["num_speculative_tokens"] == 3 and conf["method"] == "draft_model"
     assert set(conf) <= set(KEYS["vllm"]["keys"])
     assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
+    # an openai run whose servers name no method: no line rather than a guessed one
+    env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}
+    plain = as_results(build_results(recs, {**cfg, "backend": "openai"}, env))
+    g = plain.global_.by_temperature[0]
+    assert g.verdict == "on" and paste_line(plain, g) is None
+    env["servers"][0] |= {"label": g.drafter, "method": "eagle3"}
+    named = as_results(build_results(recs, {**cfg, "backend": "openai"}, env))
+    line = paste_line(named, named.global_.by_temperature[0])
+    assert line is not None and '"method": "eagle3"' in line
 
 
 def test_the_profiles_traffic_mix_sets_the_pools_shares(tmp_path: Path) -> None:
