@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -25,16 +25,25 @@ runner = CliRunner(env={"COLUMNS": "140", "NO_COLOR": "1"})
 PROMPTS = ["def fibonacci(n):\n", "The standard library", "import os\nimport sys\n", "class Path:"]
 
 
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
+
+
 def _send(urls: list[str], stop: threading.Event) -> None:
     """Greedy completions to both servers in turn until stopped (T = 0: the canary is lossless)."""
     i = 0
-    with httpx.Client(timeout=60) as client:
-        while not stop.is_set():
-            for url in urls:
-                body = {"model": "tiny-target", "prompt": PROMPTS[i % len(PROMPTS)],
-                        "max_tokens": 24, "temperature": 0.0}  # fmt: skip
-                client.post(url + "/v1/completions", json=body).raise_for_status()
-            i += 1
+    while not stop.is_set():
+        for url in urls:
+            body = {"model": "tiny-target", "prompt": PROMPTS[i % len(PROMPTS)],
+                    "max_tokens": 24, "temperature": 0.0}  # fmt: skip
+            req = urllib.request.Request(
+                url + "/v1/completions", json.dumps(body).encode(),
+                {"Content-Type": "application/json"},
+            )  # fmt: skip
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                resp.read()
+        i += 1
 
 
 def test_canary_on_real_vllm_servers(tmp_path: Path) -> None:
@@ -42,7 +51,7 @@ def test_canary_on_real_vllm_servers(tmp_path: Path) -> None:
         tiny_vllm_server(tmp_path, gamma=2, log_name="canary.log") as canary,
         tiny_vllm_server(tmp_path, gamma=None, log_name="control.log") as control,
     ):
-        exposition = httpx.get(canary + "/metrics", timeout=10).text
+        exposition = _get(canary + "/metrics")
         names = BUILTIN["vllm"]
         for field in ("requests", "tpot", "e2e", "output_tokens", "accepted", "proposed", "drafts"):
             selector = str(getattr(names, field))
