@@ -175,13 +175,13 @@ def _root(
         bool,
         typer.Option(
             "--plain",
-            help="Plain output for CI logs: ASCII tables, no colour, no progress bars "
-            "(also NO_COLOR or TERM=dumb).",
+            help="Plain output for CI logs: ASCII only (γ as gamma), no colour, no progress "
+            "bars (also TERM=dumb or SPECBENCH_PLAIN=1; NO_COLOR drops colour only).",
         ),
     ] = False,
 ) -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
-    from specbench.report.console import set_plain
+    from specbench.report.terminal import set_plain
 
     set_plain(plain)
 

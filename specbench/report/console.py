@@ -2,22 +2,20 @@
 the documents — the pool-wide decision per temperature, each workload's own optimum, counts of
 failed and unmeasured cells — and the console every command prints through.
 
-Plain mode (`specbench --plain`, or NO_COLOR / TERM=dumb in the environment) prints ASCII tables
-without colour or live progress bars, for CI logs; output that is not a terminal has no colour and
-no live display either (rich's own detection).
+The console itself, and plain mode, live in report/terminal.py (light enough for every command
+module to import at start-up); they are re-exported here.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.results_model import RunResults, as_results
 from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.report.terminal import make_console, plain_mode, set_plain, table_box
 from specbench.report.text import (
     ci_text,
     counts_line,
@@ -28,35 +26,7 @@ from specbench.report.text import (
     setting_label,
 )
 
-_PLAIN = {"on": False}
-
-
-def set_plain(value: bool) -> None:
-    """`specbench --plain`: every console made afterwards is plain."""
-    _PLAIN["on"] = value
-
-
-def plain_mode() -> bool:
-    return (
-        _PLAIN["on"]
-        or "NO_COLOR" in os.environ
-        or os.environ.get("TERM") == "dumb"
-        or os.environ.get("SPECBENCH_PLAIN", "") not in ("", "0")
-    )
-
-
-def make_console(stderr: bool = False) -> Console:
-    """The console of every command: plain (no colour, no markup styling, no live display) in
-    plain mode."""
-    if plain_mode():
-        return Console(
-            stderr=stderr, no_color=True, highlight=False, emoji=False, force_terminal=False
-        )
-    return Console(stderr=stderr)
-
-
-def table_box() -> box.Box:
-    return box.ASCII if plain_mode() else box.HEAVY_HEAD
+__all__ = ["make_console", "plain_mode", "render_summary", "set_plain", "table_box"]
 
 
 def _bold(text: str) -> str:
