@@ -14,19 +14,26 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.results_model_base import EstimateJSON
 from specbench.analysis.results_model_workload import WorkloadResult
-from specbench.report.terminal import make_console, plain_mode, set_plain, table_box
+from specbench.report.terminal import (
+    compact_box,
+    make_console,
+    plain_mode,
+    set_plain,
+    table_box,
+)
 from specbench.report.text import (
-    ci_text,
     counts_line,
     decision_warnings,
     engine_header,
+    num_text,
     pool_decision,
     routing_note,
     setting_label,
 )
 
-__all__ = ["make_console", "plain_mode", "render_summary", "set_plain", "table_box"]
+__all__ = ["compact_box", "make_console", "plain_mode", "render_summary", "set_plain", "table_box"]
 
 
 def _bold(text: str) -> str:
@@ -48,32 +55,8 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
-    table = Table(
-        title="If you route a workload to its own pool", title_justify="left", box=table_box()
-    )
-    for col in ("workload", "T", "own best setting", "speedup [95% CI]", "ITL ms", "verdict"):
-        table.add_column(col, justify="left" if col == "workload" else "right")
-    for e in results.workloads:
-        rec = e.recommendation
-        b = rec.itl_ms.baseline if rec.itl_ms else None
-        s = rec.itl_ms.speculative if rec.itl_ms else None
-        itl_txt = f"{b:.2f} → {s:.2f}" if b is not None and s is not None else "–"
-        verdict = rec.verdict.upper().replace("_", " ")
-        best = rec.best_measured
-        on = rec.verdict == "on"
-        table.add_row(
-            e.workload,
-            f"{e.temperature:g}",
-            setting_label(rec) if on else (f"off (best {setting_label(best)})" if best else "off"),
-            ci_text(rec.speedup if on else (best.speedup if best else None)),
-            itl_txt,
-            f"[green]{verdict}[/green]"
-            if verdict == "ON"
-            else f"[yellow]{verdict}[/yellow]"
-            if verdict == "UNDECIDED"
-            else f"[red]{verdict}[/red]",
-        )
-    console.print(table)
+    console.print(_own_pool_table(results))
+    console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)
     for e in results.workloads:
         if e.adaptive:  # an adaptive run: the sequential verdict each cell stopped on (§14)
             console.print(f"  adaptive {e.workload} T={e.temperature:g}: {e.adaptive.summary}")
@@ -88,6 +71,61 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
                 f"  {f.workload} T={f.temperature:g} γ={f.gamma} {f.prompt_id}: {f.error}",
                 markup=False,
             )
+
+
+def _own_pool_legend(ci_level: float) -> str:
+    return (
+        "  setting: the workload's own; (γ=k): speculation stays off, γ=k the best measured "
+        f"(its speedup shown); CI: the speedup's {ci_level:.0%} interval; "
+        "ITL ms: baseline → speculative."
+    )
+
+
+def _own_pool_table(results: RunResults) -> Table:
+    """Each workload's own optimum, one line per workload at 80 columns: short cells, the long
+    words in the legend printed below it (only the workload name, the user's, may wrap)."""
+    table = Table(
+        title="If you route a workload to its own pool",
+        title_justify="left",
+        box=compact_box(),
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("workload", overflow="fold")
+    for col in ("T", "setting", "speedup", "CI", "ITL ms", "verdict"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for e in results.workloads:
+        rec = e.recommendation
+        b = rec.itl_ms.baseline if rec.itl_ms else None
+        s = rec.itl_ms.speculative if rec.itl_ms else None
+        itl_txt = f"{b:.1f}→{s:.1f}" if b is not None and s is not None else "–"
+        verdict = rec.verdict.upper().replace("_", " ")
+        best = rec.best_measured
+        on = rec.verdict == "on"
+        est = rec.speedup if on else (best.speedup if best else None)
+        table.add_row(
+            e.workload,
+            f"{e.temperature:g}",
+            setting_label(rec) if on else (f"({setting_label(best)})" if best else "off"),
+            num_text(est.value if est else None, "{:.2f}×"),
+            _ci_range(est),
+            itl_txt,
+            f"[green]{verdict}[/green]"
+            if verdict == "ON"
+            else f"[yellow]{verdict}[/yellow]"
+            if verdict == "UNDECIDED"
+            else f"[red]{verdict}[/red]",
+        )
+    return table
+
+
+def _ci_range(est: EstimateJSON | None) -> str:
+    """ "1.07–1.44": a speedup's 95% interval, compact; "–" where it has none."""
+    if est is None or est.value is None or est.ci95 == (None, None):
+        return "–"
+    lo, hi = est.ci95
+    return f"{num_text(lo, '{:.2f}')}–{num_text(hi, '{:.2f}')}"
 
 
 def _print_costs(console: Console, results: RunResults) -> None:

@@ -73,3 +73,13 @@ def make_console(stderr: bool = False) -> Console:
 
 def table_box() -> box.Box:
     return box.ASCII if plain_mode() else box.HEAVY_HEAD
+
+
+# rich's SIMPLE_HEAD (a rule under the header, no other lines) drawn in ASCII.
+ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n -- \n    \n    \n", ascii=True)
+
+
+def compact_box() -> box.Box:
+    """A rule under the header and no vertical lines: the narrowest readable table, for tables
+    that must fit 80 columns."""
+    return ASCII_SIMPLE_HEAD if ascii_mode() else box.SIMPLE_HEAD
