@@ -46,7 +46,7 @@ class PlainConsole(Console):
     line instead of being cut with rich's "…", and it reports an ASCII encoding, on which rich
     draws every table box as box.ASCII."""
 
-    def render_str(  # type: ignore[override]  # same parameters, forwarded as given
+    def render_str(  # the same parameters as rich's, forwarded as given
         self, text: str, *, style: str | Style = "", **kwargs: Any
     ) -> Text:
         kwargs["overflow"] = kwargs.get("overflow") or "fold"
