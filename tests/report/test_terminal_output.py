@@ -59,18 +59,19 @@ def test_plain_output_of_every_model_free_command_is_ascii(example: Path) -> Non
     be specbench's own. (Characters of a user's non-ASCII names would print as given.) Not here:
     commands that need a model or a server (run, verify, accept), canary / predict-check /
     schedule (they need an engine run, none is shipped) and schema (it prints JSON, a document)."""
-    commands = [
-        ["roi", "--alpha", "0.6"],
-        ["roi", "--alpha", "0.6", "--t-target", "80", "--t-draft", "7", "--gpu-hour-usd", "2"],
-        ["roi", "--alpha", "0.1", "--t-target", "10", "--t-draft", "3"],
-        ["report", str(example)],
-        ["simulate", str(example)],
-        ["compare", str(example), str(example)],
-        ["validate", str(ROOT / "configs" / "tiny.yaml")],
+    commands = [  # (argv, its exit code)
+        (["roi", "--alpha", "0.6"], 0),
+        (["roi", "--alpha", "0.6", "--t-target", "80", "--t-draft", "7", "--gpu-hour-usd", "2"], 0),
+        (["roi", "--alpha", "0.1", "--t-target", "10", "--t-draft", "3"], 0),
+        (["roi", "--accepted", "3"], 2),  # the one-line error names γ: spelled "gamma"
+        (["report", str(example)], 0),
+        (["simulate", str(example)], 0),
+        (["compare", str(example), str(example)], 5),  # n = 1 per side: inconclusive
+        (["validate", str(ROOT / "configs" / "tiny.yaml")], 0),
     ]
-    for argv in commands:
+    for argv, code in commands:
         res = runner.invoke(app, ["--plain", *argv])
-        assert res.exit_code in (0, 5), (argv, res.output)  # compare of n=1 runs: inconclusive
+        assert res.exit_code == code, (argv, res.output)
         assert res.output.strip(), argv
         bad = sorted({ch for ch in res.output if not ch.isascii()})
         assert bad == [], (argv, bad, res.output)
