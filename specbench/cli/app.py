@@ -176,7 +176,7 @@ def _root(
         typer.Option(
             "--plain",
             help="Plain output for CI logs: ASCII only (γ as gamma), no colour, no progress "
-            "bars (also TERM=dumb or SPECBENCH_PLAIN=1; NO_COLOR drops colour only).",
+            "bars (also SPECBENCH_PLAIN=1; NO_COLOR or TERM=dumb drop colour only).",
         ),
     ] = False,
 ) -> None:

@@ -1,10 +1,10 @@
 """The console every command prints through, and plain mode.
 
-Plain mode (`specbench --plain`, SPECBENCH_PLAIN=1 or TERM=dumb) prints ASCII only (tables drawn
-with +-|, specbench's symbols spelled out: γ as "gamma", → as "->"; see report/ascii_text.py)
-without colour or live progress bars, for CI logs. NO_COLOR (no-color.org) drops colour and live
-display but keeps the symbols; output that is not a terminal has no colour and no
-live display either (rich's own detection)."""
+Plain mode (`specbench --plain`, or SPECBENCH_PLAIN=1) prints ASCII only (tables drawn with +-|,
+specbench's symbols spelled out: γ as "gamma", → as "->"; see report/ascii_text.py) without colour
+or live progress bars, for CI logs. NO_COLOR (no-color.org) or TERM=dumb drop colour and live
+display but keep the symbols (a dumb terminal may still show UTF-8); output that is not a terminal
+has no colour and no live display either (rich's own detection)."""
 
 from __future__ import annotations
 
@@ -27,17 +27,13 @@ def set_plain(value: bool) -> None:
 
 
 def ascii_mode() -> bool:
-    """--plain, SPECBENCH_PLAIN or a dumb terminal: ASCII only."""
-    return (
-        _PLAIN["on"]
-        or os.environ.get("TERM") == "dumb"
-        or os.environ.get("SPECBENCH_PLAIN", "") not in ("", "0")
-    )
+    """--plain or SPECBENCH_PLAIN: ASCII only."""
+    return _PLAIN["on"] or os.environ.get("SPECBENCH_PLAIN", "") not in ("", "0")
 
 
 def plain_mode() -> bool:
-    """ASCII mode or NO_COLOR: no colour, no live display (and `table_box()` is ASCII)."""
-    return ascii_mode() or "NO_COLOR" in os.environ
+    """ASCII mode, NO_COLOR or TERM=dumb: no colour, no live display (`table_box()` is ASCII)."""
+    return ascii_mode() or "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb"
 
 
 class PlainConsole(Console):
