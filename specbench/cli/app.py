@@ -142,6 +142,10 @@ class _Group(TyperGroup):
             line, code = _internal_error(exc)
             typer.echo(line, err=True)
             raise typer.Exit(code) from None
+        finally:  # --plain is this invocation's, not the process's (tests invoke many in one)
+            from specbench.report.terminal import set_plain
+
+            set_plain(False)
 
 
 app = typer.Typer(

@@ -19,7 +19,7 @@ from specbench.cli.app import app
 from specbench.report.ascii_text import ASCII, to_ascii
 from specbench.report.console import render_summary
 from specbench.report.roi import render_scenario
-from specbench.report.terminal import PlainConsole
+from specbench.report.terminal import PlainConsole, ascii_mode, make_console
 
 ROOT = Path(__file__).resolve().parents[2]
 # COLUMNS=80 as a terminal would set it; no NO_COLOR: --plain alone must give ASCII
@@ -121,3 +121,10 @@ def test_roi_table_fits_80_columns(plain: bool, relative: bool) -> None:
         be = "never" if row.break_even_alpha is None else f"{row.break_even_alpha:.3f}"
         mark = "x" if plain else "×"
         assert any(f"{row.speedup:.3f}{mark}" in line and be in line for line in lines), row
+
+
+def test_plain_mode_ends_with_its_invocation() -> None:
+    """`--plain` holds for the command it precedes only: code that prints afterwards in the same
+    process (tests, a host embedding the app) gets the default console again."""
+    assert runner.invoke(app, ["--plain", "roi", "--alpha", "0.6"]).output.isascii()
+    assert not ascii_mode() and not isinstance(make_console(), PlainConsole)
