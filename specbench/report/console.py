@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.box import Box
 from rich.console import Console
 from rich.table import Table
 
@@ -55,7 +56,7 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
-    console.print(_own_pool_table(results))
+    console.print(_own_pool_table(results, compact_box(console)))
     console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)
     for e in results.workloads:
         if e.adaptive:  # an adaptive run: the sequential verdict each cell stopped on (§14)
@@ -81,13 +82,13 @@ def _own_pool_legend(ci_level: float) -> str:
     )
 
 
-def _own_pool_table(results: RunResults) -> Table:
+def _own_pool_table(results: RunResults, rules: Box) -> Table:
     """Each workload's own optimum, one line per workload at 80 columns: short cells, the long
     words in the legend printed below it (only the workload name, the user's, may wrap)."""
     table = Table(
         title="If you route a workload to its own pool",
         title_justify="left",
-        box=compact_box(),
+        box=rules,
         show_edge=False,
         pad_edge=False,
         collapse_padding=True,

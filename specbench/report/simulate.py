@@ -42,7 +42,7 @@ def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
             title=f"{entry['workload']} T={entry['temperature']:g}, drafter {entry['drafter']} "
             f"(trace at γ={entry['trace_gamma']})",
             title_justify="left",
-            box=compact_box(),
+            box=compact_box(console),
             show_edge=False,
             pad_edge=False,
             collapse_padding=True,

@@ -75,7 +75,7 @@ def table_box() -> box.Box:
 ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n -- \n    \n    \n", ascii=True)
 
 
-def compact_box() -> box.Box:
+def compact_box(console: Console) -> box.Box:
     """A rule under the header and no vertical lines: the narrowest readable table, for tables
-    that must fit 80 columns."""
-    return ASCII_SIMPLE_HEAD if ascii_mode() else box.SIMPLE_HEAD
+    that must fit 80 columns; in ASCII on a console that cannot print more (plain mode)."""
+    return box.SIMPLE_HEAD if console.encoding.startswith("utf") else ASCII_SIMPLE_HEAD
