@@ -78,6 +78,7 @@ ASCII: dict[str, str] = {
     "❌": "[x]",
     "\ufe0f": "",  # emoji variation selector
     "▶": ">",
+    "▲": "^",
     "◀": "<",
     "─": "-",
     "━": "=",
