@@ -5,8 +5,11 @@ Each row runs the project's own estimator or decision on synthetic data with a k
 measured rate, its Monte Carlo standard error and whether the target is met within 2 MC SE.
 tests/unit/test_calibration.py asserts the same rows at a tenth of the replicates.
 
-    .venv/bin/python benchmarks/bench_calibration.py            # ~5–10 min on two cores
+    .venv/bin/python benchmarks/bench_calibration.py            # every table: hours on two cores
     .venv/bin/python benchmarks/bench_calibration.py --reps 300 # quicker, wider MC error
+    .venv/bin/python benchmarks/bench_calibration.py --family-only      # §8, §10: the family
+    .venv/bin/python benchmarks/bench_calibration.py --sequential-only  # §14: the adaptive plan
+                                          # (about 20 min per 1,000 replicates on one busy core)
 
 Exit code 0 when every target is met, 1 otherwise.
 """
@@ -26,6 +29,7 @@ from specbench.analysis import family_calibration as fc
 from specbench.analysis import lossless_tests as lossless
 from specbench.analysis import prediction_calibration as pred
 from specbench.analysis import schedule_calibration as sc
+from specbench.analysis import sequential_calibration as sq_cal
 
 Rate = tuple[float, float]
 
@@ -191,6 +195,7 @@ def family_table(reps: int, seed: int) -> bool:
                     f"{o.above[0]:7.3f} {o.below[0]:7.3f}  {'yes' if met else 'NO'}",
                     flush=True,
                 )
+    ok_all &= acceptance_table(reps, seed + 600)
     pool = fc.pool_false_on(8, reps, seed + 100)
     met = pool[0] <= fc.ALPHA + 2 * pool[1]
     ok_all &= met
@@ -221,16 +226,62 @@ def family_table(reps: int, seed: int) -> bool:
     return ok_all
 
 
+def acceptance_table(reps: int, seed: int) -> bool:
+    """The α and τ intervals (sign-flip, docs/theory.md §7) on the family's acceptance and
+    lengths (the cost σ does not enter counts of tokens and rounds, so the stress case here is
+    harsher acceptance: κ = 2, α sd 0.3, ρ = 0.6 with length, γ = 4). Each tail against
+    2.5 % + 2 MC se; the stress case is reported, not claimed."""
+    ok_all = True
+    print(f"\nα and τ 95 % intervals, {reps} replicates a setting: miss below (upper end too low)"
+          " / above (lower end too high); unbounded share")  # fmt: skip
+    for i, (fam, gamma) in enumerate(fc.ACCEPTANCE_GAMMA.items()):
+        claimed = i == 0
+        label = "family, γ = 2" if claimed else "stress (not claimed), γ = 4"
+        for n in (3, 4, 6, 8, 16, 32):
+            tails = fc.acceptance_tails(n, reps, seed + 10 * i + n, fam, gamma)
+            cells = []
+            for name, t in tails.items():
+                met = all(r <= fc.ALPHA + 2 * se for r, se in (t.below, t.above))
+                ok_all &= met or not claimed
+                cells.append(f"{name} {t.below[0]:.3f}/{t.above[0]:.3f} "
+                             f"({t.unbounded:.2f}){'' if met else ' NO'}")  # fmt: skip
+            print(f"  {label}, n = {n:2d}: " + "; ".join(cells), flush=True)
+    return ok_all
+
+
+def sequential_table(reps: int, seed: int) -> bool:
+    """The adaptive plan on the family (docs/theory.md §14): every row of
+    `sequential_calibration.sequential_rows`, printed as it is measured."""
+    ok_all = True
+    print(f"\nadaptive plan (docs/theory.md §14), {reps} replicates a setting, seed {seed}")
+    for row in sq_cal.sequential_rows(reps, seed):
+        ok_all &= row.met is not False
+        met = "–" if row.met is None else ("yes" if row.met else "NO")
+        print(f"  {row.check:<78} {row.rate:6.3f} ±{row.se:.3f}  {row.target:<14} {met:>3}  "
+              f"{row.note}", flush=True)  # fmt: skip
+    return ok_all
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000, help="replicates per row (default 2000)")
     ap.add_argument("--family-reps", type=int, default=4000, help="replicates per family setting")
     ap.add_argument("--family-only", action="store_true", help="only the realistic-family table")
+    ap.add_argument(
+        "--sequential-reps", type=int, default=4000, help="replicates per adaptive-plan setting"
+    )
+    ap.add_argument("--sequential-only", action="store_true", help="only the adaptive plan's table")
     args = ap.parse_args()
-    ok_all = family_table(args.family_reps, int.from_bytes(os.urandom(3), "little"))
+    seed = int.from_bytes(os.urandom(3), "little")
+    if args.sequential_only:
+        ok_all = sequential_table(args.sequential_reps, seed)
+        print("every target met" if ok_all else "SOME TARGET MISSED")
+        return 0 if ok_all else 1
+    ok_all = family_table(args.family_reps, seed)
     if args.family_only:
         print("every target met" if ok_all else "SOME TARGET MISSED")
         return 0 if ok_all else 1
+    ok_all &= sequential_table(args.sequential_reps, seed + 7)
     print(f"{'check':<72} {'rate':>7} {'± MC se':>8}  target      met   s")
     for name, fn, target, ok in rows(args.reps):
         t = time.perf_counter()

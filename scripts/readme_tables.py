@@ -7,7 +7,7 @@ the same code as `specbench report` (results are recomputed; the bootstrap is se
 output is stable). Every block of TABLES must appear on some page; a page may show a block more
 than once. tests/test_readme_tables.py fails while a block differs from what this script generates.
 
-    python scripts/readme_tables.py            # rewrite the blocks in README.md and docs/*.md
+    python scripts/readme_tables.py            # rewrite the blocks (and the figures they show)
     python scripts/readme_tables.py --check    # exit 1 and name the pages and blocks that differ
 """
 
@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -39,9 +40,91 @@ def demo_table(run_dir: Path) -> str:
     return to_markdown(blocks).strip()
 
 
+ENGINE_RUN = "docs/example-engine-run"
+SCHEDULE_FIGURE = "docs/img/schedule-tiny-vllm.png"
+
+
+def pool_schedule_of(run_dir: Path) -> tuple[Any, str]:
+    """The pool's γ schedule of a shipped engine run at its first temperature (what `specbench
+    schedule RUN_DIR` computes), and a title naming the pool."""
+    from specbench.analysis.pool_schedule import pool_members, pool_schedule
+    from specbench.analysis.results_model_engine import GammaSchedule
+    from specbench.analysis.settings import AnalysisSettings
+    from specbench.harness.rundir import load_run
+
+    records, config, _, _ = load_run(run_dir)
+    s = AnalysisSettings.from_config(config)
+    temp = float(config["sampling"]["temperatures"][0])
+    members = pool_members(records, s, temp)
+    doc = pool_schedule(members, s)
+    if doc is None:
+        raise SystemExit(f"error: {run_dir}: no pool schedule (no cell common to every workload)")
+    shares = ", ".join(f"{m.workload} {m.weight:.0%}" for m in members)
+    return GammaSchedule.model_validate(doc), f"pool of {shares}, T = {temp:g}"
+
+
+def _est(e: Any, lb: Any) -> str:
+    if e is None or e.value is None:
+        return "–"
+    lo, hi = (f"{x:.2f}" if x is not None else "–" for x in e.ci95)
+    bound = f" ({lb:.2f})" if lb is not None else ""
+    return f"{e.value:.2f}× [{lo}, {hi}]{bound}"
+
+
+def schedule_table(run_dir: Path) -> str:
+    """The pool's schedule of the shipped engine run: each γ's paired goodput ratio to no
+    speculation with its interval and simultaneous lower bound, the choice per concurrency, and
+    the `vllm serve` line `specbench schedule RUN_DIR --format vllm` writes for it."""
+    import json
+
+    from specbench.report.schedule_export import Deployment, vllm_command, vllm_speculative_config
+
+    sched, title = pool_schedule_of(run_dir)
+    gammas = sorted({int(g) for r in sched.concurrencies for g in r.goodput_ratio})
+    head = ["concurrency", *[f"γ={g} goodput ÷ off [95% CI] (simultaneous lower)" for g in gammas]]
+    lines = [f"{title}:", "", "| " + " | ".join([*head, "schedule"]) + " |"]
+    lines.append("|" + "---|" * (len(head) + 1))
+    for r in sched.concurrencies:
+        cells = [
+            _est(r.goodput_ratio.get(str(g)), r.decision_lower_bound.get(str(g))) for g in gammas
+        ]
+        choice = f"γ={r.gamma}" if r.gamma else "off"
+        if "filled" in r.reason:
+            choice += " (filled)"
+        lines.append("| " + " | ".join([str(r.concurrency), *cells, choice]) + " |")
+    env = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
+    conf = env.get("speculative_config") or {}
+    conf = conf[0] if isinstance(conf, list) else conf
+    target = str((env.get("engine_args") or {}).get("model") or "MODEL")
+    dep = Deployment.from_vllm(target, conf)
+    ranges = [list(x) for x in sched.ranges]
+    lines += [
+        "",
+        f"Ranges `{ranges}`; `specbench schedule {run_dir.relative_to(ROOT)} --format vllm`:",
+    ]
+    if any(k for _, _, k in ranges):
+        base = {"method": dep.method, **({"model": dep.draft} if dep.draft else {}), **dep.options}
+        cmd = vllm_command(dep.target, vllm_speculative_config(ranges, base))
+        lines += ["", "    " + cmd.replace(str(ROOT) + "/", "")]
+    else:
+        lines += ["", "    (off at every measured concurrency: serve without speculation)"]
+    return "\n".join(lines)
+
+
+def figures() -> list[Path]:
+    """The generated figures: the pool schedule's plot, from the same numbers as its table."""
+    from specbench.report.schedule_plot import plot_ratio_schedule
+
+    sched, title = pool_schedule_of(ROOT / ENGINE_RUN)
+    path = ROOT / SCHEDULE_FIGURE
+    plot_ratio_schedule(path, sched, title)
+    return [path]
+
+
 # name → (run directory, renderer)
 TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "demo": ("docs/example-run", demo_table),
+    "schedule": (ENGINE_RUN, schedule_table),
 }
 
 
@@ -102,6 +185,7 @@ def main() -> int:
             return 1
         return 0
     print(f"regenerated: {'; '.join(stale) or 'nothing changed'}")
+    print(f"figures: {', '.join(str(p.relative_to(ROOT)) for p in figures())}")
     return 0
 
 

@@ -174,7 +174,8 @@ class MeasuredRecord(UnitRecord):
     spec_counters: dict[str, Any] | None = None  # engine: per-request spec-decode counters
     counters_polluted: bool | None = None  # those counters showed other traffic (§17)
     response_spec: dict[str, Any] | None = None  # the engine's own per-request acceptance
-    answers: list[str] | None = None
+    answers: list[str] | None = None  # with the text kept (data/privacy.py); else:
+    answer_digest: str | None = None  # a keyed digest of the answers
     content: list[dict[str, Any]] | None = None  # answer checks (docs/theory.md §13)
     sampling: Literal["logged"] | None = None  # a logged request: its own settings in `request`
     request: dict[str, Any] | None = None

@@ -47,6 +47,12 @@ RUNS: dict[str, tuple[str, int]] = {
         0,
     ),
     "report reports/tiny": ("report {tmp}/reports/tiny", 0),
+    "schedule docs/example-engine-run": ("schedule docs/example-engine-run", 0),
+    # the shipped engine run's pool schedule is off everywhere: no engine config (one line)
+    "schedule docs/example-engine-run --format vllm": (
+        "schedule docs/example-engine-run --format vllm",
+        2,
+    ),
     "run configs/tiny.yaml --adaptive --budget-forwards 3000": (
         "run configs/tiny.yaml --adaptive --budget-forwards 300 --out {tmp}/ad "
         "--max-prompts 4 --workloads tiny_code --temperature 1",
@@ -174,11 +180,18 @@ SKIPPED: dict[str, str] = {
     "schedule reports/tiny-vllm --workload tiny_code --temperature 0": (
         "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
     ),
-    "schedule reports/tiny-vllm --workload tiny_code --temperature 0 --format vllm": (
-        "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
+    "schedule reports/tiny-vllm --temperature 0": (
+        "needs the vLLM run; the pool's schedule is tested in tests/unit/test_engine_exports.py"
     ),
-    "schedule reports/tiny-vllm --workload tiny_code --temperature 0 --format trtllm --out "
-    "trtllm.yaml": "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py",
+    "schedule reports/tiny-vllm --temperature 0 --format vllm": (
+        "needs the vLLM run; the export is tested in tests/unit/test_engine_exports.py"
+    ),
+    "schedule reports/tiny-vllm --temperature 0 --format sglang --concurrency 4": (
+        "needs the vLLM run; the export is tested in tests/unit/test_engine_exports.py"
+    ),
+    "schedule reports/tiny-vllm --temperature 0 --format trtllm --out trtllm.yaml": (
+        "needs the vLLM run; the export is tested in tests/unit/test_engine_exports.py"
+    ),
     "simulate reports/tiny-policies": "needs a configs/tiny-policies.yaml run (minutes on CPU)",
     "simulate reports/tiny-policies --policy adaptive --policy confidence:threshold=0.5": (
         "needs a configs/tiny-policies.yaml run (minutes on CPU)"

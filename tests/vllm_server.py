@@ -32,8 +32,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def tiny_vllm_server(log_dir: Path, gamma: int, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
-    """The server's base URL while it runs; its output goes to log_dir/server.log."""
+def tiny_vllm_server(
+    log_dir: Path, gamma: int | None, extra_args: tuple[str, ...] = (), log_name: str = "server.log"
+) -> Iterator[str]:
+    """The server's base URL while it runs; its output goes to log_dir/`log_name`. `gamma` None:
+    no speculation (a baseline server)."""
     pytest.importorskip("vllm")
     port = free_port()
     spec = {
@@ -46,9 +49,9 @@ def tiny_vllm_server(log_dir: Path, gamma: int, extra_args: tuple[str, ...] = ()
         "--model", str(tiny_model_dir("target")), "--served-model-name", "tiny-target",
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--max-model-len", "512", "--gpu-memory-utilization", "0.3", "--enforce-eager",
-        "--speculative-config", json.dumps(spec), *extra_args,
+        *(["--speculative-config", json.dumps(spec)] if gamma is not None else []), *extra_args,
     ]  # fmt: skip
-    log = log_dir / "server.log"
+    log = log_dir / log_name
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
     url = f"http://127.0.0.1:{port}"

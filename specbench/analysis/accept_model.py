@@ -57,6 +57,8 @@ class Pair(_Doc):
     draft: str | None
     device: str | None
     dtype: str | None
+    # the target's and draft's tokenizer fingerprints (models/fingerprint.py)
+    tokenizers: dict[str, str | None] | None = None
 
 
 class SkippedRow(_Doc):

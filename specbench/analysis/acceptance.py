@@ -1,4 +1,4 @@
-"""Acceptance estimators from per-round records (docs/theory.md §2), with prompt-bootstrap intervals.
+"""Acceptance estimators from per-round records (docs/theory.md §2), with intervals over prompts.
 
 For one group of speculative records (same workload, temperature, drafter and γ):
   (a) exact β mean over *verified* positions — a round that accepted n of k drafted tokens tested
@@ -10,7 +10,7 @@ For one group of speculative records (same workload, temperature, drafter and γ
 plus α solved from the mean accepted length τ = 1 + accepted / rounds, and the truncation curve:
 ā_p(γ') = 1 + E[min(A, γ')] per prompt, each turn that ran into max_new_tokens walked down its
 budget with the loop's cap (`analysis.end_of_budget`), pooled by tokens Σ L_p / Σ (L_p / ā_p(γ'))
-(docs/theory.md §3: pooling rounds instead is biased low whenever α varies across prompts). Every interval resamples prompts, repeats of a prompt as one cluster.
+(docs/theory.md §3: pooling rounds instead is biased low whenever α varies across prompts). Every interval treats prompts as the units, repeats of a prompt summed into one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 
 from specbench.analysis import roi
 from specbench.analysis.end_of_budget import censored_pmf, iid_pmf, tokens_per_round_by_prompt
-from specbench.analysis.stats import Estimate, proportion_ci, ratio_ci
+from specbench.analysis.signflip import rate_estimate, ratio_estimate
+from specbench.analysis.stats import Estimate
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,13 @@ def estimate_alpha(
 ) -> AlphaEstimates:
     pp = per_prompt(records)
     ids = pp.prompt_ids
-    exact = proportion_ci(pp.beta_sum, pp.verified, n_boot, level, clusters=ids)
-    acc_tested = proportion_ci(pp.accepted, pp.tested, n_boot, level, clusters=ids)
-    acc_prop = proportion_ci(pp.accepted, pp.proposed, n_boot, level, clusters=ids)
-    per_round = ratio_ci(pp.accepted, pp.rounds, n_boot, level, clusters=ids)
-    tau = Estimate(1 + per_round.value, 1 + per_round.lo, 1 + per_round.hi)
+    # each a ratio of sums over prompts, its interval the sign-flip test inverted
+    # (docs/theory.md §7, §8: calibrated on the realistic family at n = 3–32; unbounded — α's
+    # range [0, 1] — below the test's resolution of 6 prompts). n_boot is kept for the callers.
+    exact = rate_estimate(pp.beta_sum, pp.verified, level, clusters=ids)
+    acc_tested = rate_estimate(pp.accepted, pp.tested, level, clusters=ids)
+    acc_prop = rate_estimate(pp.accepted, pp.proposed, level, clusters=ids)
+    tau = ratio_estimate(pp.accepted + pp.rounds, pp.rounds, level, clusters=ids)
 
     def solve(t: float) -> float:
         return roi.alpha_from_accepted(min(max(t, 1.0), gamma + 1.0), gamma)

@@ -17,7 +17,7 @@ import numpy as np
 from specbench.analysis import roi
 from specbench.analysis.acceptance import per_prompt, prompt_truncation
 from specbench.analysis.serialize import est_json, json_num
-from specbench.analysis.stats import proportion_ci
+from specbench.analysis.signflip import rate_estimate
 from specbench.analysis.validity import Records, Validity
 
 MIN_POSITION_ROUNDS = 20  # per-position rates over fewer rounds are shown greyed out, not as points
@@ -54,16 +54,15 @@ def per_prompt_alpha(
             return None
         a = alphas[mask]
         return est_json(
-            proportion_ci(
+            rate_estimate(
                 a,
                 np.ones_like(a),
-                n_boot,
                 level,
                 clusters=[p for p, m in zip(ids, mask, strict=True) if m],
             )
         )
 
-    token_pooled = proportion_ci(pp.beta_sum, pp.verified, n_boot, level, clusters=pp.prompt_ids)
+    token_pooled = rate_estimate(pp.beta_sum, pp.verified, level, clusters=pp.prompt_ids)
     q = np.percentile(alphas, [0, 10, 25, 50, 75, 90, 100])
     return {
         "estimator": "exact_beta",
@@ -141,7 +140,7 @@ def per_position_intervals(
     records: Records, gamma_max: int, n_boot: int, level: float
 ) -> list[dict[str, Any]]:
     """a_i = #(A ≥ i) / #(A ≥ i − 1) over rounds that drafted ≥ i (docs/theory.md §2 (d)), with a
-    prompt-resampled interval and the rounds behind it; `enough` is False under
+    sign-flip interval over prompts (docs/theory.md §7) and the rounds behind it; `enough` is False under
     MIN_POSITION_ROUNDS rounds (plots grey those out instead of drawing a 0 or a 1)."""
     out = []
     for i in range(1, gamma_max + 1):
@@ -157,7 +156,7 @@ def per_position_intervals(
                 ids.append(str(r["prompt_id"]))
         rounds = int(sum(reached))
         est = (
-            proportion_ci(np.asarray(hits), np.asarray(reached), n_boot, level, clusters=ids)
+            rate_estimate(np.asarray(hits), np.asarray(reached), level, clusters=ids)
             if rounds
             else None
         )

@@ -3,11 +3,14 @@ method × γ × endpoint (draft model γ=2 and γ=4, EAGLE-3 γ=4, n-gram γ=4 �
 baseline measured without speculation.
 
 Each row: the setting's label and method, its measured speedup at the reference concurrency with
-its marginal 95 % interval, the simultaneous lower bound of the ON rule (docs/theory.md §8 and
-§19: the max-T bound over all K candidates of every method, so picking the best of K across methods
-is accounted for), whether that bound clears 1 + margin, τ and α from that setting's own counters,
-and the concurrency at which it stops paying. Rows are ordered by point speedup; the
-recommendation (`analysis.recommend`) is the best row that clears, or off.
+its marginal 95 % interval, the lower bound of the three-outcome ON test over the ranked settings
+(`recommend.workload_decision`: the sign-flip max-T test over all K candidates of every method,
+inverted — docs/theory.md §8 and §19 — so picking the best of K across methods is accounted for),
+whether that bound clears 1 + margin (the candidate's own statistic clears the max-T critical
+value: the same statement), τ and α from that setting's own counters, and the concurrency at
+which it stops paying. Rows are ordered by point speedup; on the same records the recommendation
+(`analysis.recommend`) is the best row that clears, or no row clears and it is OFF or
+UNDECIDED.
 
 When two settings share a γ, the γ-keyed sections of the entry (per_gamma, the γ table, the
 concurrency table) describe one method, `primary_keys`; the ranking covers them all.
@@ -19,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench.analysis.recommend import SettingKey, candidates
+from specbench.analysis.recommend import SettingKey, workload_decision
 from specbench.analysis.serialize import est_json, json_num
 from specbench.analysis.serving_acceptance import (
     concurrency_of,
@@ -90,19 +93,22 @@ def engine_ranking(
     """The ranking rows (module docstring), best point speedup first."""
     base1 = [r for r in base if concurrency_of(r) == c_ref]
     settings1 = {k: [r for r in rs if concurrency_of(r) == c_ref] for k, rs in settings.items()}
-    cand = candidates(base1, settings1, level, n_boot)
+    wd = workload_decision(base1, settings1, margin, level, n_boot)
+    if wd is None:
+        return []
+    keys = wd.keys
     base_metrics = [m for m in metrics if int(m["gamma"]) == 0]
     rows = []
-    for key in cand.keys:
+    for i, key in enumerate(keys):
         recs = list(settings[key])
-        own = _own_metrics(metrics, key, cand.keys)
+        own = _own_metrics(metrics, key, keys)
         keyed, source = counter_units(recs, own, c_ref)
         est = counter_estimators([u for _, u in keyed], key[2], n_boot, level) if keyed else {}
         _, stops = concurrency_table(
             base, {key[2]: recs}, base_metrics + own, margin, n_boot, level
         )
-        bound = cand.bounds[key] if cand.bounds is not None else None
-        speed = cand.marginal[key]
+        bound = float(wd.decision.lower[i])  # NaN: unbounded (too few prompts to decide)
+        speed = wd.marginal[key]
         rows.append(
             {
                 "label": setting_name(key, recs),
@@ -112,8 +118,8 @@ def engine_ranking(
                 "gamma": key[2],
                 "n_prompts": len({r["prompt_id"] for r in settings1[key]}),
                 "speedup": est_json(speed),
-                "decision_lower_bound": json_num(bound) if bound is not None else None,
-                "clears": bool(bound is not None and bound > 1.0 + margin),
+                "decision_lower_bound": json_num(bound),
+                "clears": bool(math.isfinite(bound) and bound > 1.0 + margin),
                 "mean_accepted_length": est.get("mean_accepted_length"),
                 "alpha": est.get("accepted_tested"),
                 "acceptance_source": source,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from specbench.analysis.signflip import min_prompts
 from specbench.analysis.stats import prompts_needed
 
 CV_WARN = 0.25  # per-prompt latency spread above this is called unstable
@@ -34,10 +35,20 @@ def low_acceptance(accepted_proposed: float | None, gamma: int) -> str | None:
     )
 
 
-def too_few_prompts(n_prompts: int, halfwidth: float | None, target: float) -> str | None:
-    """α's interval is wider than the run was sized for (`decision.target_ci_halfwidth`)."""
+def too_few_prompts(
+    n_prompts: int, halfwidth: float | None, target: float, level: float = 0.95
+) -> str | None:
+    """α's interval is wider than the run was sized for (`decision.target_ci_halfwidth`). Below
+    the sign-flip test's resolution the interval is α's whole range by construction, not a
+    measured width, so no prompt count is extrapolated from it (docs/theory.md §7)."""
     if halfwidth is None or not halfwidth > target:
         return None
+    fewest = min_prompts((1.0 - level) / 2.0)
+    if n_prompts < fewest:
+        return (
+            f"too few prompts: α's interval is its whole range [0, 1] below {fewest} prompts "
+            "(the test's resolution); measure at least that many to see its width"
+        )
     need = prompts_needed(n_prompts, halfwidth, target)
     return (
         f"too few prompts: α CI half-width {halfwidth:.3f} > {target}; "

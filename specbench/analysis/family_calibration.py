@@ -142,6 +142,49 @@ def advice_power(
     return rate(hits, max(given, 1)), float(np.median(advised)) if advised else math.nan
 
 
+STRESS_ACCEPTANCE = tf.Family(alpha_sd=0.3, kappa=2.0, length_corr=0.6)
+ACCEPTANCE_GAMMA = {tf.Family(): 2, STRESS_ACCEPTANCE: 4}
+
+
+@dataclass(frozen=True)
+class Tails:
+    """Both one-sided misses of a printed 95 % interval: entirely below the truth (its upper end
+    too low) and entirely above it (its lower end too high); with the share unbounded."""
+
+    below: Rate
+    above: Rate
+    unbounded: float
+
+
+def acceptance_tails(
+    n: int, reps: int, seed: int, fam: tf.Family = tf.Family(), gamma: int = 2
+) -> dict[str, Tails]:
+    """The α and τ intervals a verdict prints (`signflip.rate_estimate` / `ratio_estimate`, as
+    `analysis.acceptance.estimate_alpha` calls them) on n prompts of the family at γ, against the
+    population ratios of sums (`traffic_family.true_acceptance`): accepted / drafted, exact β
+    over verified positions, and τ = tokens / rounds."""
+    truth = tf.true_acceptance(gamma, fam)
+    w = tf.draw_acceptance(np.random.default_rng(seed), reps, n, gamma, fam)
+    stats = {
+        "α accepted/drafted": (truth.accepted_drafted, w.accepted, w.drafted, True),
+        "α exact β": (truth.exact_beta, w.beta, w.verified, True),
+        "τ tokens/round": (truth.tokens_per_round, w.tokens, w.rounds, False),
+    }
+    out = {}
+    for name, (true, num, den, is_rate) in stats.items():
+        below = above = wide = 0
+        for r in range(reps):
+            f = signflip.rate_estimate if is_rate else signflip.ratio_estimate
+            e = f(num[r], den[r], 0.95)
+            below += bool(e.hi < true)
+            above += bool(e.lo > true)
+            wide += not (math.isfinite(e.lo) and math.isfinite(e.hi)) or (
+                is_rate and (e.lo, e.hi) == (0.0, 1.0)
+            )
+        out[name] = Tails(rate(below, reps), rate(above, reps), wide / reps)
+    return out
+
+
 def run_cells(
     n: int, cells: int, reps: int, seed: int, fam: tf.Family = tf.Family()
 ) -> tuple[Rate, Rate]:

@@ -120,10 +120,23 @@ def decide_schedule(
     seed: int = DEFAULT_SEED,
 ) -> tuple[list[CellDecision], str]:
     """Per measured concurrency, the best γ or off (module docstring); and the family rule used."""
-    cells = _cells(base, specs)
+    levels = sorted({concurrency_of(r) for r in base})
+    return decide_cells(_cells(base, specs), levels, margin, level, n_boot, seed)
+
+
+def decide_cells(
+    cells: list[tuple[int, int, Paired]],
+    levels: Sequence[int],
+    margin: float,
+    level: float,
+    n_boot: int,
+    seed: int = DEFAULT_SEED,
+) -> tuple[list[CellDecision], str]:
+    """`decide_schedule` on given cells (c, γ, paired goodput): one workload's, or a pool's
+    (`analysis.pool_schedule`), decided by the same simultaneous rule and monotone fill."""
     bounds, how = _bounds(cells, level, n_boot, seed)
     out = []
-    for c in sorted({concurrency_of(r) for r in base}):
+    for c in levels:
         here = [(g, p, lb) for (cc, g, p), lb in zip(cells, bounds, strict=True) if cc == c]
         ests = {g: speedup_of(p, n_boot, level) for g, p, _ in here}
         ratios = {g: est_json(e) for g, e in ests.items()}

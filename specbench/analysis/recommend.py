@@ -1,22 +1,25 @@
-"""The ON/OFF decision, aware of selection: per workload and for one setting across the traffic.
+"""The ON/OFF/UNDECIDED decision, aware of selection: per workload and for one setting across the
+traffic.
 
 Rule (docs/theory.md §8). A workload's candidates are every measured setting (drafter × policy ×
-γ), each paired with the baseline on the same prompts. Simultaneous one-sided lower confidence
-bounds L_k for all candidates' speedups come from the max-T bootstrap (`stats.simultaneous_lower`):
-P(any true S_k < L_k) ≤ (1 − level)/2. Speculation is ON only if some L_k > 1 + margin; among the
-candidates that clear it the one with the highest point speedup is recommended. Because the bounds
-hold for every candidate at once, choosing the best of K and then testing it does not inflate the
-error: when every true speedup is at most 1 + margin, P(ON) ≤ 2.5 % at level 0.95, whatever K
-(tests/unit/test_calibration.py measures it at the boundary; the naive rule — test the point-best
-at 2.5 % — gives 7–17 % with 4–12 candidates).
+γ), each paired with the baseline on the same prompts. The speedup is a ratio of sums over
+prompts; the three-outcome test (`analysis.signflip`) flips every candidate's pivot with one sign
+a prompt: ON when the max-T statistic over the K candidates clears its critical value (the
+chosen candidate the highest point speedup among those that clear), OFF when every candidate's
+own test shows it below 1 + margin, else UNDECIDED — each error ≤ 2.5 % at level 0.95, whatever
+K, and nothing decided below 6 prompts. The bounds printed are the tests inverted, so "lower
+bound > 1 + margin" and ON are one statement. Records from interleaved engine starts (prompts ×
+starts crossed) keep the two-way multivariate-t max-T of `analysis.crossed` (`_crossed_decision`).
+`workload_decision` is the one place the test is run; `recommend` words it and the engine
+ranking's "clears" reads it.
 
 Across workloads (one configuration per serving pool): traffic is tokens, so the pool's speedup
 for a setting k is a ratio of decode times, not a mean of speedups,
 
     O_k = Σ_w a_w / Σ_w a_w / S_wk,     a_w = W_w · ITL_base,w
 
-with W_w the workload's share of output tokens (its config `weight`). Its interval and the same
-max-T rule over the settings measured in every workload decide "one setting for the pool" or off.
+with W_w the workload's share of output tokens (its config `weight`). The same test on the pooled
+pivots decides "one setting for the pool" (`analysis.pool`).
 """
 
 from __future__ import annotations
@@ -127,11 +130,18 @@ def candidates(
     return Candidates(keys, marginal, dict(zip(keys, bounds, strict=True)), crit, n_common)
 
 
-def _crossed_decision(cand: Candidates, margin: float) -> Decision | None:
-    """Interleaved engine starts (two crossed factors, `analysis.crossed`): the max-T bootstrap
-    bounds decide ON, every marginal upper end below the line decides OFF (docs/theory.md §15)."""
+def _crossed_decision(cand: Candidates, margin: float, alpha: float) -> Decision | None:
+    """Interleaved engine starts (prompts × starts crossed, `analysis.crossed`): the two-way
+    multivariate-t max-T bounds decide ON, every marginal upper end below the line decides OFF,
+    else UNDECIDED (docs/theory.md §15). Not the sign-flip test: flipping prompts with each
+    prompt's starts summed into it leaves out the start-to-start variance that every prompt of a
+    start shares, and 2–4 starts give too few flips for a 2.5 % tail. Below the prompt-level
+    resolution (6 prompts) it is UNDECIDED, as every verdict is (§8)."""
     if cand.bounds is None:
         return None
+    if cand.n_common < signflip.min_prompts(alpha):
+        nan = np.full(len(cand.keys), math.nan)
+        return Decision("undecided", None, nan, nan, math.inf, cand.n_common, math.nan)
     lower = np.asarray([cand.bounds[k] for k in cand.keys])
     upper = np.asarray([_upper(cand.marginal[k]) for k in cand.keys])
     line = 1.0 + margin
@@ -202,6 +212,46 @@ def need_text(need: int | None, n: int) -> str:
     return f"needs about {need} prompts in all ({max(need - n, 0)} more) for 80 % power"
 
 
+@dataclass(frozen=True)
+class WorkloadDecision:
+    """The three-outcome test over a workload's K measured settings (in `keys` order), with the
+    marginal estimates and the pivots it rests on: what `recommend` words and what the engine
+    ranking's "clears" reads, so the two cannot disagree."""
+
+    keys: list[SettingKey]
+    marginal: dict[SettingKey, Estimate | None]
+    pivots: RatioPivots
+    decision: Decision
+
+
+def workload_decision(
+    base: list[dict[str, Any]],
+    settings: dict[SettingKey, list[dict[str, Any]]],
+    margin: float,
+    level: float,
+    n_boot: int,
+    seed: int = DEFAULT_SEED,
+) -> WorkloadDecision | None:
+    """ON / OFF / UNDECIDED over every measured setting paired with the baseline (module
+    docstring; docs/theory.md §8, §15 for interleaved engine starts); None when none was."""
+    paired = {k: pair(base, recs) for k, recs in settings.items()}
+    paired = {k: p for k, p in paired.items() if len(p)}
+    keys = list(paired)
+    if not keys:
+        return None
+    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    plist = [paired[k] for k in keys]
+    piv = cluster_pivots(plist)
+    alpha = 1.0 - one_sided(level)
+    crossed = all(p.by_start for p in plist)
+    d = (
+        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin, alpha)
+        if crossed
+        else None
+    ) or signflip.decide(piv, 1.0 + margin, alpha)
+    return WorkloadDecision(keys, marginal, piv, d)
+
+
 def recommend(
     base: list[dict[str, Any]],
     settings: dict[SettingKey, list[dict[str, Any]]],
@@ -220,24 +270,14 @@ def recommend(
         "false_off_rate": json_num(alpha),
         "margin": margin,
     }
-    paired = {k: pair(base, recs) for k, recs in settings.items()}
-    paired = {k: p for k, p in paired.items() if len(p)}
-    keys = list(paired)
-    out["candidates"] = len(keys)
-    if not keys:
+    wd = workload_decision(base, settings, margin, level, n_boot, seed)
+    if wd is None:
         return {**out, "gamma": 0, "verdict": "not_measured", "speedup": None,
                 "reason": "no speculative setting was measured (only the baseline): not a verdict"}  # fmt: skip
-    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
+    keys, marginal, piv, d = wd.keys, wd.marginal, wd.pivots, wd.decision
+    out["candidates"] = len(keys)
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
-    plist = [paired[k] for k in keys]
-    piv = cluster_pivots(plist)
-    crossed = all(p.by_start for p in plist)
-    d = (
-        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin)
-        if crossed
-        else None
-    ) or signflip.decide(piv, 1.0 + margin, alpha)
     kb = keys.index(best)
     out.update(decision_numbers(piv, d, d.chosen if d.chosen is not None else kb, margin, alpha))
     out["critical_value"] = json_num(d.critical_on)

@@ -97,6 +97,9 @@ class RunEnv(BaseModel):
     chat: bool | EnvValue = None
     prompt_format: EnvValue = None
     memory: dict[str, Any] | None = None  # model profiles (analysis.serving_cost.draft_memory)
+    privacy: dict[str, Any] | None = None  # what the run's files keep (data/privacy.py)
+    # the target's and draft's tokenizer fingerprints (models/fingerprint.py)
+    tokenizers: dict[str, str | None] | None = None
 
 
 # --- the pool-wide decision -------------------------------------------------------------------

@@ -102,12 +102,19 @@ class _TimingRun(BaseModel):
     draft: str | None = None
 
 
+class _TimingEnv(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tokenizers: dict[str, str | None] | None = None  # absent before fingerprints were recorded
+
+
 class TimingSource(BaseModel):
-    """What `accept --timings` reads of a results.json: the pair and each workload's timing
-    fields (typed; the rest of the document is not needed, so not required)."""
+    """What `accept --timings` reads of a results.json: the pair, its tokenizer fingerprints and
+    each workload's timing fields (typed; the rest of the document is not needed, so not
+    required)."""
 
     model_config = ConfigDict(extra="allow")
     run: _TimingRun = _TimingRun()
+    env: _TimingEnv = _TimingEnv()
     workloads: list[_TimingWorkload]
 
 

@@ -3,9 +3,10 @@ counters, with specbench's estimators (docs/theory.md §2):
 
 - accepted / tested (the iid MLE), accepted / proposed, the mean accepted length τ and α solved
   from it, the per-position conditional curve and its truncation (docs/theory.md §3);
-- intervals bootstrap over the units: prompts when the engine reported each request's acceptance
-  (any concurrency) or the counters were read per request (concurrency 1), else batches; with a
-  single batch there is no interval. Counters found polluted by other traffic are left out.
+- intervals over the units — prompts when the engine reported each request's acceptance (any
+  concurrency) or the counters were read per request (concurrency 1), else batches — each a
+  ratio of sums with the sign-flip test inverted (docs/theory.md §7, §8): unbounded (a rate's
+  range [0, 1]) below 6 units. Counters found polluted by other traffic are left out.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import pandas as pd
 
 from specbench.analysis import roi
 from specbench.analysis.serialize import est_json, json_num
+from specbench.analysis.signflip import rate_estimate, ratio_estimate
 from specbench.analysis.spec_counters import SpecCounters, estimates
-from specbench.analysis.stats import Estimate, proportion_ci, ratio_ci
+from specbench.analysis.stats import Estimate
 
 Record = dict[str, Any]
 UnitKey = Any  # (prompt id, repeat) per request, (concurrency, repeat) per batch
@@ -54,8 +56,7 @@ def counter_estimators(
 ) -> dict[str, Any]:
     """specbench's estimators with bootstrap intervals over the units (prompts or batches)."""
     a = counter_arrays(units, gamma)
-    per_round = ratio_ci(a["accepted"], a["drafts"], n_boot, level)
-    tau = Estimate(1 + per_round.value, 1 + per_round.lo, 1 + per_round.hi)
+    tau = ratio_estimate(a["accepted"] + a["drafts"], a["drafts"], level)  # tokens / rounds
 
     def solve(t: float) -> float:
         if not math.isfinite(t):
@@ -67,7 +68,7 @@ def counter_estimators(
     for i in range(per_pos.shape[1]):
         den = a["drafts"] if i == 0 else per_pos[:, i - 1]
         conditional.append(
-            est_json(proportion_ci(per_pos[:, i], den, n_boot, level)) if den.sum() > 0 else None
+            est_json(rate_estimate(per_pos[:, i], den, level)) if den.sum() > 0 else None
         )
     total = units[0]
     for u in units[1:]:
@@ -78,10 +79,8 @@ def counter_estimators(
         "units": len(units),
         "rounds": json_num(float(a["drafts"].sum())),
         "mean_accepted_length": est_json(tau),
-        "accepted_proposed": est_json(
-            proportion_ci(a["accepted"], a["draft_tokens"], n_boot, level)
-        ),
-        "accepted_tested": est_json(proportion_ci(a["accepted"], a["tested"], n_boot, level))
+        "accepted_proposed": est_json(rate_estimate(a["accepted"], a["draft_tokens"], level)),
+        "accepted_tested": est_json(rate_estimate(a["accepted"], a["tested"], level))
         if per_pos.shape[1]
         else None,
         "from_accepted_length": est_json(Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))),
@@ -179,6 +178,6 @@ def pooled_alpha(
         }
     )
     per_prompt = frame.groupby("key", sort=False)[["accepted", "tested"]].sum()
-    return proportion_ci(
-        per_prompt["accepted"].to_numpy(float), per_prompt["tested"].to_numpy(float), n_boot, level
+    return rate_estimate(
+        per_prompt["accepted"].to_numpy(float), per_prompt["tested"].to_numpy(float), level
     )

@@ -154,7 +154,7 @@ def analyse_engine_group(
         halfwidth = (hi - lo) / 2 if lo is not None and hi is not None else None
         for w in (
             low_acceptance((top["accepted_proposed"] or {}).get("value"), g_max),
-            too_few_prompts(out["n_prompts"], halfwidth, s.target_halfwidth),
+            too_few_prompts(out["n_prompts"], halfwidth, s.target_halfwidth, s.ci_level),
         ):
             warnings += [w] if w else []
 

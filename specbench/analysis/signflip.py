@@ -36,12 +36,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from scipy import optimize
 from scipy import stats as sps
+
+from specbench.analysis.stats import NAN_ESTIMATE, Estimate, cluster_sums
 
 MAX_EXACT = 12  # enumerate all 2^n sign vectors up to this many prompts (4,096 rows)
 MC_FLIPS = 4095  # random sign vectors beyond it (plus the identity: 4,096 rows)
@@ -167,8 +170,20 @@ def _invert(piv: RatioPivots, k: int, crit: float, above: bool) -> float:
     if not (math.isfinite(est) and est > 0):
         return math.nan
 
+    # t(θ) from five moments (the pivots are linear in θ): the root search then costs
+    # arithmetic, not an array pass per step; centred moments keep the spread accurate
+    y, x, n = piv.y[k], piv.x[k], piv.n
+    my, mx = float(y.mean()), float(x.mean())
+    dy, dx = y - my, x - mx
+    syy, sxy, sxx = (float(v) / max(n - 1, 1) for v in (dy @ dy, dy @ dx, dx @ dx))
+
     def f(log_theta: float) -> float:
-        return piv.t_at(k, math.exp(log_theta)) - crit
+        theta = math.exp(log_theta)
+        m = my - theta * mx
+        var = syy - 2.0 * theta * sxy + theta * theta * sxx
+        if not var > 0:
+            return (math.copysign(math.inf, m) if m else 0.0) - crit
+        return m / math.sqrt(var / n) - crit
 
     lo, hi = math.log(est) - 12.0, math.log(est) + 12.0
     a, b = (lo, math.log(est)) if above else (math.log(est), hi)
@@ -313,3 +328,49 @@ def prompts_for_power(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if short(mid) else (mid, hi)
     return hi
+
+
+# --------------------------------------------------------------------------------------------
+# the printed interval of any ratio of sums (α, τ): the same test inverted, prompts as units
+
+
+def ratio_estimate(
+    numerator: np.ndarray,
+    denominator: np.ndarray,
+    level: float = 0.95,
+    clusters: Sequence[object] | None = None,
+    limits: tuple[float, float] | None = None,
+) -> Estimate:
+    """Σ numerator / Σ denominator over prompts (repeats of a prompt summed into one unit) with
+    `interval`'s sign-flip interval: an acceptance rate Σ accepted / Σ drafted, tokens per round
+    Σ accepted / Σ rounds (docs/theory.md §7). Below the test's resolution, or where the test
+    cannot bound a side, the end is unbounded (NaN) — or, with `limits` (a rate: (0, 1)), the
+    quantity's own range, and finite ends are clipped to it. A unit with nothing in either sum
+    (a prompt that drafted nothing) carries no information and is not counted."""
+    y, x = cluster_sums([numerator, denominator], clusters)
+    keep = (x != 0) | (y != 0)
+    y, x = y[keep], x[keep]
+    if len(x) == 0 or not x.sum() > 0:
+        return NAN_ESTIMATE
+    value = float(y.sum() / x.sum())
+    lo, hi = interval(RatioPivots(y[None, :], x[None, :]), level)
+    if limits is not None:
+        # a rate of exactly 0 or 1 has pivots that vanish at the estimate: the test has no
+        # spread to bound it with (`interval` would call it exact), so its far end is the range's
+        if value <= limits[0] or value >= limits[1]:
+            lo, hi = math.nan, math.nan
+        lo = limits[0] if math.isnan(lo) else min(max(lo, limits[0]), limits[1])
+        hi = limits[1] if math.isnan(hi) else min(max(hi, limits[0]), limits[1])
+    elif value == 0.0:
+        lo, hi = 0.0, math.nan  # nothing in the numerator anywhere: no spread, no upper end
+    return Estimate(value, lo, hi)
+
+
+def rate_estimate(
+    numerator: np.ndarray,
+    denominator: np.ndarray,
+    level: float = 0.95,
+    clusters: Sequence[object] | None = None,
+) -> Estimate:
+    """`ratio_estimate` of a rate in [0, 1] (numerator ≤ denominator per unit: α, acceptance)."""
+    return ratio_estimate(numerator, denominator, level, clusters, limits=(0.0, 1.0))

@@ -135,7 +135,9 @@ def analyse_group(
         out["accepted_histogram"] = accepted_histogram(acc_max, gamma_max)
         for w in (
             low_acceptance(at_max.accepted_proposed.value, gamma_max),
-            too_few_prompts(out["n_prompts"], alpha_primary.halfwidth, s.target_halfwidth),
+            too_few_prompts(
+                out["n_prompts"], alpha_primary.halfwidth, s.target_halfwidth, s.ci_level
+            ),
         ):
             warnings += [w] if w else []
     else:

@@ -56,6 +56,21 @@ def _answer_text(rec: dict[str, Any]) -> str:
     return "\x1e".join(str(a) for a in rec.get("answers") or [])
 
 
+def _answer_key(rec: dict[str, Any]) -> str | None:
+    """What "identical across prompts" compares: the answers' text or, for a private prompt
+    (data/privacy.py), their keyed digest; None for an answer too short or empty to count."""
+    checks = record_checks(rec)
+    if sum(c["tokens"] for c in checks) < IDENTICAL_MIN_TOKENS:
+        return None
+    if isinstance(rec.get("answers"), list):
+        text = _answer_text(rec)
+        return text if text.strip() else None
+    digest = rec.get("answer_digest")
+    if digest and checks and not all(c.get("empty") for c in checks):
+        return f"digest {digest}"
+    return None
+
+
 def _setting(rec: dict[str, Any]) -> tuple[str, int, str, str]:
     return (rec["kind"], int(rec["gamma"]), rec.get("drafter", ""), rec.get("policy", ""))
 
@@ -63,14 +78,15 @@ def _setting(rec: dict[str, Any]) -> tuple[str, int, str, str]:
 def identical_across_prompts(records: Records) -> dict[int, str]:
     """{id(record): reason} for answers that the same setting gave, verbatim, to another prompt."""
     seen: dict[tuple[Any, str], set[str]] = defaultdict(set)
+    keys = {id(r): _answer_key(r) for r in records}
     for r in records:
-        checks = record_checks(r)
-        text = _answer_text(r)
-        if text.strip() and sum(c["tokens"] for c in checks) >= IDENTICAL_MIN_TOKENS:
-            seen[(_setting(r), text)].add(str(r["prompt_id"]))
+        if (key := keys[id(r)]) is not None:
+            seen[(_setting(r), key)].add(str(r["prompt_id"]))
     out = {}
     for r in records:
-        others = seen.get((_setting(r), _answer_text(r)), set()) - {str(r["prompt_id"])}
+        if (key := keys[id(r)]) is None:
+            continue
+        others = seen.get((_setting(r), key), set()) - {str(r["prompt_id"])}
         if others:
             out[id(r)] = f"identical to the answer to {len(others)} other prompt(s)"
     return out

@@ -156,6 +156,15 @@ def run(
             "target steps, the same on any machine; default: adaptive.budget_forwards, none).",
         ),
     ] = None,
+    keep_text: Annotated[
+        bool | None,
+        typer.Option(
+            "--keep-text/--no-keep-text",
+            help="Write prompt and answer text and raw prompt ids to the run's files (default: "
+            "the config's keep_text; unset: kept for shipped prompt sets only, your data "
+            "private: docs/privacy.md).",
+        ),
+    ] = None,
     max_failure_rate: Annotated[
         float | None,
         typer.Option(
@@ -198,6 +207,8 @@ def run(
     over = run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
     if adaptive:
         over["plan"] = "adaptive"
+    if keep_text is not None:
+        over["keep_text"] = keep_text
     econ = economics_options(gpu_hour_usd, gpus)
     if econ:
         over["economics"] = econ

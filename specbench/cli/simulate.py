@@ -2,6 +2,14 @@
 
 specbench simulate reports/tiny --policy adaptive --policy heuristic
 specbench simulate reports/tiny --policy confidence:threshold=0.5,max_gamma=6 --json
+
+simulation.json (and --json) is a document: schema, kind, `provenance` (the specbench that
+replayed, the run replayed — its directory, pair, grid, the sha256 of its records.jsonl and the
+specbench that measured it —, the policies asked for, the bootstrap and its seed) and
+`simulations` (one entry per workload × temperature × drafter).
+
+Schema history:
+  1 — the document with provenance (before: a bare list of the simulations).
 """
 
 from __future__ import annotations
@@ -61,6 +69,47 @@ def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
         raise SpecbenchError(f"--policy {text}: {where}{msg}") from None
 
 
+SIMULATION_SCHEMA = 1
+N_BOOT = 2000  # analysis.simulate.simulate_run's default
+
+
+def provenance(
+    run_dir: Path, config: dict[str, Any], env: dict[str, Any], policies: list[str]
+) -> dict[str, Any]:
+    """What a simulation was computed from, as run and accept record theirs."""
+    import hashlib
+
+    import specbench
+    from specbench.analysis.stats import DEFAULT_SEED
+    from specbench.records import RECORDS_FILE
+
+    draft = config.get("draft") or {}
+    records = run_dir / RECORDS_FILE
+    return {
+        "specbench": specbench.__version__,
+        "run_dir": str(run_dir),
+        "run": {
+            "name": config.get("name"),
+            "target": (config.get("target") or {}).get("model"),
+            "draft": draft.get("model") or draft.get("method"),
+            "backend": config.get("backend", "transformers"),
+            "gammas": config.get("gammas"),
+            "sampling": config.get("sampling"),
+            "seed": config.get("seed"),
+            "specbench": env.get("specbench"),
+            "specbench_git_commit": env.get("specbench_git_commit"),
+            "tokenizers": env.get("tokenizers"),
+        },
+        "records": {
+            "file": RECORDS_FILE,
+            "sha256": hashlib.sha256(records.read_bytes()).hexdigest(),
+        },
+        "policies": policies,
+        "bootstrap": N_BOOT,
+        "bootstrap_seed": DEFAULT_SEED,
+    }
+
+
 def simulate(
     run_dir: Annotated[Path, typer.Argument(help="A run directory with per-round records.")],
     policy: Annotated[
@@ -78,17 +127,23 @@ def simulate(
     from specbench.report.simulate import render_simulation
 
     specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
-    records, config, _env, _notes = load_run(run_dir)
+    records, config, env, _notes = load_run(run_dir)
     drafters = [config.get("draft") or {}, *(config.get("extra_drafters") or [])]
     ngram = frozenset(
         d.get("name") or d.get("method", "model") for d in drafters if d.get("method") == "ngram"
     )
-    results = simulate_run(records, specs, ngram_drafters=ngram or frozenset({"ngram"}))
+    results = simulate_run(records, specs, N_BOOT, ngram_drafters=ngram or frozenset({"ngram"}))
     if not results:
         raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
-    (run_dir / "simulation.json").write_text(json.dumps(results, indent=2) + "\n")
+    document = {
+        "schema": SIMULATION_SCHEMA,
+        "kind": "simulation",
+        "provenance": provenance(run_dir, config, env, policy or list(POLICY_NAMES)),
+        "simulations": results,
+    }
+    (run_dir / "simulation.json").write_text(json.dumps(document, indent=2) + "\n")
     if as_json:
-        typer.echo(json.dumps(results, indent=2))
+        typer.echo(json.dumps(document, indent=2))
         return
     render_simulation(make_console(), results)
     make_console().print(f"written: {run_dir}/simulation.json")

@@ -81,6 +81,23 @@ def check_datasets(cfg: Any, base_dir: Path, out: Checked) -> None:
     out.facts.append(f"{len(cfg.workloads)} workloads, {total} prompts")
 
 
+def check_profile(cfg: Any, base_dir: Path, out: Checked) -> None:
+    """The deployment profile (config/profile.py): its arrival trace reads, as `run` reads one;
+    its resolved mix and load said in the facts."""
+    p = cfg.profile
+    if p is None:
+        return
+    if p.load.trace is not None:
+        from specbench.harness.serving.arrivals import read_trace
+
+        try:
+            n = len(read_trace(p.load.trace, base_dir))
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"profile.{exc}") from None
+        out.facts.append(f"profile trace of {n} arrivals")
+    out.facts.append(f"profile: {p.objective}")
+
+
 def _tokenizer(name: str, revision: str | None, out: Checked, role: str) -> Any:
     """The tokenizer from local files, or None (with a warning) when a hub id is not cached."""
     from transformers import AutoTokenizer
@@ -237,6 +254,7 @@ def validate_config(
         cfg = parse_config(data, str(path))
         out.facts.append(f"backend {cfg.backend}")
         check_datasets(cfg, path.parent, out)
+        check_profile(cfg, path.parent, out)
         check_tokenizers(cfg, out)
         if cfg.backend == "openai":
             from specbench.harness.serving import endpoints as eps

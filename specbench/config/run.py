@@ -22,6 +22,7 @@ from specbench.config.backends import (
     speculative_specs,
 )
 from specbench.config.load import LoadSpec, SloSpec
+from specbench.config.profile import DeploymentProfile
 from specbench.config.sections import (
     MAX_GAMMA,
     MAX_NEW_TOKENS,
@@ -67,6 +68,10 @@ class RunConfig(StrictModel):
     # 2 ms decode step into 60 ms here.
     cpu_threads: int | None = Field(default=None, ge=1, le=1024)
     output_dir: str = "reports/run"  # the run directory (--out overrides)
+    # prompt and answer text in the run's files (data/privacy.py, docs/privacy.md): None = kept
+    # for shipped and generated sets only, the user's data (path, hf_id) private; true / false
+    # for every workload
+    keep_text: bool | None = None
     decision: DecisionSpec = Field(default_factory=DecisionSpec)  # margin and confidence of ON/OFF
     # full: every prompt at every setting; adaptive: baseline and γ_max, then the predicted best
     # γ, stopping each cell when the sequential verdict is settled (docs/theory.md §14)
@@ -82,8 +87,16 @@ class RunConfig(StrictModel):
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only
+    # where the decision is to hold: traffic mix, load, SLOs, price (config/profile.py)
+    profile: DeploymentProfile | None = None
     # transformers backend: batched verify / draft timing for the batch-size prediction (§18)
     batch_timing: BatchTimingSpec | None = None
+
+    def keeps_text(self, wl: WorkloadSpec) -> bool:
+        """Does the run write `wl`'s prompt and answer text (and its raw prompt ids)?"""
+        if self.keep_text is not None:
+            return self.keep_text
+        return bool(wl.dataset.name or wl.dataset.generate)
 
     @model_validator(mode="before")
     @classmethod
@@ -95,6 +108,16 @@ class RunConfig(StrictModel):
     def _yaml_switch(cls, v: Any) -> Any:
         """YAML 1.1 reads unquoted on/off/yes/no as true/false: take them as the user meant."""
         return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile_switch(cls, v: Any) -> Any:
+        """`profile: off` (a YAML boolean) is no profile; `profile: on` says nothing."""
+        if v is False:
+            return None
+        if v is True:
+            raise ValueError("give the profile's settings (a mapping), or off, not on/true")
+        return v
 
     @field_validator("concurrency")
     @classmethod
@@ -127,6 +150,57 @@ class RunConfig(StrictModel):
     def _load(self) -> RunConfig:
         if self.backend == "transformers" and (self.load.open_loop or self.slo.any):
             raise ValueError("load and slo need an engine backend (backend: vllm or openai)")
+        return self
+
+    @model_validator(mode="after")
+    def _profile(self) -> RunConfig:
+        """The profile names what the run measures (docs/configuration.md "Deployment profile")."""
+        p = self.profile
+        if p is None:
+            return self
+        names = [w.name for w in self.workloads]
+        for w in p.traffic.workloads or {}:
+            if w not in names:
+                raise ValueError(
+                    f"profile.traffic.workloads: '{w}' is not a workload ({', '.join(names)})"
+                )
+        temps = self.sampling.temperatures
+        for t in p.traffic.temperatures or {}:
+            if not any(abs(t - x) < 1e-9 for x in temps):
+                raise ValueError(
+                    f"profile.traffic.temperatures: {t:g} is not in sampling.temperatures "
+                    f"({', '.join(f'{x:g}' for x in temps)})"
+                )
+        engine = self.backend != "transformers"
+        has_load = any(x is not None for x in (p.load.rates, p.load.concurrency, p.load.trace))
+        if not engine and (has_load or p.slo.any):
+            raise ValueError(
+                "profile.load and profile.slo need an engine backend (backend: vllm or openai); "
+                "the transformers backend decides at batch 1"
+            )
+        for c in p.load.concurrency or {}:
+            if c not in self.concurrency:
+                raise ValueError(
+                    f"profile.load.concurrency: {c} is not measured; add it to concurrency "
+                    f"({', '.join(map(str, self.concurrency))})"
+                )
+        for r in p.load.rates or []:
+            if r not in self.load.rates:
+                raise ValueError(
+                    f"profile.load.rates: {r:g} req/s is not measured; add it to load.rates"
+                )
+        if p.objective == "slo_goodput" and engine and not (p.slo.any or self.slo.any):
+            raise ValueError(
+                "profile.objective slo_goodput needs an SLO: set profile.slo or slo "
+                "(ttft_ms, tpot_ms, e2e_ms)"
+            )
+        if p.objective == "cost_per_mtok" and (
+            p.price.gpu_hour_usd is None and self.economics.gpu_hour_usd is None
+        ):
+            raise ValueError(
+                "profile.objective cost_per_mtok needs a price: set profile.price.gpu_hour_usd "
+                "or economics.gpu_hour_usd"
+            )
         return self
 
     @model_validator(mode="after")

@@ -37,6 +37,9 @@ class Prompt:
     tools: list[dict[str, Any]] | None = None  # passed to the chat template
     replay: bool = True  # earlier assistant turns as logged (False: the model's own answers)
     request: RequestSampling | None = None  # dataset.sampling: logged
+    # a private prompt (data/privacy.py): its id is already hashed, and this is its workload's
+    # key for answer digests; the harness then writes no text for it. None = text kept.
+    private_key: bytes | None = field(default=None, repr=False)
 
 
 def generation_points(logged: list[dict[str, Any]]) -> list[int]:

@@ -267,6 +267,7 @@ def run_accept(
     from transformers.utils import logging as hf_logging
 
     from specbench.models import check_pair_compatible, load_model
+    from specbench.models.fingerprint import pair_fingerprints
 
     events = events or NoEvents()
     forced = None
@@ -288,6 +289,12 @@ def run_accept(
         t_loaded = load_model(target)
         d_loaded = load_model(draft)
         vocab = check_pair_compatible(t_loaded, d_loaded)
+    tokenizers = pair_fingerprints(t_loaded.tokenizer, d_loaded.tokenizer)
+    if timing.timings is not None:  # per-token timings of another vocabulary: refused
+        from specbench.harness.timings_check import check_timings_tokenizers
+
+        other = check_timings_tokenizers(timing.timings, tokenizers, timing.force)
+        forced = "; ".join(n for n in (forced, other) if n) or None
     measured = None
     if timing.measure:
         with events.stage("timing batch-1 forwards of both models…"):
@@ -316,6 +323,7 @@ def run_accept(
     result.meta["draft"] = draft.model
     result.meta["device"] = str(t_loaded.device)
     result.meta["dtype"] = str(t_loaded.dtype).removeprefix("torch.")
+    result.meta["tokenizers"] = tokenizers
     result.meta["bucket_by"] = data.fields.bucket
     result.meta["rows_read"] = selection.rows_read
     result.meta["bucket_rows"] = selection.bucket_rows

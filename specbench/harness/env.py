@@ -47,14 +47,32 @@ def git_commit() -> str | None:
     return commit or None
 
 
+def pair_facts(target: Any, drafts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(memory, tokenizers) of the loaded pair (`LoadedModel`s; a model-free drafter is None):
+    each model's weights and KV cache per token, and the tokenizer fingerprints of the target
+    and of the first draft model (models/fingerprint.py; a pair shares its vocabulary)."""
+    from specbench.models import memory_profile
+    from specbench.models.fingerprint import pair_fingerprints
+
+    loaded = {label: m for label, m in drafts.items() if m is not None}
+    memory = {
+        "target": memory_profile(target.model),
+        "drafts": {label: memory_profile(m.model) for label, m in loaded.items()},
+    }
+    first = next(iter(loaded.values()), None)
+    return memory, pair_fingerprints(target.tokenizer, first.tokenizer if first else None)
+
+
 def transformers_environment(
     cfg: RunConfig,
     target_device: torch.device,
     dtype: torch.dtype,
     memory: dict[str, Any] | None = None,
+    tokenizers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The transformers backend's env.json: versions, device, CPU/GPU model, specbench's git
-    commit, and (`memory`) each model's weights and KV cache per token."""
+    commit, (`memory`) each model's weights and KV cache per token, and (`tokenizers`) the
+    pair's tokenizer fingerprints."""
     import torch  # here, not at the top: the serving backends write env.json without torch
     import transformers
 
@@ -76,6 +94,7 @@ def transformers_environment(
         "dtype": str(dtype).removeprefix("torch."),
         "backend": cfg.backend,
         "memory": memory,
+        "tokenizers": tokenizers,
         **gpu_environment(),  # driver, clocks, power limit, MIG, ECC, other processes
     }
 

@@ -19,6 +19,7 @@ import yaml
 
 from specbench.config import PolicySpec, RunConfig, WorkloadSpec, dump_config
 from specbench.data import Prompt, load_workload
+from specbench.data.privacy import ID_SALT_ENV, private_prompts
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_truncated_tail
 from specbench.spec.policies import Policy
@@ -91,10 +92,16 @@ def unit_seed(seed: int, *parts: object) -> int:
 
 
 def load_prompts(cfg: RunConfig, base_dir: Path | None) -> dict[str, list[Prompt]]:
+    """Every workload's prompts; a private workload's (`cfg.keeps_text`) with hashed ids and
+    their key, so nothing downstream sees a raw id or writes text (data/privacy.py)."""
     prompts = {wl.name: load_workload(wl, cfg.seed, base_dir) for wl in cfg.workloads}
-    for name, items in prompts.items():
-        if not items:
-            raise SpecbenchError(f"workload '{name}' selects no prompts; check its dataset and n")
+    for wl in cfg.workloads:
+        if not prompts[wl.name]:
+            raise SpecbenchError(
+                f"workload '{wl.name}' selects no prompts; check its dataset and n"
+            )
+        if not cfg.keeps_text(wl):
+            prompts[wl.name] = private_prompts(prompts[wl.name])
     return prompts
 
 
@@ -252,15 +259,24 @@ def same_run_config(stored_yaml: str, new_yaml: str) -> bool:
         new.pop(key, None)
     # a run stored before the adaptive plan existed ran the full grid
     stored.setdefault("plan", "full")
+    if "keep_text" not in stored:  # a run begun before keep_text existed: either value resumes
+        new.pop("keep_text", None)  # it (its ids must still match: check_resumed_ids)
     if "adaptive" not in stored and new.get("plan") == "full":
         new.pop("adaptive", None)
     return bool(stored == new)
 
 
-def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) -> set[UnitKey]:
+def prepare_run_dir(
+    cfg: RunConfig,
+    out_dir: Path,
+    resume: bool,
+    force: bool,
+    prompts: dict[str, list[Prompt]] | None = None,
+) -> set[UnitKey]:
     """Create or validate DIR; return the units already complete (for --resume).
 
-    A directory holding a different run is refused unless `--force` (which clears it).
+    A directory holding a different run is refused unless `--force` (which clears it), and so is
+    a resumed private run whose records hold prompt ids these `prompts` do not have.
     """
     records = out_dir / RECORDS_FILE
     stored_cfg = out_dir / "config.yaml"
@@ -287,4 +303,22 @@ def prepare_run_dir(cfg: RunConfig, out_dir: Path, resume: bool, force: bool) ->
         for rec in iter_records(records):
             if rec["kind"] in ("baseline", "spec"):
                 done.add(UnitKey.of(rec))
+    check_resumed_ids(prompts or {}, {(k.workload, k.prompt_id) for k in done})
     return done
+
+
+def check_resumed_ids(prompts: dict[str, list[Prompt]], done: set[tuple[str, str]]) -> None:
+    """A private workload's recorded (workload, prompt id) pairs must be ids these prompts hash
+    to: a different salt (or changed prompts) would measure every prompt again under new ids
+    beside the old ones (data/privacy.py)."""
+    for wl, items in prompts.items():
+        if not items or items[0].private_key is None:
+            continue
+        ids = {p.id for p in items}
+        if any(w == wl and pid not in ids for w, pid in done):
+            raise SpecbenchError(
+                f"workload '{wl}': the records in the run directory hold prompt ids this run "
+                f"does not produce: the prompts changed, {ID_SALT_ENV} differs from the run's "
+                "first start (set it as it was), or the run began with raw ids, before "
+                "specbench hashed them (resume it with --keep-text); or --force starts over"
+            )

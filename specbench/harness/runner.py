@@ -22,9 +22,10 @@ import torch
 from specbench.analysis.content import answer_checks
 from specbench.config import PolicySpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
+from specbench.data.privacy import answer_fields, privacy_note, prompt_texts, withhold
 from specbench.errors import SpecbenchError
 from specbench.harness.batch_timing import run_batch_timing, timed_pair
-from specbench.harness.env import transformers_environment, write_env
+from specbench.harness.env import pair_facts, transformers_environment, write_env
 from specbench.harness.plan import (
     RunEvents,
     RunOutcome,
@@ -214,8 +215,7 @@ class Session:
             # TPOT: decode time over the tokens after each turn's first (docs/theory.md §6).
             "tpot_ms": decode_ms / (new_tokens - len(gens)) if new_tokens > len(gens) else None,
             "peak_memory_mb": round(_peak_memory_mb(self.device), 1),
-            "output_ids": [g.output_ids for g in gens],
-            "answers": answers,
+            **answer_fields(prompt, answers, [g.output_ids for g in gens]),  # or a digest
             # is it real text? repetition, empty, early EOS, length limit (docs/theory.md §13)
             "content": [
                 answer_checks(g.output_ids, a, g.stop_reason, g.target_mean_logprob)
@@ -268,6 +268,8 @@ def measure_unit(session: Session, unit: Unit, temp: float) -> tuple[dict[str, A
         if session.device.type == "cuda":
             torch.cuda.empty_cache()
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if unit.prompt.private_key is not None:  # a private prompt's text stays out of records
+            msg = withhold(msg, prompt_texts(unit.prompt))
         failed = {
             **head,
             "kind": "failed",
@@ -377,18 +379,8 @@ def start_run(
     with. Returns the prompts, the session and the units already complete."""
     prompts = load_prompts(cfg, base_dir)
     session = session or load_session(cfg)
-    done = prepare_run_dir(cfg, out_dir, resume, force)
-    from specbench.models import memory_profile
-
-    memory = {
-        "target": memory_profile(session.target_loaded.model),
-        "drafts": {
-            label: memory_profile(m.model)
-            for label, m in session.drafts_loaded.items()
-            if m is not None
-        },
-    }
-    write_env(
-        out_dir, transformers_environment(cfg, session.device, session.target_loaded.dtype, memory)
-    )
+    done = prepare_run_dir(cfg, out_dir, resume, force, prompts)
+    target, drafts = session.target_loaded, session.drafts_loaded
+    env = transformers_environment(cfg, session.device, target.dtype, *pair_facts(target, drafts))
+    write_env(out_dir, {**env, "privacy": privacy_note(prompts)})  # what the files keep
     return prompts, session, done

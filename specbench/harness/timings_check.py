@@ -45,6 +45,39 @@ def pair_differences(path: Path, target: ModelSpec, draft: ModelSpec) -> list[st
     return diffs
 
 
+def tokenizer_differences(path: Path, here: dict[str, str | None]) -> list[str]:
+    """Which of the target's and draft's tokenizer fingerprints (models/fingerprint.py) differ
+    between the run at `path` and this pair; a side that recorded none is not compared (runs
+    written before fingerprints were)."""
+    _, typed = read_timing_source(path)
+    there = typed.env.tokenizers or {}
+    return [
+        f"{role} tokenizer {_short(there[role])} there, {_short(here[role])} here"
+        for role in ("target", "draft")
+        if there.get(role) and here.get(role) and there[role] != here[role]
+    ]
+
+
+def _short(fingerprint: str | None) -> str:
+    return (fingerprint or "none")[:19]  # "sha256:" + 12 hex digits
+
+
+def check_timings_tokenizers(timings: Path, here: dict[str, str | None], force: bool) -> str | None:
+    """As `check_timings_pair`, for the tokenizers: per-token timings of another vocabulary are
+    not this pair's (a token is another amount of text)."""
+    path = timings / "results.json" if timings.is_dir() else timings
+    diffs = tokenizer_differences(path, here)
+    if not diffs:
+        return None
+    what = "; ".join(diffs)
+    if not force:
+        raise SpecbenchError(
+            f"--timings: {path} measured with another tokenizer ({what}); its per-token "
+            "timings are not this pair's — give a run of this pair, or --force to use them anyway"
+        )
+    return f"timings measured with another tokenizer used (--force): {path} ({what})"
+
+
 def check_timings_pair(
     timings: Path, target: ModelSpec, draft: ModelSpec, force: bool
 ) -> str | None:

@@ -29,6 +29,7 @@ from specbench.report.text import (
     decision_warnings,
     engine_header,
     num_text,
+    paste_line,
     pool_decision,
     routing_note,
     setting_label,
@@ -53,6 +54,9 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
     for g in results.global_.by_temperature:
         tail = "." if g.verdict == "not_measured" else f"; {routing_note(g)}."
         console.print(f"  {_bold(pool_decision(g, run.margin))}{tail}")
+        paste = paste_line(results, g)
+        if paste:
+            console.print(f"    paste (T={g.temperature:g}): {paste}", markup=False, soft_wrap=True)
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")

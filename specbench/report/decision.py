@@ -16,6 +16,7 @@ from specbench.report.text import (
     decision_warnings,
     engine_header,
     num_text,
+    paste_line,
     pool_decision,
     routing_note,
     setting_label,
@@ -98,11 +99,15 @@ def decision_blocks(results: RunResults | dict[str, Any]) -> list[Block]:
     results = as_results(results)
     run = results.run
     pools = results.global_.by_temperature
-    items = [
-        pool_decision(g, run.margin)
-        + ("." if g.verdict == "not_measured" else f"; {routing_note(g)}.")
-        for g in pools
-    ]
+    items = []
+    for g in pools:
+        items.append(
+            pool_decision(g, run.margin)
+            + ("." if g.verdict == "not_measured" else f"; {routing_note(g)}.")
+        )
+        paste = paste_line(results, g)
+        if paste:
+            items.append(f"paste (T={g.temperature:g}): `{paste}`")
     items.append(counts_line(results) + ".")
     items += decision_warnings(results)
     blocks: list[Block] = [

@@ -1,13 +1,22 @@
-"""The γ schedule written in each engine's own configuration (`specbench schedule`, docs/schedule.md).
+"""The γ schedule written in each engine's own configuration (`specbench schedule`, docs/schedule.md),
+with the flags that start a server with it. Every key written is one of the engine's own config
+classes at the commit recorded in `specbench/assets/engine-keys.json` (docs/serving.md names the
+versions; tests/unit/test_engine_exports.py checks every exported key against that list).
 
-- vLLM: the `speculative_config` JSON (what `vllm serve --speculative-config` and
-  `LLM(speculative_config=…)` take) with `num_speculative_tokens_per_batch_size: [[lo, hi, k], …]`
-  (inclusive ranges from 1; k = 0 allowed; vLLM clamps each k to `num_speculative_tokens`, so that
-  is set to the largest k, and clamps hi to its `max_num_seqs`).
-- TensorRT-LLM: `speculative_config.draft_len_schedule {batch: k}` for `--extra_llm_api_options`
-  (YAML). Each key is the upper end of a range: a batch of size b uses the value of the smallest key
-  ≥ b (`trtllm_draft_len`). TensorRT-LLM requires key 1 and `draft_len_schedule[1] ==
-  max_draft_len`, so a schedule whose k at batch 1 is not its largest cannot be written.
+- vLLM: `vllm serve MODEL --speculative-config '{…}'`, the JSON being vLLM's `SpeculativeConfig`:
+  the run's method, draft and options, `num_speculative_tokens` = the largest k (vLLM clamps each
+  k to it) and, when k changes with the batch size, `num_speculative_tokens_per_batch_size:
+  [[lo, hi, k], …]` (inclusive ranges from 1; k = 0 allowed; vLLM clamps hi to `max_num_seqs`).
+- SGLang: `python -m sglang.launch_server --model-path MODEL --speculative-algorithm A
+  [--speculative-draft-model-path D] --speculative-num-steps γ --speculative-eagle-topk 1
+  --speculative-num-draft-tokens γ+1` (a chain: topk 1, the verify window γ + 1). SGLang takes
+  one γ per server, so a schedule whose k changes is written at one operating concurrency.
+- TensorRT-LLM: the LLM API's `speculative_config` for `trtllm-serve --extra_llm_api_options`
+  (YAML): `decoding_type`, `max_draft_len`, `speculative_model` (draft or EAGLE head), the
+  method's settings and `draft_len_schedule {b: k}`, each key the upper end of a range (at the
+  recorded commit: a batch of size b uses the value of the smallest key ≥ b, 0 past the last;
+  the smallest key's value must be `max_draft_len`, so a schedule whose k at batch 1 is not its
+  largest cannot be written). Older releases read the keys as lower thresholds.
 - neutral JSON: the ranges, each measured concurrency's decision with its intervals, the boundary
   rules and the run's provenance.
 
@@ -17,14 +26,71 @@ the run measured "off" as an engine without speculation (docs/theory.md §11).
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
+from specbench.analysis.gamma_schedule import gamma_at
 from specbench.analysis.results_model_engine import GammaSchedule
 from specbench.errors import SpecbenchError
 
 Ranges = Sequence[Sequence[int]]
 NEUTRAL_SCHEMA = 1
+KEYS_FILE = "engine-keys.json"
+# vLLM's method → SGLang's --speculative-algorithm (a chain drafter each); the n-gram and suffix
+# drafters of SGLang build trees of --speculative-num-draft-tokens, not a γ-chain: not mapped
+SGLANG_ALGORITHM = {
+    "draft_model": "STANDALONE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+}
+# vLLM's method → TensorRT-LLM's decoding_type
+TRTLLM_DECODING_TYPE = {
+    "draft_model": "Draft_Target",
+    "eagle": "Eagle",
+    "eagle3": "Eagle3",
+    "mtp": "MTP",
+    "ngram": "NGram",
+}
+NEEDS_DRAFT = ("draft_model", "eagle", "eagle3")  # the others draft from the target itself
+
+
+@cache
+def engine_keys() -> dict[str, Any]:
+    """The recorded key lists (`specbench/assets/engine-keys.json`)."""
+    text = resources.files("specbench").joinpath("assets", KEYS_FILE).read_text("utf-8")
+    return dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a server needs beside γ: the target, the method, the draft (weights or EAGLE head),
+    and the run's other vLLM speculative_config keys."""
+
+    target: str
+    method: str
+    draft: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_vllm(cls, target: str, conf: Mapping[str, Any]) -> Deployment:
+        skip = {
+            "method",
+            "model",
+            "num_speculative_tokens",
+            "num_speculative_tokens_per_batch_size",
+        }
+        return cls(
+            target,
+            str(conf.get("method") or "draft_model"),
+            None if conf.get("model") is None else str(conf["model"]),
+            {k: v for k, v in conf.items() if k not in skip},
+        )
 
 
 def _check(ranges: Ranges) -> None:
@@ -36,28 +102,111 @@ def _check(ranges: Ranges) -> None:
 
 
 def vllm_speculative_config(ranges: Ranges, base: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`base` (the run's speculative_config: method, model, options) with the schedule."""
+    """`base` (the run's speculative_config: method, model, options) with the schedule; one
+    range (the same k at every batch size) is the plain fixed-γ config."""
     _check(ranges)
     conf = {k: v for k, v in (base or {}).items() if k != "num_speculative_tokens_per_batch_size"}
     conf["num_speculative_tokens"] = max(int(k) for _, _, k in ranges)
-    conf["num_speculative_tokens_per_batch_size"] = [[int(x) for x in r] for r in ranges]
+    if len(ranges) > 1:
+        conf["num_speculative_tokens_per_batch_size"] = [[int(x) for x in r] for r in ranges]
     return conf
 
 
-def trtllm_options(ranges: Ranges) -> dict[str, Any]:
-    """`{"speculative_config": {"max_draft_len": k(1), "draft_len_schedule": {hi: k, …}}}`."""
+def vllm_command(target: str, conf: Mapping[str, Any]) -> str:
+    """The shell line that starts vLLM's OpenAI server with `conf`."""
+    text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))
+    return f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(text)}"
+
+
+def one_gamma(ranges: Ranges, concurrency: int | None) -> int:
+    """The one γ an engine without a batch-size schedule runs: the schedule's k when it is the
+    same everywhere, else its k at the operating concurrency given."""
+    ks = {int(k) for _, _, k in ranges}
+    if concurrency is not None:
+        return gamma_at(ranges, concurrency)
+    if len(ks) != 1:
+        switch = next(int(lo) for lo, _, k in ranges if int(k) != int(ranges[0][2]))
+        raise SpecbenchError(
+            f"the schedule changes k at batch size {switch} and this engine takes one γ per "
+            "server: give --concurrency (the server's operating concurrency)"
+        )
+    return ks.pop()
+
+
+def sglang_flags(dep: Deployment, gamma: int) -> list[tuple[str, str]]:
+    """SGLang's speculative flags for `dep` at γ (module docstring); one error line for a method
+    SGLang has no chain drafter for."""
+    algo = SGLANG_ALGORITHM.get(dep.method)
+    if algo is None:
+        raise SpecbenchError(
+            f"method '{dep.method}' has no SGLang chain-drafter equivalent (mapped: "
+            f"{', '.join(sorted(SGLANG_ALGORITHM))}): use --format vllm, trtllm or json"
+        )
+    if gamma <= 0:
+        raise SpecbenchError("speculation is off at that concurrency: serve without speculation")
+    flags = [("--model-path", dep.target), ("--speculative-algorithm", algo)]
+    if dep.method in NEEDS_DRAFT:
+        flags.append(("--speculative-draft-model-path", dep.draft or "DRAFT_MODEL"))
+    flags += [
+        ("--speculative-num-steps", str(gamma)),
+        ("--speculative-eagle-topk", "1"),
+        ("--speculative-num-draft-tokens", str(gamma + 1)),
+    ]
+    return flags
+
+
+def sglang_command(dep: Deployment, gamma: int) -> str:
+    args = " ".join(f"{f} {shlex.quote(v)}" for f, v in sglang_flags(dep, gamma))
+    return f"python -m sglang.launch_server {args}"
+
+
+def trtllm_options(ranges: Ranges, dep: Deployment | None = None) -> dict[str, Any]:
+    """`{"speculative_config": {decoding_type, max_draft_len, speculative_model, …,
+    draft_len_schedule {hi: k, …}}}` (module docstring); without `dep` only the draft lengths."""
     _check(ranges)
     ks = [int(k) for _, _, k in ranges]
     if ks[0] != max(ks):
         raise SpecbenchError(
-            f"TensorRT-LLM requires the draft length at batch 1 to be the largest "
-            f"(draft_len_schedule[1] == max_draft_len); this schedule has k={ks[0]} at batch 1 "
-            f"and k={max(ks)} above it: use --format vllm or json"
+            f"TensorRT-LLM requires the draft length at batch 1 to be the largest (the smallest "
+            f"draft_len_schedule key must map to max_draft_len); this schedule has k={ks[0]} at "
+            f"batch 1 and k={max(ks)} above it: use --format vllm or json"
         )
-    schedule = {1: ks[0]}
-    for _, hi, k in ranges:
-        schedule[int(hi)] = int(k)
-    return {"speculative_config": {"max_draft_len": ks[0], "draft_len_schedule": schedule}}
+    conf: dict[str, Any] = {}
+    if dep is not None:
+        kind = TRTLLM_DECODING_TYPE.get(dep.method)
+        if kind is None:
+            raise SpecbenchError(
+                f"method '{dep.method}' has no TensorRT-LLM decoding_type mapped (mapped: "
+                f"{', '.join(sorted(TRTLLM_DECODING_TYPE))}): use --format vllm or json"
+            )
+        conf["decoding_type"] = kind
+    conf["max_draft_len"] = ks[0]
+    if dep is not None and dep.method in NEEDS_DRAFT:
+        conf["speculative_model"] = dep.draft or "DRAFT_MODEL"
+    if dep is not None and dep.method == "ngram":
+        conf["max_matching_ngram_size"] = int(dep.options.get("prompt_lookup_max") or 2)
+    if dep is not None and dep.method in ("eagle", "eagle3"):
+        conf["eagle3_one_model"] = True  # the only implementation at the recorded commit
+    # the last ranges that are off need no key: past the largest key the draft length is 0
+    kept = list(ranges)
+    while kept and int(kept[-1][2]) == 0:
+        kept.pop()
+    if len(ranges) > 1:
+        conf["draft_len_schedule"] = {int(hi): int(k) for _, hi, k in kept}
+    return {"speculative_config": conf}
+
+
+def trtllm_command(target: str, options_file: str = "extra_llm_api_options.yaml") -> str:
+    return f"trtllm-serve {shlex.quote(target)} --extra_llm_api_options {shlex.quote(options_file)}"
+
+
+def unknown_keys(engine: str, keys: Sequence[str], decoding_type: str | None = None) -> list[str]:
+    """The keys not in the engine's recorded config classes (engine-keys.json)."""
+    rec = engine_keys()[engine]
+    known = set(rec.get("keys", [])) | set(rec.get("base_keys", []))
+    if decoding_type is not None:
+        known |= set(rec["decoding_types"].get(decoding_type, []))
+    return [k for k in keys if k not in known]
 
 
 def trtllm_draft_len(draft_len_schedule: Mapping[int, int], b: int) -> int:
@@ -69,7 +218,7 @@ def trtllm_draft_len(draft_len_schedule: Mapping[int, int], b: int) -> int:
 
 
 def neutral_document(
-    schedule: GammaSchedule, workload: str, temperature: float, provenance: Mapping[str, Any]
+    schedule: GammaSchedule, workload: str, temperature: float | None, provenance: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The schedule, each measured concurrency's decision and intervals, and where it came from."""
     return {

@@ -3,6 +3,7 @@ from a validated results.json (`analysis.results_model`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Protocol
 
@@ -139,6 +140,46 @@ def _flags(d: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (d or {}).items() if v is not None and v != {})
 
 
+def _json(d: dict[str, Any] | None) -> str:
+    """A speculative_config as the JSON `--speculative-config` takes."""
+    return json.dumps(d, ensure_ascii=False, separators=(", ", ": ")) if d else ""
+
+
+def paste_line(results: RunResults, g: PoolDecision) -> str | None:
+    """The command that starts a vLLM server with the pool's decision at one temperature (an
+    engine run's ON verdict; report/schedule_export.py, keys as recorded in engine-keys.json);
+    None for other runs and verdicts."""
+    from specbench.report.schedule_export import Deployment, engine_keys, vllm_command
+
+    env, run = results.env, results.run
+    backend = run.backend or env.backend
+    if backend not in ("vllm", "openai") or g.verdict != "on" or not g.gamma:
+        return None
+    confs = env.speculative_config
+    confs = confs if isinstance(confs, list) else [confs] if confs else []
+    conf = next((c for c in confs if g.drafter in (c.get("method"), c.get("label"))), None)
+    if conf is None and confs and backend == "vllm":
+        conf = confs[0]
+    if conf is None:  # vllm: the setting's label; openai: the server's method, if it was named
+        srv = next((x for x in env.servers or [] if x.label == g.drafter), None)
+        method = (
+            g.drafter
+            if backend == "vllm"
+            else (srv.model_extra or {}).get("method")
+            if srv is not None
+            else None
+        )
+        if method not in engine_keys()["vllm"]["methods"]:
+            return None  # no method known: no line rather than a wrong one
+        conf = {"method": method}
+    target = str((env.engine_args or {}).get("model") or run.target or "MODEL")
+    dep = Deployment.from_vllm(target, conf)
+    base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": g.gamma}
+    if dep.draft or dep.method == "draft_model":
+        base["model"] = dep.draft or run.draft or "DRAFT_MODEL"
+    return vllm_command(target, base)
+
+
 def engine_header(results: RunResults) -> str | None:
     """The engine, its version and flags (env.json of a vllm / openai run); None otherwise."""
     env = results.env
@@ -147,11 +188,11 @@ def engine_header(results: RunResults) -> str | None:
         return (
             f"Engine: vLLM {env.vllm or '?'} (in-process), device {env.device}"
             f"{' (' + str(env.gpu) + ')' if env.gpu else ''}; engine args: "
-            f"{_flags(env.engine_args) or '–'}; speculative_config: "
+            f"{_flags(env.engine_args) or '–'}; speculative_config (γ grid): "
             + (
-                " | ".join(_flags(c) for c in env.speculative_config)
+                " | ".join(_json(c) for c in env.speculative_config)
                 if isinstance(env.speculative_config, list)
-                else _flags(env.speculative_config) or "–"
+                else _json(env.speculative_config) or "–"
             )
             + "."
         )

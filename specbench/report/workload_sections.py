@@ -176,7 +176,8 @@ def _content_items(e: WorkloadResult) -> list[str]:
             f"{num_text(content.median_compression_ratio, '{:.2f}')}"
         )
         for d in content.degenerate_prompts[:3]:
-            items.append(f"{d.prompt_id}: {d.reason}; ends `{_snippet(d.answer_tail)}`")
+            ends = f"; ends `{_snippet(d.answer_tail)}`" if d.answer_tail else ""  # text kept
+            items.append(f"{d.prompt_id}: {d.reason}{ends}")
     if ppa:
         spread = ppa.spread
         items.append(

@@ -9,6 +9,7 @@ is a directory where a file is written. Each gives one `error:` line naming the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import resource
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from specbench.cli.app import run_cli
+from specbench.config import POLICY_NAMES
 from specbench.records import TRANSFORMERS_ROUNDS
 
 from ..unit.test_compare import ENV, config, make_records
@@ -161,7 +163,13 @@ def test_simulate_default_policies_fit_a_short_grid(
     """The default policy set (and a policy named without options) replays on a γ grid below
     its default bounds, each bound fitted to the trace; one that cannot fit is named, not run."""
     assert run_cli(["simulate", str(grid_runs[gamma]), "--json"]) == 0, capsys.readouterr().err
-    entries = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    entries = document["simulations"]
+    assert (
+        document["provenance"]["records"]["sha256"]
+        == hashlib.sha256((grid_runs[gamma] / "records.jsonl").read_bytes()).hexdigest()
+    )
+    assert document["provenance"]["policies"] == list(POLICY_NAMES)
     assert entries and all(e["trace_gamma"] == gamma for e in entries)
     for entry in entries:
         assert all(row["gamma"] <= gamma for row in entry["policies"])
@@ -194,7 +202,7 @@ def test_simulate_advice_when_followed_succeeds(
         msg,
         capsys.readouterr().err,
     )
-    rows = json.loads(capsys.readouterr().out)[0]["policies"]
+    rows = json.loads(capsys.readouterr().out)["simulations"][0]["policies"]
     assert [r["policy"] for r in rows] == [policy.split(":")[0]] and rows[0]["gamma"] <= gamma
 
 
@@ -394,6 +402,8 @@ def results_variants(fault_root: Path) -> Path:
     put("schema_3", schema=3)
     put("schema_1", schema=1)
     put("temperature_text", workloads__0__temperature="hot")
+    for name, digit in (("tokenizer_a", "a"), ("tokenizer_b", "b")):  # two vocabularies
+        put(name, env__tokenizers={"target": "sha256:" + digit * 64, "draft": None})
     return d
 
 
@@ -412,6 +422,8 @@ PROVENANCE: list[tuple[str, str]] = [
     (f"compare {G} {R}/schema_1.json", "older than this specbench"),
     (f"compare {G} {R}/temperature_text.json", "field 'workloads.0.temperature'"),
     (f"compare {G} {R}/other_target.json", "not comparable"),
+    (f"accept --data {{logs}} --config {TINY} --timings {R}/tokenizer_a.json", "another tokenizer"),
+    (f"compare {R}/tokenizer_a.json {R}/tokenizer_b.json", "target tokenizer: sha256:aaaa"),
 ]
 
 
@@ -426,6 +438,22 @@ def test_mismatched_or_unknown_results_are_refused(
     logs = fault_root / "logs" / "ok.jsonl"
     msg = check_bad_input(case.format(root=fault_root, logs=logs).split(), capsys, needle)
     assert "validation error" not in msg and "type=" not in msg  # not pydantic's dump
+
+
+def test_the_same_tokenizer_passes_and_an_unrecorded_one_is_not_compared(
+    results_variants: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specbench.harness.timings_check import tokenizer_differences
+
+    a = results_variants / "tokenizer_a.json"
+    assert tokenizer_differences(a, {"target": "sha256:" + "a" * 64, "draft": "sha256:0"}) == []
+    assert tokenizer_differences(a, {"target": "sha256:" + "c" * 64, "draft": None}) == [
+        "target tokenizer sha256:aaaaaaaaaaaa there, sha256:cccccccccccc here"
+    ]
+    other = results_variants / "other_draft.json"  # a run that recorded no fingerprint
+    assert tokenizer_differences(other, {"target": "sha256:" + "c" * 64, "draft": None}) == []
+    # compare: the same fingerprint on both sides is comparable (a run with itself: exit 5)
+    assert run_cli(["compare", str(a), str(a)]) == 5, capsys.readouterr().err
 
 
 def test_timings_of_the_same_pair_pass_the_check(results_variants: Path) -> None:

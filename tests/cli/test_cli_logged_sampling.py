@@ -43,6 +43,7 @@ def _config(tmp: Path) -> Path:
         "max_new_tokens": 10,
         "warmup": 0,
         "output_dir": str(tmp / "out"),
+        "keep_text": True,  # the records by logged id, and their token ids (docs/privacy.md)
     }
     path = tmp / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))

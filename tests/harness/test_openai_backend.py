@@ -363,6 +363,7 @@ def test_logged_requests_are_sent_as_sampled(
         workloads=[{"name": "logs", "dataset": dataset}],
         sampling={"temperatures": [0.7, 0.0], "top_p": 0.95},  # one run, not one per value
         concurrency=[1, 2],
+        keep_text=True,  # records by the logged ids (private data has hashed ids otherwise)
     )
     res = runner.invoke(app, ["run", str(cfg)])
     assert res.exit_code == 0, res.output
@@ -496,3 +497,9 @@ def test_logged_tools_and_system_prompt_reach_the_server(
         assert server.bodies, "no request reached the server"
         for body in server.bodies:
             assert body["messages"] == messages and body["tools"] == tools
+    # logged traffic is private by default (docs/privacy.md): the engine's records keep the
+    # answer checks, computed as each answer arrived, and a digest, never the text or the id
+    recs = [r for r in read_records(tmp_path / "out" / "records.jsonl") if r.get("turns")]
+    assert recs and all("answers" not in r and "output_ids" not in r for r in recs)
+    assert all(r["prompt_id"] != "w" and r["answer_digest"] and r["content"] for r in recs)
+    assert "Oslo" not in (tmp_path / "out" / "records.jsonl").read_text()

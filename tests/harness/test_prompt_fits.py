@@ -41,6 +41,7 @@ def test_a_prompt_longer_than_max_model_len_is_not_sent(tmp_path: Path) -> None:
             "max_new_tokens": 6,
             "warmup": 0,
             "output_dir": str(tmp_path / "out"),
+            "keep_text": True,  # the records by their ids "short" / "long" (docs/privacy.md)
         }
         outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
         sent = [json.dumps(entry["body"]) for entry in srv.log]

@@ -13,6 +13,7 @@ import numpy as np
 
 from specbench.analysis.crossed import crossed_ratio_ci, crossed_replicates, two_way_variance
 from specbench.analysis.latency import pair, speedup_of
+from specbench.analysis.recommend import recommend
 from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS, simultaneous_lower, throughput_ratio_ci
 
 SIMS = 300
@@ -130,3 +131,21 @@ def test_records_with_engine_starts_get_the_crossed_interval() -> None:
     assert wide is not None and narrow is not None
     assert np.isclose(wide.value, narrow.value)
     assert wide.hi / wide.lo > 1.5 * (narrow.hi / narrow.lo)
+
+
+def test_crossed_verdict_is_undecided_below_the_prompt_resolution() -> None:
+    """A run with interleaved engine starts keeps the two-way test, and, like every verdict,
+    decides nothing on fewer than 6 prompts however clear the gain (docs/theory.md §8, §15)."""
+    rng = np.random.default_rng(2806)
+    start_effect = [1.0, 1.05, 0.95, 1.02]
+
+    def verdict(prompts: int) -> str:
+        base = {(f"p{i}", r): 100.0 + rng.normal(0, 3) for i in range(prompts) for r in range(4)}
+        spec = {k: v / 1.6 * start_effect[k[1]] for k, v in base.items()}
+        settings = {("model", "fixed", 2): _records("spec", 2, spec, True)}
+        return str(
+            recommend(_records("baseline", 0, base, True), settings, 0.05, 0.95, 300)["verdict"]
+        )
+
+    assert verdict(5) == "undecided"
+    assert verdict(8) == "on"

@@ -59,3 +59,46 @@ def test_pool_decision_holds_its_level_with_measured_weights() -> None:
 def test_following_the_advice_gives_about_eighty_percent_power() -> None:
     (p, se), _ = fc.advice_power(8, 1.3, reps=150, seed=99)
     assert p >= 0.7 - 2 * se, (p, se)
+
+
+ACCEPTANCE_FAMILIES = list(fc.ACCEPTANCE_GAMMA.items())  # (family, γ): default, then stress
+
+
+STRESS_MISS = pytest.mark.xfail(
+    strict=True,
+    reason="known, docs/theory.md §10: the stress case (κ = 2, α sd 0.3, ρ 0.6) is beyond the "
+    "claimed family; at this seed the exact-β interval's upper end misses 6.5 % (200 replicates; "
+    "1.3–3.7 % under other seeds at 1,000–2,000, 3.5 % at n = 16; the bootstrap-t: 6–8 %)",
+)
+
+
+@pytest.mark.parametrize(
+    ("fam", "gamma"),
+    [ACCEPTANCE_FAMILIES[0], pytest.param(*ACCEPTANCE_FAMILIES[1], marks=STRESS_MISS)],
+    ids=["family", "stress"],
+)
+def test_alpha_and_tau_intervals_hold_each_tail_at_eight_prompts(
+    fam: tf.Family, gamma: int
+) -> None:
+    """The α and τ intervals a verdict prints, on 8 prompts of the family: each one-sided miss
+    ≤ 2.5 % + 2 Monte Carlo se (the symmetric bootstrap-t they replace missed 5.5–6.8 % on the
+    upper side here)."""
+    tails = fc.acceptance_tails(8, reps=200, seed=2808 + gamma, fam=fam, gamma=gamma)
+    for name, t in tails.items():
+        assert _within(t.below) and _within(t.above), (name, t)
+
+
+def test_alpha_and_tau_intervals_are_unbounded_below_the_resolution() -> None:
+    """Below 6 prompts no interval is claimed: α's is its whole range [0, 1], τ's unbounded."""
+    for n in (3, 4, 5):
+        tails = fc.acceptance_tails(n, reps=20, seed=2830 + n)
+        assert all(t.unbounded == 1.0 for t in tails.values()), (n, tails)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [6, 16, 32])
+@pytest.mark.parametrize(("fam", "gamma"), ACCEPTANCE_FAMILIES, ids=["family", "stress"])
+def test_alpha_and_tau_intervals_hold_each_tail(n: int, fam: tf.Family, gamma: int) -> None:
+    tails = fc.acceptance_tails(n, reps=300, seed=2840 + n + gamma, fam=fam, gamma=gamma)
+    for name, t in tails.items():
+        assert _within(t.below) and _within(t.above), (name, n, t)

@@ -226,7 +226,11 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
         "Engine: vLLM 0.32.0 (in-process), device cuda (NVIDIA H200)"
     )
     assert "tensor_parallel_size=2, enforce_eager=True" in text and "max_model_len" not in text
-    assert "method=eagle3, num_speculative_tokens=[2, 4]" in text
+    # the speculative_config as the JSON --speculative-config takes (issue 34), not k=v pairs
+    assert (
+        'speculative_config (γ grid): {"method": "eagle3", "num_speculative_tokens": [2, 4]}'
+        in text
+    )
     openai = {
         "run": {"backend": "openai"},
         "env": {

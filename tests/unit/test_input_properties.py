@@ -230,3 +230,21 @@ def test_truncated_record_warns_in_specbench_voice(
     assert "UserWarning" not in err and "warnings.warn" not in err
     with pytest.warns(SpecbenchWarning, match="line 13 is truncated"):
         list(iter_records(run / "records.jsonl"))
+
+
+def test_a_run_begun_before_keep_text_resumes_with_either_value() -> None:
+    """A run directory written before `keep_text` existed resumes with or without --keep-text
+    (its ids are then checked against the records); one that set it needs the same value."""
+    import yaml
+
+    from specbench.harness.plan import same_run_config
+
+    cfg = parse_config(read_yaml(CONFIGS / "tiny.yaml"))
+    old = yaml.safe_load(dump_config(cfg))
+    old.pop("keep_text")
+    for value in (None, True, False):
+        assert same_run_config(
+            yaml.safe_dump(old), dump_config(cfg.model_copy(update={"keep_text": value}))
+        )
+    kept = dump_config(cfg.model_copy(update={"keep_text": True}))
+    assert not same_run_config(kept, dump_config(cfg))

@@ -32,9 +32,11 @@ def test_vllm_config_round_trips_and_keeps_the_run_options() -> None:
 
 
 def test_trtllm_schedule_round_trips_through_its_lookup() -> None:
+    """Keys are range upper ends (TensorRT-LLM at the recorded commit): the smallest maps to
+    max_draft_len and the trailing off range needs no key (past the last key k = 0)."""
     opts = yaml.safe_load(yaml.safe_dump(ex.trtllm_options(RANGES)))
     spec = opts["speculative_config"]
-    assert spec["max_draft_len"] == 4 and spec["draft_len_schedule"][1] == 4
+    assert spec["max_draft_len"] == 4 and spec["draft_len_schedule"] == {3: 4, 11: 2, 40: 1}
     for b in [*range(1, 200), 5000, OPEN_END]:
         assert ex.trtllm_draft_len(spec["draft_len_schedule"], b) == gamma_at(RANGES, b), b
 
@@ -89,7 +91,15 @@ def test_bad_run_dirs_and_choices_are_one_line(tmp_path: Path) -> None:
     _one_error_line(
         runner.invoke(app, ["schedule", str(run), "--temperature", "0.7"]), "not measured"
     )
-    _one_error_line(runner.invoke(app, ["schedule", str(run), "--format", "sglang"]), "sglang")
+    _one_error_line(runner.invoke(app, ["schedule", str(run), "--format", "nginx"]), "nginx")
+    # SGLang takes one γ per server: a schedule that changes k needs the operating concurrency
+    _one_error_line(
+        runner.invoke(app, ["schedule", str(run), "--format", "sglang"]), "give --concurrency"
+    )
+    _one_error_line(
+        runner.invoke(app, ["schedule", str(run), "--format", "sglang", "--concurrency", "8"]),
+        "serve without speculation",
+    )
     # one concurrency only: no schedule to write
     one = tmp_path / "one"
     one.mkdir()

@@ -51,7 +51,7 @@ class Difference:
 
 
 # what a setting labelled by method carries itself: runs of different drafts compare by label
-DRAFT_IDENTITY = ("draft model", "draft revision", "draft dtype")
+DRAFT_IDENTITY = ("draft model", "draft revision", "draft dtype", "draft tokenizer")
 
 
 def identity_differences(base: Side, new: Side) -> list[Difference]:

@@ -166,6 +166,14 @@ def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str
     return ident
 
 
+def tokenizer_identity(env: dict[str, Any]) -> dict[str, Any]:
+    """The tokenizer fingerprints env.json recorded (models/fingerprint.py): token counts and
+    per-token figures of two vocabularies do not compare. None where a run recorded none."""
+    tok = env.get("tokenizers")
+    tok = tok if isinstance(tok, dict) else {}
+    return {f"{role} tokenizer": tok.get(role) for role in ("target", "draft")}
+
+
 def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
     """A side known only by its results.json (stored CIs, no per-prompt values), validated into
     the typed document once (a malformed file raises pydantic's ValidationError, a ValueError)."""
@@ -193,7 +201,8 @@ def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
         )
     # env.json as written (the keys it had), for the environment comparison
     env = doc.env.model_dump(exclude_unset=True)
-    return Side(label, _identity(doc, None), env, groups, doc.run.ci_level or 0.95, False)
+    ident = {**_identity(doc, None), **tokenizer_identity(env)}
+    return Side(label, ident, env, groups, doc.run.ci_level or 0.95, False)
 
 
 def side_from_records(
@@ -257,7 +266,7 @@ def side_from_records(
             methods=grp.get("methods", {}),
             deterministic=repeat_determinism(specs) if key[1] == 0 else None,
         )
-    ident = _identity(doc, config)
+    ident = {**_identity(doc, config), **tokenizer_identity(env)}
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
     level = float((config.get("decision") or {}).get("ci_level") or 0.95)
     fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]

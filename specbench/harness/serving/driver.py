@@ -44,6 +44,7 @@ from specbench.analysis.counter_reconcile import polluted_message
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import Prompt
+from specbench.data.privacy import privacy_note
 from specbench.errors import SpecbenchError, SpecbenchWarning
 from specbench.harness.env import serving_environment, write_env
 from specbench.harness.plan import (
@@ -119,7 +120,7 @@ def run_engine(
     prompts = load_prompts(cfg, base_dir)
     check_concurrency(cfg, prompts)  # a level no workload can reach: exit 2 before measuring
     earlier = earlier_capacity(out_dir) if resume and not force else []
-    cfg, done = prepare_engine_dir(cfg, out_dir, resume, force)
+    cfg, done = prepare_engine_dir(cfg, out_dir, resume, force, prompts)
     backend = backend or make_backend(cfg, out_dir)
     outcome = RunOutcome(out_dir)
     settings = backend.settings()
@@ -146,6 +147,7 @@ def run_engine(
 
     def env() -> dict[str, Any]:
         env = with_earlier_capacity(serving_environment(cfg, backend.environment()), earlier)
+        env["privacy"] = privacy_note(prompts)  # what the files keep (data/privacy.py)
         return {**env, "load_warnings": reach} if reach else env
 
     write_env(out_dir, env())

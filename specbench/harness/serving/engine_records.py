@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.buffering import buffered_request
+from specbench.analysis.content import answer_checks
 from specbench.analysis.counter_reconcile import Reconciliation, reconcile
 from specbench.analysis.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
-from specbench.harness.plan import logged_fields, prepare_run_dir
+from specbench.data import Prompt
+from specbench.data.privacy import answer_fields, prompt_texts, withhold
+from specbench.harness.plan import check_resumed_ids, logged_fields, prepare_run_dir
 from specbench.harness.serving.base import (
     Conversation,
     ConversationResult,
@@ -58,7 +61,11 @@ def batch_key_of(rec: dict[str, Any]) -> BatchKey:
 
 
 def prepare_engine_dir(
-    cfg: RunConfig, out_dir: Path, resume: bool, force: bool
+    cfg: RunConfig,
+    out_dir: Path,
+    resume: bool,
+    force: bool,
+    prompts: dict[str, list[Prompt]] | None = None,
 ) -> tuple[RunConfig, set[UnitId]]:
     """Create or validate DIR; return the config to store and the units already measured
     successfully (a failed unit is not done: `--resume` retries it).
@@ -89,6 +96,7 @@ def prepare_engine_dir(
         for rec in iter_records(records):
             if rec.get("kind") in MEASURED_KINDS:
                 done.add((batch_key_of(rec), str(rec["prompt_id"])))
+    check_resumed_ids(prompts or {}, {(k.workload, pid) for k, pid in done})
     return cfg, done
 
 
@@ -107,7 +115,10 @@ def request_record(
     """One prompt's record, the transformers backend's fields plus the engine's."""
     head = {**head, "prompt_id": conv.prompt.id, "seed": conv.seed}
     if res.error is not None or not res.turns:
-        return {**head, "kind": "failed", "status": "failed", "error": (res.error or "")[:300]}
+        error = res.error or ""
+        if conv.prompt.private_key is not None:  # a private prompt's text stays out of records
+            error = withhold(error, prompt_texts(conv.prompt))
+        return {**head, "kind": "failed", "status": "failed", "error": error[:300]}
     turns = res.turns
     new_tokens = sum(t.new_tokens for t in turns)
     e2e = [t.e2e_ms for t in turns]
@@ -136,10 +147,17 @@ def request_record(
             for t in turns
         ],
         "peak_memory_mb": None,
-        "answers": [t.text for t in turns],
     }
-    if keep_ids and all(t.output_ids is not None for t in turns):
-        body["output_ids"] = [t.output_ids for t in turns]
+    ids = [t.output_ids for t in turns]
+    kept = [i for i in ids if i is not None] if keep_ids else []
+    body.update(
+        answer_fields(conv.prompt, [t.text for t in turns], kept if len(kept) == len(ids) else None)
+    )
+    if conv.prompt.private_key is not None:  # the answer checks now, while the text is here (§13)
+        body["content"] = [
+            answer_checks(i if len(kept) == len(ids) else None, t.text, t.stop_reason)
+            for i, t in zip(ids, turns, strict=True)
+        ]
     body["buffered"] = buffered_request(
         [t.new_tokens for t in turns], body["chunks"], body["stream_span_ms"], int(head["gamma"])
     )
