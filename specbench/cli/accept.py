@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.console import Console
 
 from specbench import defaults
 from specbench.cli.options import DEFAULT_COST_RATIO, JsonOption, csv_list
 from specbench.config import MAX_GAMMA, MAX_PROMPTS
 from specbench.errors import SpecbenchError
+from specbench.report.terminal import make_console
 
 if TYPE_CHECKING:  # the pipeline (torch) is imported only when the command runs
     from specbench.harness.accept import Progress
@@ -43,7 +43,7 @@ class StderrEvents:
     """The pipeline's progress on stderr: a spinner per stage, a bar while scoring."""
 
     def __init__(self) -> None:
-        self.console = Console(stderr=True)
+        self.console = make_console(stderr=True)
 
     def stage(self, text: str) -> AbstractContextManager[object]:
         return self.console.status(text)
@@ -357,7 +357,7 @@ def accept(
     if as_json:
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    console = Console()
+    console = make_console()
     render.render_console(console, result)
     if report_dir is not None:
         console.print(f"report: {report_dir}/report.md, report.html, accept.json")

@@ -142,6 +142,10 @@ class _Group(TyperGroup):
             line, code = _internal_error(exc)
             typer.echo(line, err=True)
             raise typer.Exit(code) from None
+        finally:  # --plain is this invocation's, not the process's (tests invoke many in one)
+            from specbench.report.terminal import set_plain
+
+            set_plain(False)
 
 
 app = typer.Typer(
@@ -175,13 +179,13 @@ def _root(
         bool,
         typer.Option(
             "--plain",
-            help="Plain output for CI logs: ASCII tables, no colour, no progress bars "
-            "(also NO_COLOR or TERM=dumb).",
+            help="Plain output for CI logs: ASCII only (γ as gamma), no colour, no progress "
+            "bars (also SPECBENCH_PLAIN=1; NO_COLOR or TERM=dumb drop colour only).",
         ),
     ] = False,
 ) -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
-    from specbench.report.console import set_plain
+    from specbench.report.terminal import set_plain
 
     set_plain(plain)
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 
 from specbench.cli.compare_inputs import load_many, load_thresholds, split_sides
 from specbench.cli.options import JsonOption
 from specbench.errors import SpecbenchError
+from specbench.report.terminal import make_console
 
 
 def compare(
@@ -302,7 +302,7 @@ def compare(
     if as_json:
         typer.echo(json.dumps(render.to_dict(result), indent=2))
     else:
-        console = Console()
+        console = make_console()
         render.render_console(console, result, show_unchanged)
         for path, what in ((markdown, "Markdown"), (junit, "JUnit XML")):
             if path is not None:

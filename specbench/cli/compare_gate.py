@@ -19,9 +19,9 @@ from typing import Any
 
 import typer
 import yaml
-from rich.console import Console
 
 from specbench.errors import SpecbenchError
+from specbench.report.terminal import make_console
 
 UCL_NOTE = "# {c:g} % upper confidence limit from {what} (specbench compare --calibrate)"
 
@@ -123,7 +123,7 @@ def calibrate_runs(paths: list[Path], thresholds: Path | None, as_json: bool) ->
         doc = {"thresholds": str(thresholds), **updates}
         typer.echo(json.dumps(doc, indent=2))
         return
-    console = Console()
+    console = make_console()
     for line in calibration_lines(cal, speed, timing):
         console.print(line)
     console.print(f"written to {thresholds}; size the gate: specbench compare --plan --thresholds")
@@ -155,7 +155,7 @@ def plan_gate(
     if as_json:
         typer.echo(json.dumps(plan_to_dict(plan), indent=2))
     else:
-        render_plan(Console(), plan)
+        render_plan(make_console(), plan)
     if not plan.feasible:
         raise SpecbenchError(plan_lines(plan)[-1].removeprefix("note: "))
     if write:

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from specbench.cli.options import JsonOption
 from specbench.config import POLICY_NAMES, PolicySpec
 from specbench.errors import SpecbenchError
+from specbench.report.terminal import make_console
 
 
 def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
@@ -145,5 +145,5 @@ def simulate(
     if as_json:
         typer.echo(json.dumps(document, indent=2))
         return
-    render_simulation(Console(), results)
-    Console().print(f"written: {run_dir}/simulation.json")
+    render_simulation(make_console(), results)
+    make_console().print(f"written: {run_dir}/simulation.json")

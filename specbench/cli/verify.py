@@ -21,12 +21,12 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from specbench.cli.exit_codes import EXIT_OK, EXIT_VERDICT
 from specbench.cli.options import ConfigArgument, JsonOption, MaxPromptsOption
 from specbench.config import MAX_GAMMA
 from specbench.errors import SpecbenchError
+from specbench.report.terminal import make_console
 
 MAX_CONTEXTS = 1_000
 MAX_SAMPLES = 1_000_000  # speculative rounds per context
@@ -137,12 +137,12 @@ def verify(
         memoize=not no_memo,
         ngram=not no_ngram,
     )
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     if as_json:
         rep = run_verify(cfg, options, config.parent)
         typer.echo(json.dumps(report_to_dict(rep), indent=2))
     else:
         with err.status("verifying…") as status:
             rep = run_verify(cfg, options, config.parent, progress=status.update)
-        render(Console(), rep)
+        render(make_console(), rep)
     raise typer.Exit(EXIT_OK if rep.passed else EXIT_VERDICT)

@@ -29,6 +29,7 @@ from specbench.analysis.compare.metrics import (
 from specbench.analysis.compare.rows import MISSING, Row
 from specbench.analysis.compare.verdict import Comparison
 from specbench.analysis.serialize import json_safe
+from specbench.report.terminal import compact_box
 
 # 1 — first version; 2 — rows carry raw_p_value (p_value is Holm-adjusted), mde, needs; kinds
 #     acceptance/speedup/timing; status "informational"; failures, strict, subject, runs, tested
@@ -242,14 +243,34 @@ def _cells(r: Row, status: str) -> list[str]:
 
 def render_console(console: Console, c: Comparison, show_unchanged: bool = False) -> None:
     shown, unchanged, blocked = _shown(c, show_unchanged)
-    table = Table(title=f"specbench compare: {c.base_label} → {c.new_label}", title_justify="left")
-    for col in _COLUMNS:
-        table.add_column(col, justify="right" if col in _NUMERIC else "left")
+    table = Table(
+        title=f"specbench compare: {c.base_label} → {c.new_label}",
+        title_justify="left",
+        box=compact_box(console),
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # the notes go below the table, numbered (one number per distinct note), so that a row
+    # stays short at 80 columns; only the workload and metric names may wrap
+    for col in _COLUMNS[:-1]:
+        table.add_column(
+            col.replace(" (", "\n("),
+            justify="right" if col in _NUMERIC else "left",
+            no_wrap=col not in ("workload", "metric"),
+            overflow="fold",
+        )
+    table.add_column("note", justify="right", no_wrap=True)
+    notes: dict[str, int] = {}
     for r in shown:
         style = _STYLE.get(r.status, "")
-        table.add_row(*_cells(r, f"[{style}]{status_text(r)}[/{style}]"))
+        *cells, note = _cells(r, f"[{style}]{status_text(r)}[/{style}]")
+        ref = notes.setdefault(note, len(notes) + 1) if note else None
+        table.add_row(*cells, "" if ref is None else f"[{ref}]")
     if shown:
         console.print(table)
+        for note, ref in notes.items():
+            console.print(f"  [{ref}] {note}", markup=False, highlight=False)
     else:
         console.print(f"specbench compare: {c.base_label} → {c.new_label}")
     if unchanged:

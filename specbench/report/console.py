@@ -2,62 +2,40 @@
 the documents — the pool-wide decision per temperature, each workload's own optimum, counts of
 failed and unmeasured cells — and the console every command prints through.
 
-Plain mode (`specbench --plain`, or NO_COLOR / TERM=dumb in the environment) prints ASCII tables
-without colour or live progress bars, for CI logs; output that is not a terminal has no colour and
-no live display either (rich's own detection).
+The console itself, and plain mode, live in report/terminal.py (light enough for every command
+module to import at start-up); they are re-exported here.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from rich import box
+from rich.box import Box
 from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.results_model_base import EstimateJSON
 from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.report.terminal import (
+    compact_box,
+    make_console,
+    plain_mode,
+    set_plain,
+    table_box,
+)
 from specbench.report.text import (
-    ci_text,
     counts_line,
     decision_warnings,
     engine_header,
+    num_text,
     paste_line,
     pool_decision,
     routing_note,
     setting_label,
 )
 
-_PLAIN = {"on": False}
-
-
-def set_plain(value: bool) -> None:
-    """`specbench --plain`: every console made afterwards is plain."""
-    _PLAIN["on"] = value
-
-
-def plain_mode() -> bool:
-    return (
-        _PLAIN["on"]
-        or "NO_COLOR" in os.environ
-        or os.environ.get("TERM") == "dumb"
-        or os.environ.get("SPECBENCH_PLAIN", "") not in ("", "0")
-    )
-
-
-def make_console(stderr: bool = False) -> Console:
-    """The console of every command: plain (no colour, no markup styling, no live display) in
-    plain mode."""
-    if plain_mode():
-        return Console(
-            stderr=stderr, no_color=True, highlight=False, emoji=False, force_terminal=False
-        )
-    return Console(stderr=stderr)
-
-
-def table_box() -> box.Box:
-    return box.ASCII if plain_mode() else box.HEAVY_HEAD
+__all__ = ["compact_box", "make_console", "plain_mode", "render_summary", "set_plain", "table_box"]
 
 
 def _bold(text: str) -> str:
@@ -82,32 +60,8 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
     console.print(f"  {counts_line(results)}.")
     for w in decision_warnings(results):
         console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
-    table = Table(
-        title="If you route a workload to its own pool", title_justify="left", box=table_box()
-    )
-    for col in ("workload", "T", "own best setting", "speedup [95% CI]", "ITL ms", "verdict"):
-        table.add_column(col, justify="left" if col == "workload" else "right")
-    for e in results.workloads:
-        rec = e.recommendation
-        b = rec.itl_ms.baseline if rec.itl_ms else None
-        s = rec.itl_ms.speculative if rec.itl_ms else None
-        itl_txt = f"{b:.2f} → {s:.2f}" if b is not None and s is not None else "–"
-        verdict = rec.verdict.upper().replace("_", " ")
-        best = rec.best_measured
-        on = rec.verdict == "on"
-        table.add_row(
-            e.workload,
-            f"{e.temperature:g}",
-            setting_label(rec) if on else (f"off (best {setting_label(best)})" if best else "off"),
-            ci_text(rec.speedup if on else (best.speedup if best else None)),
-            itl_txt,
-            f"[green]{verdict}[/green]"
-            if verdict == "ON"
-            else f"[yellow]{verdict}[/yellow]"
-            if verdict == "UNDECIDED"
-            else f"[red]{verdict}[/red]",
-        )
-    console.print(table)
+    console.print(_own_pool_table(results, compact_box(console)))
+    console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)
     for e in results.workloads:
         if e.adaptive:  # an adaptive run: the sequential verdict each cell stopped on (§14)
             console.print(f"  adaptive {e.workload} T={e.temperature:g}: {e.adaptive.summary}")
@@ -122,6 +76,61 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
                 f"  {f.workload} T={f.temperature:g} γ={f.gamma} {f.prompt_id}: {f.error}",
                 markup=False,
             )
+
+
+def _own_pool_legend(ci_level: float) -> str:
+    return (
+        "  setting: the workload's own; (γ=k): speculation stays off, γ=k the best measured "
+        f"(its speedup shown); CI: the speedup's {ci_level:.0%} interval; "
+        "ITL ms: baseline → speculative."
+    )
+
+
+def _own_pool_table(results: RunResults, rules: Box) -> Table:
+    """Each workload's own optimum, one line per workload at 80 columns: short cells, the long
+    words in the legend printed below it (only the workload name, the user's, may wrap)."""
+    table = Table(
+        title="If you route a workload to its own pool",
+        title_justify="left",
+        box=rules,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("workload", overflow="fold")
+    for col in ("T", "setting", "speedup", "CI", "ITL ms", "verdict"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for e in results.workloads:
+        rec = e.recommendation
+        b = rec.itl_ms.baseline if rec.itl_ms else None
+        s = rec.itl_ms.speculative if rec.itl_ms else None
+        itl_txt = f"{b:.1f}→{s:.1f}" if b is not None and s is not None else "–"
+        verdict = rec.verdict.upper().replace("_", " ")
+        best = rec.best_measured
+        on = rec.verdict == "on"
+        est = rec.speedup if on else (best.speedup if best else None)
+        table.add_row(
+            e.workload,
+            f"{e.temperature:g}",
+            setting_label(rec) if on else (f"({setting_label(best)})" if best else "off"),
+            num_text(est.value if est else None, "{:.2f}×"),
+            _ci_range(est),
+            itl_txt,
+            f"[green]{verdict}[/green]"
+            if verdict == "ON"
+            else f"[yellow]{verdict}[/yellow]"
+            if verdict == "UNDECIDED"
+            else f"[red]{verdict}[/red]",
+        )
+    return table
+
+
+def _ci_range(est: EstimateJSON | None) -> str:
+    """ "1.07–1.44": a speedup's 95% interval, compact; "–" where it has none."""
+    if est is None or est.value is None or est.ci95 == (None, None):
+        return "–"
+    lo, hi = est.ci95
+    return f"{num_text(lo, '{:.2f}')}–{num_text(hi, '{:.2f}')}"
 
 
 def _print_costs(console: Console, results: RunResults) -> None:

@@ -44,16 +44,13 @@ def verdict_line(sc: Scenario, relative: bool) -> str:
 
 
 def render_scenario(console: Console, sc: Scenario, relative: bool, show_cost_ratio: bool) -> None:
+    """The scenario's table with short headers (it fits 80 columns), their meaning below it."""
     u = _unit(relative)
     table = Table(title=scenario_title(sc), title_justify="left")
-    table.add_column("γ", justify="right")
-    table.add_column("ā tokens/round", justify="right")
-    table.add_column(f"round ({u})", justify="right")
-    table.add_column(f"ITL ({u})", justify="right")
-    table.add_column("speedup", justify="right")
-    table.add_column("break-even α", justify="right")
-    if show_cost_ratio:
-        table.add_column("break-even T_d/T_ar", justify="right")
+    for header in ("γ", "ā", "round", "ITL", "speedup", "α_be") + (
+        ("c_be",) if show_cost_ratio else ()
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
     for row in sc.rows:
         cells = [
             str(row.gamma),
@@ -69,6 +66,12 @@ def render_scenario(console: Console, sc: Scenario, relative: bool, show_cost_ra
         best = row.gamma == sc.best.gamma
         table.add_row(*cells, style="bold green" if best else None)
     console.print(table)
+    legend = (
+        f"ā: tokens per round; round, ITL in {u}; α_be: break-even acceptance rate α"
+        + ("; c_be: break-even cost ratio T_d/T_ar" if show_cost_ratio else "")
+        + "; bold: the best γ."
+    )
+    console.print(legend, markup=False, highlight=False)
 
 
 def scenario_to_dict(sc: Scenario) -> dict[str, Any]:

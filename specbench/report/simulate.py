@@ -8,42 +8,58 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.results_model_base import EstimateJSON
-from specbench.report.text import ci_text
+from specbench.report.terminal import compact_box
+from specbench.report.text import num_text
 
 
-def _ci(est: dict[str, Any] | None, fmt: str) -> str:
-    """An `analysis.simulate` estimate ({value, ci95}, as in results.json) as "value [lo, hi]"."""
-    return ci_text(EstimateJSON.model_validate(est) if est is not None else None, fmt)
+def _speedup(est: dict[str, Any] | None) -> str:
+    """ "1.81× 1.75–1.88": a speedup and its interval, compact (the table must fit 80 columns)."""
+    e = EstimateJSON.model_validate(est) if est is not None else None
+    if e is None or e.value is None:
+        return "–"
+    lo, hi = e.ci95
+    if lo is None and hi is None:
+        return f"{e.value:.2f}×"
+    return f"{e.value:.2f}× {num_text(lo, '{:.2f}')}–{num_text(hi, '{:.2f}')}"
+
+
+def _value(est: dict[str, Any] | None) -> str:
+    e = EstimateJSON.model_validate(est) if est is not None else None
+    return num_text(e.value if e is not None else None, "{:.2f}")
+
+
+_LEGEND = (
+    "  max: the policy's largest γ; ā: tokens per round; sim: replayed over the trace, run: as "
+    "measured at that setting; speedup with its interval (ā's intervals are in "
+    "simulation.json); error: sim vs run speedup."
+)
 
 
 def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
+    """One table per workload × temperature × drafter, one line per policy at 80 columns."""
     for entry in results:
         table = Table(
             title=f"{entry['workload']} T={entry['temperature']:g}, drafter {entry['drafter']} "
             f"(trace at γ={entry['trace_gamma']})",
             title_justify="left",
+            box=compact_box(console),
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
         )
-        for col in (
-            "policy",
-            "max γ",
-            "mean γ",
-            "tokens/round (sim)",
-            "speedup (sim)",
-            "tokens/round (run)",
-            "speedup (run)",
-            "error",
-        ):
-            table.add_column(col, justify="left" if col == "policy" else "right")
+        table.add_column("policy", overflow="fold")
+        for col in ("max", "mean\nγ", "ā\nsim", "speedup\nsim", "ā\nrun", "speedup\nrun", "error"):
+            table.add_column(col, justify="right", no_wrap=True)
         for row in entry["policies"]:
             err = row.get("speedup_error")
             table.add_row(
                 row["policy"],
                 str(row["gamma"]),
                 f"{row['mean_gamma']:.2f}",
-                _ci(row["predicted_tokens_per_round"], "{:.2f}"),
-                _ci(row["predicted_speedup"], "{:.2f}×"),
-                _ci(row["measured_tokens_per_round"], "{:.2f}"),
-                _ci(row["measured_speedup"], "{:.2f}×"),
+                _value(row["predicted_tokens_per_round"]),
+                _speedup(row["predicted_speedup"]),
+                _value(row["measured_tokens_per_round"]),
+                _speedup(row["measured_speedup"]),
                 "–" if err is None else f"{err:+.1%}",
             )
         console.print(table)
@@ -52,3 +68,5 @@ def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
                 f"not replayed (beyond the trace's γ={entry['trace_gamma']}): "
                 + ", ".join(entry["not_replayed"])
             )
+    if results:
+        console.print(_LEGEND, markup=False, highlight=False)

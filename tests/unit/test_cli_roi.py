@@ -20,14 +20,14 @@ def test_roi_alpha_only_uses_default_cost_ratio() -> None:
     res = invoke("--alpha", "0.6")
     assert res.exit_code == 0, res.output
     assert "T_d / T_ar = 0.1" in res.output
-    assert "break-even T_d/T_ar" in res.output
+    assert "c_be: break-even cost ratio T_d/T_ar" in res.output
     assert "speculation pays: γ = 3 gives 1.67×" in res.output
 
 
 def test_roi_with_timings_table_and_verdict() -> None:
     res = invoke("--alpha", "0.6", "--t-target", "80", "--t-draft", "7")
     assert res.exit_code == 0, res.output
-    assert "ITL (ms)" in res.output
+    assert "round, ITL in ms" in res.output
     assert "γ = 3 gives 1.72×, ITL 46.4 ms vs 80.0 ms" in res.output
 
 
