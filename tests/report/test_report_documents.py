@@ -109,7 +109,7 @@ def test_appendix_holds_estimators_and_each_warning_once(
     assert md.index("α estimators:") > appendix and md.index("T_t(k) =") > appendix
     assert "predicted (iid)" not in md[: md.index("## tiny_code (T = 0)")]
     low_rate = [w for e in results["workloads"] for w in e["warnings"] if "accepted/proposed" in w]
-    assert len(low_rate) >= 2  # the example run has the repeated warning
+    assert low_rate  # the example run has the warning (in one cell or several: it is measured)
     # … listed once in the appendix with every cell (and at most once more on the first screen,
     # when it concerns a recommended γ)
     assert md[appendix:].count("accepted/proposed is") == 1
