@@ -111,8 +111,14 @@ def run_to_run(
                 prompt_parts.append((se or 0.0) ** 2 / 2)
     if not totals or k < 2:
         return None
+    return _estimate(totals, prompt_parts, (k - 1) * used, confidence)
+
+
+def _estimate(
+    totals: list[float], prompt_parts: list[float], dof: int, confidence: float
+) -> NoiseEstimate:
+    """σ_r = √max(0, V − P) and its upper confidence limit (module docstring)."""
     v, p = float(np.mean(totals)), float(np.mean(prompt_parts)) if prompt_parts else 0.0
-    dof = (k - 1) * used
     v_ucl = v * dof / float(sps.chi2.ppf(1 - confidence, dof))
     return NoiseEstimate(
         math.sqrt(max(0.0, v - p)), math.sqrt(max(0.0, v_ucl - p)), len(totals), dof
@@ -151,12 +157,7 @@ def paired_run_to_run(
                 prompt_parts.append((se or 0.0) ** 2 / 2)
     if not halves:
         return None
-    v, p = float(np.mean(halves)), float(np.mean(prompt_parts)) if prompt_parts else 0.0
-    dof = (k - 1) * used
-    v_ucl = v * dof / float(sps.chi2.ppf(1 - confidence, dof))
-    return NoiseEstimate(
-        math.sqrt(max(0.0, v - p)), math.sqrt(max(0.0, v_ucl - p)), len(halves), dof
-    )
+    return _estimate(halves, prompt_parts, (k - 1) * used, confidence)
 
 
 def _unpaired(s: Samples) -> Samples:
