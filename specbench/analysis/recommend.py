@@ -108,21 +108,17 @@ class Candidates:
 
 
 def candidates(
-    base: list[dict[str, Any]],
-    settings: dict[SettingKey, list[dict[str, Any]]],
+    keys: list[SettingKey],
+    paired: list[Paired],
+    marginal: dict[SettingKey, Estimate | None],
     level: float,
     n_boot: int,
     seed: int = DEFAULT_SEED,
 ) -> Candidates:
     """The K candidates of the ON rule (every drafter × policy × γ, and on engine runs every
-    method × γ × endpoint) with their marginal estimates and max-T simultaneous bounds."""
-    paired = {k: pair(base, recs) for k, recs in settings.items()}
-    paired = {k: p for k, p in paired.items() if len(p)}
-    keys = list(paired)
-    if not keys:
-        return Candidates([], {}, None, None, 0)
-    marginal = {k: speedup_of(paired[k], n_boot, level) for k in keys}
-    joint = joint_replicates([paired[k] for k in keys], n_boot, seed)
+    method × γ × endpoint), already paired with the baseline and estimated, with their max-T
+    simultaneous bounds."""
+    joint = joint_replicates(paired, n_boot, seed)
     if joint is None:
         return Candidates(keys, marginal, None, None, 0)
     rep, n_common = joint
@@ -245,7 +241,7 @@ def workload_decision(
     alpha = 1.0 - one_sided(level)
     crossed = all(p.by_start for p in plist)
     d = (
-        _crossed_decision(candidates(base, settings, level, n_boot, seed), margin, alpha)
+        _crossed_decision(candidates(keys, plist, marginal, level, n_boot, seed), margin, alpha)
         if crossed
         else None
     ) or signflip.decide(piv, 1.0 + margin, alpha)
