@@ -64,6 +64,17 @@ class CellDecision:
     gamma: int  # 0 = off
     reason: str
 
+    def row(self) -> dict[str, Any]:
+        """The decision's fields of a schedule row in results.json (single workload and pool)."""
+        return {
+            "concurrency": self.concurrency,
+            "gamma": self.gamma,
+            "verdict": "on" if self.gamma else "off",
+            "reason": self.reason,
+            "goodput_ratio": {str(g): r for g, r in self.ratios.items()},
+            "decision_lower_bound": {str(g): lb for g, lb in self.lower_bounds.items()},
+        }
+
 
 def _cells(
     base: Sequence[Record], specs: Mapping[int, Sequence[Record]]

@@ -179,12 +179,7 @@ def pool_schedule(members: Sequence[PoolMember], s: AnalysisSettings) -> dict[st
     shares = ", ".join(f"{m.workload} {m.weight:.0%}" for m in members)
     rows = [
         {
-            "concurrency": d.concurrency,
-            "gamma": d.gamma,
-            "verdict": "on" if d.gamma else "off",
-            "reason": d.reason,
-            "goodput_ratio": {str(g): r for g, r in d.ratios.items()},
-            "decision_lower_bound": {str(g): lb for g, lb in d.lower_bounds.items()},
+            **d.row(),
             "goodput_tok_s": {},
             "predicted_goodput_tok_s": {},
         }

@@ -171,12 +171,7 @@ def schedule_parts(
         b = in_flight([r for r in base if concurrency_of(r) == d.concurrency], d.concurrency)
         rows.append(
             {
-                "concurrency": d.concurrency,
-                "gamma": d.gamma,
-                "verdict": "on" if d.gamma else "off",
-                "reason": d.reason,
-                "goodput_ratio": {str(g): r for g, r in d.ratios.items()},
-                "decision_lower_bound": {str(g): lb for g, lb in d.lower_bounds.items()},
+                **d.row(),
                 "goodput_tok_s": {
                     str(g): _goodput(base if g == 0 else specs[g], metrics, g, d.concurrency)
                     for g in gammas
