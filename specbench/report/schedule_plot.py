@@ -10,11 +10,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.ticker import FormatStrFormatter
 
 from specbench.analysis.results_model_engine import GammaSchedule
 from specbench.analysis.results_model_workload import WorkloadResult
 from specbench.report.figure_file import save_figure
+
+
+def _concurrency_axis(ax: Axes, levels: list[int]) -> None:
+    """The x axis of both schedule plots: concurrency on a log-2 scale, ticks at the measured."""
+    ax.set_xscale("log", base=2)
+    if levels:
+        ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set_xlabel("concurrency (requests in flight)")
 
 
 def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
@@ -47,11 +56,7 @@ def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
             label="schedule (chosen k)",
             zorder=0,
         )
-    levels = [r.concurrency for r in rows]
-    ax.set_xscale("log", base=2)
-    if levels:
-        ax.set_xticks(levels, [str(c) for c in levels])
-    ax.set_xlabel("concurrency (requests in flight)")
+    _concurrency_axis(ax, [r.concurrency for r in rows])
     ax.set_ylabel("goodput (output tokens/s)")
     ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: goodput (dotted: model)")
     ax.grid(alpha=0.3)
@@ -109,11 +114,7 @@ def plot_ratio_schedule(path: Path, sched: GammaSchedule, title: str) -> None:
     if chosen_pts:
         ax.plot(*zip(*chosen_pts, strict=True), lw=6, marker="o", ms=16, alpha=0.3,
                 color="gold", label="schedule (chosen k)", zorder=0)  # fmt: skip
-    levels = [r.concurrency for r in rows]
-    ax.set_xscale("log", base=2)
-    if levels:
-        ax.set_xticks(levels, [str(c) for c in levels])
-    ax.set_xlabel("concurrency (requests in flight)")
+    _concurrency_axis(ax, [r.concurrency for r in rows])
     ax.set_ylabel("goodput ÷ no speculation (paired)")
     note = "; bars clipped at the edges" if clipped else ""
     ax.set_title(f"{title}\n▲ simultaneous lower bound{note}", fontsize=9)
