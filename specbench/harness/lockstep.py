@@ -19,7 +19,7 @@ import contextlib
 import os
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,7 +94,6 @@ class _Side:
     rx: IO[str]
     log: Path
     state: str = READY
-    turns: list[dict[str, Any]] = field(default_factory=list)
 
     def next_state(self) -> str:
         line = self.rx.readline().strip()
