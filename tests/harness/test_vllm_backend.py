@@ -194,6 +194,7 @@ def test_inprocess_logged_sampling_runs_each_request_as_logged(
         sampling={"temperatures": [0.7], "top_p": 0.95},
         concurrency=[1, 2],
         max_new_tokens=12,
+        keep_text=True,  # records by the logged ids (private data has hashed ids otherwise)
     )
     res = specbench("run", str(cfg))
     assert res.returncode == 0, res.stderr[-3000:]
