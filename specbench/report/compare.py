@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specbench.analysis.compare.metrics import (
@@ -244,35 +245,47 @@ def _cells(r: Row, status: str) -> list[str]:
 def render_console(console: Console, c: Comparison, show_unchanged: bool = False) -> None:
     shown, unchanged, blocked = _shown(c, show_unchanged)
     table = Table(
-        title=f"specbench compare: {c.base_label} → {c.new_label}",
-        title_justify="left",
         box=compact_box(console),
         show_edge=False,
         pad_edge=False,
-        collapse_padding=True,
+        padding=(0, 0, 0, 1),  # one space between columns: every column counts at 80
     )
-    # the notes go below the table, numbered (one number per distinct note), so that a row
-    # stays short at 80 columns; only the workload and metric names may wrap
-    for col in _COLUMNS[:-1]:
+    # one section a workload × temperature (its label on a row of its own) instead of two
+    # columns repeated on every row, and the notes below the table, numbered (one number per
+    # distinct note, the number after the metric), so that a row stays short at 80 columns
+    for col in _COLUMNS[2:-1]:
         table.add_column(
-            col.replace(" (", "\n("),
+            "p" if col == "p (Holm)" else col,  # Holm: said on the "tests:" line below
             justify="right" if col in _NUMERIC else "left",
-            no_wrap=col not in ("workload", "metric"),
+            # the values may be words (a verdict: "OFF (best measured γ=4)"), so they wrap too
+            no_wrap=col not in ("metric", "base", "new", "status"),
             overflow="fold",
+            min_width={"metric": 20, "status": 12}.get(col),
+            max_width=8 if col in ("base", "new") else None,
         )
-    table.add_column("note", justify="right", no_wrap=True)
     notes: dict[str, int] = {}
-    for r in shown:
+    ungated = False
+    blank = [""] * (len(_COLUMNS) - 4)
+    for i, r in enumerate(shown):
+        if i == 0 or group_label(shown[i - 1]) != group_label(r):
+            if i:
+                table.add_section()
+            table.add_row(f"[bold]{escape(group_label(r))}[/bold]", *blank)
         style = _STYLE.get(r.status, "")
-        *cells, note = _cells(r, f"[{style}]{status_text(r)}[/{style}]")
-        ref = notes.setdefault(note, len(notes) + 1) if note else None
-        table.add_row(*cells, "" if ref is None else f"[{ref}]")
+        # "info": the row's numbered note says why; "*": the footnote below the table
+        status = ("info" if r.status == INFORMATIONAL else r.status) + ("" if r.gating else "*")
+        ungated = ungated or not r.gating
+        _workload, _temperature, metric, *cells, note = _cells(r, f"[{style}]{status}[/{style}]")
+        ref = f" [{notes.setdefault(note, len(notes) + 1)}]" if note else ""
+        table.add_row(f"  {escape(metric)}{ref}", *cells)
+    # the title on a line of its own (a table's title is cut to the table's width; paths are long)
+    console.print(f"specbench compare: {c.base_label} → {c.new_label}", markup=False)
     if shown:
         console.print(table)
+        if ungated:
+            console.print("  * not gated: reported at its own level, outside the gate's correction")
         for note, ref in notes.items():
             console.print(f"  [{ref}] {note}", markup=False, highlight=False)
-    else:
-        console.print(f"specbench compare: {c.base_label} → {c.new_label}")
     if unchanged:
         console.print(_unchanged_line(unchanged))
     for line in _blocked_lines(blocked):

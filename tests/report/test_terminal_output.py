@@ -5,6 +5,7 @@ in a legend below the table). Everything runs on the shipped example run (docs/e
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -128,3 +129,35 @@ def test_plain_mode_ends_with_its_invocation() -> None:
     process (tests, a host embedding the app) gets the default console again."""
     assert runner.invoke(app, ["--plain", "roi", "--alpha", "0.6"]).output.isascii()
     assert not ascii_mode() and not isinstance(make_console(), PlainConsole)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plain", [False, True])
+def test_compare_table_fits_80_columns(example: Path, plain: bool) -> None:
+    """`compare --show-unchanged` at 80 columns: no line longer, nothing cut ("…"), one section
+    per workload × temperature headed by its label, and every row's status printed whole (the
+    rows of the JSON document, in order)."""
+    args = ["compare", str(example), str(example), "--show-unchanged"]
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    res = runner.invoke(app, ["--plain", *args] if plain else args)
+    assert res.exit_code == doc["exit_code"] == 5, res.output  # one run a side: inconclusive
+    lines = res.output.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert str(example) in " ".join(lines[:3]).replace(" ", "")  # the title's paths, whole
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["metric", "base"])
+    foot = next(i for i, line in enumerate(lines) if line.startswith(("  *", "  [1]")))
+    assert "…" not in "\n".join(lines[:foot])  # nothing cut (the notes may quote `BASE… NEW…`)
+    assert lines[head].split() == ["metric", "base", "new", "change", "p", "MDE", "status"]
+    statuses = [
+        line.split()[-1]
+        for line in lines[head + 2 :]
+        # a row's first line: its metric indented by two (wrapped values start further in)
+        if re.match(r"  [^\s\[*]", line)
+    ]
+    want = [
+        ("info" if r["status"] == "informational" else r["status"]) + ("" if r["gating"] else "*")
+        for r in doc["rows"]
+    ]
+    assert statuses == want
+    for w in {f"{r['workload']} T={r['temperature']:g}" for r in doc["rows"]}:
+        assert w in [line.strip() for line in lines], w  # the section's own line
