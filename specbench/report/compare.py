@@ -276,8 +276,8 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
         status = ("info" if r.status == INFORMATIONAL else r.status) + ("" if r.gating else "*")
         ungated = ungated or not r.gating
         _workload, _temperature, metric, *cells, note = _cells(r, f"[{style}]{status}[/{style}]")
-        ref = f" [{notes.setdefault(note, len(notes) + 1)}]" if note else ""
-        table.add_row(f"  {escape(metric)}{ref}", *cells)
+        mark = f" [{notes.setdefault(note, len(notes) + 1)}]" if note else ""
+        table.add_row(f"  {escape(metric)}{mark}", *cells)
     # the title on a line of its own (a table's title is cut to the table's width; paths are long)
     console.print(f"specbench compare: {c.base_label} → {c.new_label}", markup=False)
     if shown:
