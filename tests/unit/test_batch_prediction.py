@@ -179,6 +179,7 @@ def test_prediction_check_errors_per_cell() -> None:
     assert check_prediction(engine, {"batch_prediction": None}, "ref") is None
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_predict_check_command(tmp_path: Path) -> None:
     import json
 

@@ -12,6 +12,7 @@ import pytest
 from specbench.analysis import calibration as cal
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize(("kind", "n"), [("mean", 8), ("ratio", 8), ("paired", 8), ("paired", 32)])
 def test_intervals_cover_at_small_n(kind: str, n: int) -> None:
     rate, se = cal.interval_coverage(kind, n, reps=200, seed=11)
@@ -42,11 +43,13 @@ def test_on_rule_holds_its_level_across_methods_at_one_gamma() -> None:
     assert rate <= 0.025 + 2 * se, (rate, se)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_on_rule_has_power_on_a_clear_speedup() -> None:
     rate, _ = cal.power_on(n=16, k=4, speedup=1.3, reps=40, seed=13)
     assert rate >= 0.8
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_pool_rule_holds_its_level_at_the_boundary() -> None:
     rate, se = cal.pool_false_on_rate(n=8, reps=120, seed=14)
     assert rate <= 0.025 + 2 * se, (rate, se)

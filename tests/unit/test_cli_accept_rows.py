@@ -51,6 +51,7 @@ def test_csv_parquet_and_jsonl_rows_parse_alike(traffic: Path, tmp_path: Path) -
     assert parsed(tmp_path / "t.parquet") == want
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_missing_columns_are_one_line(config: Path, tmp_path: Path) -> None:
     data = write_rows(tmp_path, [{"prompt": "a", "answer": "b"}])
     fails_one_line(
@@ -69,6 +70,7 @@ def test_missing_columns_are_one_line(config: Path, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_unknown_bucket_and_empty_data(config: Path, tmp_path: Path) -> None:
     data = write_rows(tmp_path, [GOOD])
     fails_one_line(

@@ -23,6 +23,7 @@ def test_version() -> None:
     assert res.exit_code == 0 and res.output.strip() == f"specbench {specbench.__version__}"
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_help_fits_80_columns() -> None:
     names = [c.name or c.callback.__name__ for c in app.registered_commands]  # type: ignore[union-attr]
     assert "validate" in names
@@ -41,6 +42,7 @@ def _bad(tmp_path: Path, **over: object) -> Path:
     return path
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize(
     ("over", "says"),
     [

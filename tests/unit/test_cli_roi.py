@@ -88,6 +88,7 @@ def test_roi_economics_lines() -> None:
     assert "the draft takes 5.0 % of GPU memory" in res.output
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_roi_plot_and_csv_written(tmp_path: Path) -> None:
     png, table = tmp_path / "roi.png", tmp_path / "roi.csv"
     res = invoke("--alpha", "0.5", "--alpha", "0.8", "--plot", str(png), "--csv", str(table))

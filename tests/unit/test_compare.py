@@ -278,6 +278,7 @@ def planted(base_records: list[dict[str, Any]]) -> Any:
     return compare(side(base_records, "base"), side(new, "new"), STEADY)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_planted_regression_is_flagged(planted: Any, base_records: list[dict[str, Any]]) -> None:
     c = planted
     alpha = row(c, "alpha")
@@ -352,6 +353,7 @@ def test_mismatched_models_or_sampling_are_identity_differences(
     assert identity_differences(a, side(base_records, "c", with_results=False)) == []
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_different_hardware_is_listed_and_never_disqualifies_within_run_ratios(
     base_records: list[dict[str, Any]],
 ) -> None:
@@ -402,6 +404,7 @@ def test_unstable_timing_is_noted_and_no_longer_blocks_speedup(
     assert any("flagged unstable timing in w T=1" in n for n in c.notes)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_results_json_only_uses_stored_cis_and_says_so(
     base_records: list[dict[str, Any]],
 ) -> None:
@@ -426,6 +429,7 @@ def _turned_off(results: dict[str, Any]) -> dict[str, Any]:
     return off
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regressed(
     base_records: list[dict[str, Any]],
 ) -> None:
@@ -466,6 +470,7 @@ def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regr
     assert row(back, "verdict").status == IMPROVED
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_a_slower_machine_moves_absolute_timing_only_informationally(
     base_records: list[dict[str, Any]],
 ) -> None:

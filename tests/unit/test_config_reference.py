@@ -6,6 +6,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from specbench.report.config_reference import files, reference
@@ -14,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "config-reference.md"
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_the_page_is_what_the_models_generate() -> None:
     assert PAGE.read_text(encoding="utf-8") == reference(files()), (
         "docs/config-reference.md is out of date: run python scripts/config_reference.py"

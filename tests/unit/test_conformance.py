@@ -93,6 +93,7 @@ def test_null_false_shortfall_rate_holds() -> None:
     assert rate <= ALPHA + 2 * se + 1e-9, (rate, se)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_power_against_the_planted_vllm_cpu_shortfall() -> None:
     rate, _ = shortfall_power(15, seed=6, engine_alpha_scale=0.0)
     assert rate == 1.0

@@ -10,6 +10,7 @@ the simultaneous lower bounds over several settings must keep the family-wise mi
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from specbench.analysis.crossed import crossed_ratio_ci, crossed_replicates, two_way_variance
 from specbench.analysis.latency import pair, speedup_of
@@ -59,6 +60,7 @@ def _coverage(starts: int, sd_p: float, sd_e: float) -> tuple[float, float]:
     return crossed / SIMS, prompt_only / SIMS
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_crossed_interval_covers_when_starts_dominate() -> None:
     crossed, prompt_only = _coverage(starts=4, sd_p=0.1, sd_e=0.2)
     se = (0.95 * 0.05 / SIMS) ** 0.5
@@ -66,6 +68,7 @@ def test_crossed_interval_covers_when_starts_dominate() -> None:
     assert prompt_only < 0.6, prompt_only  # the starts treated as fixed: far below 0.95
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_crossed_interval_covers_with_mixed_effects() -> None:
     crossed, prompt_only = _coverage(starts=3, sd_p=0.2, sd_e=0.1)
     se = (0.95 * 0.05 / SIMS) ** 0.5
@@ -73,6 +76,7 @@ def test_crossed_interval_covers_with_mixed_effects() -> None:
     assert prompt_only < 0.9, prompt_only
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_simultaneous_bounds_keep_the_family_rate() -> None:
     """Three settings sharing prompts and starts: P(any true ratio below its bound) ≤ 2.5 %."""
     rng = np.random.default_rng(11)

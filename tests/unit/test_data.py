@@ -195,6 +195,7 @@ def test_parquet_with_list_turns_and_integer_ids(tmp_path: Path) -> None:
     assert [(p.id, p.turns) for p in groups["y"]] == [("9", ["c?"])]
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_save_to_disk_dataset_and_dataset_dict_split(tmp_path: Path) -> None:
     Dataset, DatasetDict = hf_datasets().Dataset, hf_datasets().DatasetDict
     Dataset.from_list([{"text": "disk one"}, {"text": "disk two"}]).save_to_disk(tmp_path / "ds")

@@ -176,6 +176,7 @@ def _two_workload_run(tmp_path: Path) -> Path:
     return run
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_schedule_command_writes_the_pool_by_default(tmp_path: Path) -> None:
     run = _two_workload_run(tmp_path)
     res = runner.invoke(app, ["schedule", str(run)])
@@ -215,6 +216,7 @@ def test_pool_of_nothing_is_none() -> None:
         ex.trtllm_options(RANGES, ex.Deployment("t", "suffix"))
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     """An engine run's ON decision comes with the `vllm serve` line that starts it; its JSON
     holds only recorded SpeculativeConfig keys."""
@@ -249,6 +251,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert line is not None and '"method": "eagle3"' in line
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_the_profiles_traffic_mix_sets_the_pools_shares(tmp_path: Path) -> None:
     """A deployment profile's workload shares replace the workloads' weight; with a temperature
     mix and no --temperature, every measured temperature enters in its share (names "w T=t")."""

@@ -46,6 +46,7 @@ def test_linear_fit_recovers_t0_t1() -> None:
     assert abs(resid.mean()) < 1e-9
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize("alpha", [0.3, 0.6, 0.85])
 def test_iid_estimators_unbiased(alpha: float) -> None:
     rng = np.random.default_rng(1)
@@ -62,6 +63,7 @@ def test_iid_estimators_unbiased(alpha: float) -> None:
     assert est.accepted_proposed.value < alpha
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_position_decaying_acceptance_per_position() -> None:
     rng = np.random.default_rng(2)
     alphas = [0.9, 0.8, 0.7, 0.6, 0.5]
@@ -108,6 +110,7 @@ def _run(t_draft: float, t_ar: float = 10.0, alpha: float = 0.8) -> dict:
     return build_results(recs, CONFIG, {})
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_verdict_on_with_cheap_draft_and_off_with_slow_draft() -> None:
     fast = _run(t_draft=0.5)["workloads"][0]
     assert fast["recommendation"]["verdict"] == "on"

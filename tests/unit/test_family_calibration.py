@@ -72,6 +72,7 @@ STRESS_MISS = pytest.mark.xfail(
 )
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize(
     ("fam", "gamma"),
     [ACCEPTANCE_FAMILIES[0], pytest.param(*ACCEPTANCE_FAMILIES[1], marks=STRESS_MISS)],

@@ -47,6 +47,7 @@ def one_error_line(err: str) -> None:
 # --- configs ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @FEW
 @given(data=st.binary(max_size=200))
 def test_random_config_bytes_are_refused_in_one_line(
@@ -58,6 +59,7 @@ def test_random_config_bytes_are_refused_in_one_line(
     one_error_line(capsys.readouterr().err)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @FEW
 @given(
     over=st.dictionaries(
@@ -129,6 +131,7 @@ damaged_line = st.one_of(
 )
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @settings(max_examples=150, deadline=None)
 @given(line=damaged_line, last=st.booleans())
 def test_records_reader_yields_typed_records_or_one_error(line: bytes, last: bool) -> None:
@@ -213,6 +216,7 @@ def test_a_moved_run_directory_is_the_same_run() -> None:
     assert not same_run_config(dump_config(cfg), dump_config(other))
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_truncated_record_warns_in_specbench_voice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -232,6 +236,7 @@ def test_truncated_record_warns_in_specbench_voice(
         list(iter_records(run / "records.jsonl"))
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_a_run_begun_before_keep_text_resumes_with_either_value() -> None:
     """A run directory written before `keep_text` existed resumes with or without --keep-text
     (its ids are then checked against the records); one that set it needs the same value."""

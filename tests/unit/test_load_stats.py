@@ -107,6 +107,7 @@ def test_quantile_ranks_match_the_textbook_table() -> None:
     assert quantile_ranks(400, 0.99, 0.95)[1] is not None
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize(("n", "p"), [(30, 0.5), (200, 0.9), (400, 0.99)])
 def test_quantile_interval_covers_at_its_level(n: int, p: float) -> None:
     """Seeded simulation: lognormal latencies (true quantile known); the interval must cover at
@@ -256,6 +257,7 @@ def _simulated_turn(
     return len(steps), span
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_buffered_cell_false_alarm_rate_by_simulation() -> None:
     """Honest streams whose client is starved on 5 % of requests (reads a whole response at
     once): each starved request is flagged, but a cell of 8 is flagged only when ≥ 4 are, with

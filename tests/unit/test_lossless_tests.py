@@ -57,6 +57,7 @@ def test_verify_family_false_fail_rate_holds() -> None:
     assert rate <= 0.05 + 2 * se + 1e-9, (rate, se)
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 @pytest.mark.parametrize("significance", [0.001])
 def test_a_bonus_from_the_wrong_row_is_caught(significance: float) -> None:
     rate, _ = null_false_fail_rate(

@@ -52,6 +52,7 @@ def _validates(results: dict[str, Any]) -> RunResults:
     return model
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_the_example_run_validates_in_memory_and_read_back(example_results: dict[str, Any]) -> None:
     model = _validates(example_results)
     assert as_results(example_results) == model  # the in-memory dict (int keys, tuples) too

@@ -59,6 +59,7 @@ def _run_dir(tmp_path: Path) -> Path:
     return run
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_schedule_command_writes_json_and_trtllm(tmp_path: Path) -> None:
     """γ = 3 halves TPOT at concurrency 1 and is 5 % slower at 8: on at 1, off at 8."""
     run = _run_dir(tmp_path)
@@ -84,6 +85,7 @@ def _one_error_line(res: object, needle: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_bad_run_dirs_and_choices_are_one_line(tmp_path: Path) -> None:
     _one_error_line(runner.invoke(app, ["schedule", str(tmp_path / "nope")]), "not found")
     run = _run_dir(tmp_path)

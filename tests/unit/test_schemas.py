@@ -23,6 +23,7 @@ def test_the_shipped_schema_is_the_models(name: str) -> None:
     )
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_schema_command_prints_and_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -35,6 +36,7 @@ def test_schema_command_prints_and_writes(
     assert run_cli(["schema"]) == 2
 
 
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_the_records_schema_accepts_a_real_run_and_rejects_a_broken_line() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json_schema("records"))
