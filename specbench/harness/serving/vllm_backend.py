@@ -119,6 +119,37 @@ def check_options(cfg: RunConfig, vllm: Any) -> None:
             )
 
 
+def engine_args(cfg: RunConfig, target_path: str, *, on_cpu: bool) -> dict[str, Any]:
+    """`vllm.LLM`'s keyword arguments for the target, without speculation: `engine:` under vLLM's
+    own EngineArgs names (tests/unit/test_engine_args.py checks them against the list recorded
+    in engine-keys.json). The parallel sizes and the executor go in as given: vLLM places the
+    workers (one node with mp, a Ray cluster with ray); None leaves vLLM's own choice."""
+    e, t = cfg.engine, cfg.target
+    kw: dict[str, Any] = {
+        "model": target_path,
+        "dtype": e.dtype or t.dtype,
+        "tensor_parallel_size": e.tensor_parallel_size,
+        "pipeline_parallel_size": e.pipeline_parallel_size,
+        "enforce_eager": e.enforce_eager,
+        "seed": cfg.seed,
+        "trust_remote_code": t.trust_remote_code,
+        "disable_log_stats": False,  # get_metrics() needs the stat loggers
+    }
+    if e.distributed_executor_backend is not None:
+        kw["distributed_executor_backend"] = e.distributed_executor_backend
+    if t.revision is not None:
+        kw["revision"] = t.revision
+    if e.max_model_len is not None:
+        kw["max_model_len"] = e.max_model_len
+    util = e.gpu_memory_utilization
+    if util is None and on_cpu:
+        util = CPU_DEFAULT_MEMORY_UTILIZATION
+    if util is not None:
+        kw["gpu_memory_utilization"] = util
+    kw.update(e.extra)  # any other EngineArgs field (check_options names unknown ones)
+    return kw
+
+
 SCHEDULE_LABEL = "schedule"
 
 
@@ -261,28 +292,8 @@ class VllmBackend:
         label: str | None = None,
         schedule: tuple[tuple[int, int, int], ...] | None = None,
     ) -> dict[str, Any]:
-        e, t = self.cfg.engine, self.cfg.target
-        kw: dict[str, Any] = {
-            "model": self.target_path,
-            "dtype": e.dtype or t.dtype,
-            "tensor_parallel_size": e.tensor_parallel_size,
-            "pipeline_parallel_size": e.pipeline_parallel_size,
-            "enforce_eager": e.enforce_eager,
-            "seed": self.cfg.seed,
-            "trust_remote_code": t.trust_remote_code,
-            "disable_log_stats": False,  # get_metrics() needs the stat loggers
-            "log_config_file": self.logging_config,
-        }
-        if t.revision is not None:
-            kw["revision"] = t.revision
-        if e.max_model_len is not None:
-            kw["max_model_len"] = e.max_model_len
-        util = e.gpu_memory_utilization
-        if util is None and self.on_cpu:
-            util = CPU_DEFAULT_MEMORY_UTILIZATION
-        if util is not None:
-            kw["gpu_memory_utilization"] = util
-        kw.update(e.extra)
+        kw = engine_args(self.cfg, self.target_path, on_cpu=self.on_cpu)
+        kw["log_config_file"] = self.logging_config
         if gamma > 0:
             kw["speculative_config"] = self.speculative_config(gamma, label, schedule)
         return kw
