@@ -8,10 +8,12 @@ and the pasted `vllm serve` lines carry the measured layout. Pure: no model, no 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import typing
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -23,6 +25,7 @@ from specbench.cli.app import app
 from specbench.config import parse_config
 from specbench.config.backends import ExecutorBackend
 from specbench.errors import SpecbenchError
+from specbench.harness.serving.endpoints import check_endpoints, endpoints_of
 from specbench.harness.serving.vllm_backend import engine_args
 from specbench.report import schedule_export as ex
 from specbench.report.text import paste_line
@@ -155,3 +158,27 @@ def test_schedule_and_the_first_screen_paste_the_measured_layout(tmp_path: Path)
         "--pipeline-parallel-size": "2",
         "--distributed-executor-backend": "ray",
     }
+
+
+SERVING = Path(__file__).resolve().parents[2] / "docs" / "serving.md"
+
+
+def _yaml_block(first_line: str) -> str:
+    page = SERVING.read_text("utf-8")
+    (block,) = re.findall(rf"```yaml\n({re.escape(first_line)}\n.*?)```", page, re.S)
+    return str(block)
+
+
+def test_the_documented_two_node_config_is_the_shipped_one() -> None:
+    shipped = (SERVING.parents[1] / "configs" / "llama70b-vllm-2node.yaml").read_text("utf-8")
+    body = "\n".join(x for x in shipped.splitlines() if x and not x.startswith("#")) + "\n"
+    assert _yaml_block("extends: llama70b-vllm.yaml") == body
+
+
+def test_the_documented_fleet_is_a_valid_config_of_servers_on_other_hosts() -> None:
+    cfg = parse_config(yaml.safe_load(_yaml_block("# a fleet measured from one client: one server per setting, each on its own host")), "serving.md")  # fmt: skip
+    eps = endpoints_of(cfg)
+    check_endpoints(eps)
+    hosts = {urlsplit(e.url).hostname for e in eps}
+    assert len(hosts) == len(eps) == 3 and not hosts & {"localhost", "127.0.0.1"}
+    assert [e.gamma for e in eps] == [0, 4, 3]
