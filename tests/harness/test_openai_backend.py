@@ -253,7 +253,9 @@ def test_a_fleet_on_other_hosts_is_measured_from_one_client(tmp_path: Path) -> N
     env = json.loads((tmp_path / "out" / "env.json").read_text())
     assert [s["url"] for s in env["servers"]] == [e["url"] for e in endpoints]
     e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
-    assert e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"] == pytest.approx(1 + 8 / 5)
+    assert e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"] == pytest.approx(
+        1 + 8 / 5
+    )
 
 
 def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:

@@ -80,18 +80,19 @@ def test_executor_values_are_vllms_own() -> None:
         assert _cfg(distributed_executor_backend=backend, **world).engine.distributed_executor_backend == backend  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("engine", "message"),
-    [
-        ({"tensor_parallel_size": 0}, "engine.tensor_parallel_size: Input should be greater than or equal to 1"),  # fmt: skip
-        ({"pipeline_parallel_size": 1025}, "engine.pipeline_parallel_size: Input should be less than or equal to 1024"),  # fmt: skip
-        ({"tensor_parallel_size": "eight"}, "engine.tensor_parallel_size: Input should be a valid integer"),  # fmt: skip
-        ({"distributed_executor_backend": "slurm"}, "Input should be 'mp', 'ray' or 'uni'"),
-        ({"distributed_executor_backend": "external_launcher"}, "one copy of the program per GPU"),  # fmt: skip
-        ({"distributed_executor_backend": "uni", "pipeline_parallel_size": 2}, "uni runs one process on one GPU"),  # fmt: skip
-        ({"extra": {"tensor_parallel_size": 8}}, "extra.tensor_parallel_size: give it as engine.tensor_parallel_size"),  # fmt: skip
-    ],
-)
+TP, PP, EXEC = "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"
+BAD_LAYOUTS = [
+    ({TP: 0}, f"engine.{TP}: Input should be greater than or equal to 1"),
+    ({PP: 1025}, f"engine.{PP}: Input should be less than or equal to 1024"),
+    ({TP: "eight"}, f"engine.{TP}: Input should be a valid integer"),
+    ({EXEC: "slurm"}, "Input should be 'mp', 'ray' or 'uni'"),
+    ({EXEC: "external_launcher"}, "one copy of the program per GPU"),
+    ({EXEC: "uni", PP: 2}, "uni runs one process on one GPU"),
+    ({"extra": {TP: 8}}, f"extra.{TP}: give it as engine.{TP}"),
+]
+
+
+@pytest.mark.parametrize(("engine", "message"), BAD_LAYOUTS)
 def test_bad_layouts_are_one_line(engine: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecbenchError) as err:
         _cfg(**engine)
