@@ -109,6 +109,10 @@ RUNS: dict[str, tuple[str, int]] = {
         "validate configs/llama70b-vllm.yaml --gpu-memory 80",
         0,
     ),
+    "validate configs/llama70b-vllm-2node.yaml --gpu L40S --offline": (
+        "validate configs/llama70b-vllm-2node.yaml --gpu L40S --offline",
+        0,
+    ),
     "verify configs/tiny.yaml": (f"verify configs/tiny.yaml {SMALL_VERIFY} --temperature 0", 0),
     "verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 8 --samples 2000": (
         f"verify configs/tiny.yaml --temperature 0.7 --top-p 0.9 --contexts 1 --samples 200 "
@@ -128,6 +132,9 @@ SKIPPED: dict[str, str] = {
         "needs the 70B/8B hub models and GPUs"
     ),
     "run configs/tiny-vllm.yaml": "needs vLLM (make test-vllm)",
+    "run configs/llama70b-vllm-2node.yaml": (
+        "needs the 70B/8B models, 8 GPUs on two nodes and a Ray cluster"
+    ),
     "run configs/tiny-load.yaml": (
         "batch_timing is run by tests/harness/test_batch_timing.py at b = 1, 2 (this config "
         "times b up to 16 over 16 prompts)"

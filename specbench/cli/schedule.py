@@ -153,7 +153,12 @@ def _deployment(env: dict[str, Any], config: dict[str, Any]) -> Any:
 
 
 def _export(
-    fmt: Format, ranges: list[list[int]], dep: Any, at: int | None, notes: list[str]
+    fmt: Format,
+    ranges: list[list[int]],
+    dep: Any,
+    at: int | None,
+    notes: list[str],
+    engine_args: dict[str, Any] | None = None,
 ) -> str:
     from specbench.report import schedule_export as ex
 
@@ -172,7 +177,7 @@ def _export(
             notes.append(f"'{key}' (from the run) is not in vLLM's SpeculativeConfig as recorded")
         if vllm_installed() and "num_speculative_tokens_per_batch_size" in conf:
             notes.append(f"accepted by the installed vLLM {check_with_installed_vllm(ranges)}")
-        return ex.vllm_command(dep.target, conf)
+        return ex.vllm_command(dep.target, conf, engine_args)
     if fmt == "sglang":
         gamma = ex.one_gamma(ranges, at)
         if at is not None:
@@ -230,7 +235,9 @@ def schedule(
         doc = ex.neutral_document(sched, name, temp, _provenance(run_dir, env, config))
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     else:
-        text = _export(fmt, ranges, _deployment(env, config), concurrency, notes)
+        # an in-process run's parallel layout goes on the vllm serve line (env.json)
+        layout = env.get("engine_args") if env.get("backend") == "vllm" else None
+        text = _export(fmt, ranges, _deployment(env, config), concurrency, notes, layout)
     if out_file is not None:
         try:
             out_file.write_text(text.rstrip("\n") + "\n")

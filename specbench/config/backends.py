@@ -19,12 +19,24 @@ Backend = Literal["transformers", "vllm", "openai"]
 ENGINE_BACKENDS = ("vllm", "openai")
 
 
-class EngineSpec(StrictModel):
-    """`backend: vllm` engine arguments, passed to `vllm.LLM`; `extra` passes any other vLLM
-    EngineArgs field through by name (checked against the installed vLLM)."""
+MAX_PARALLEL = 1024  # GPUs per tensor- or pipeline-parallel dimension: a bound on what is typed
+# vLLM's executors (vllm/config/parallel.py DistributedExecutorBackend, vLLM 0.32.0) that one
+# client process can drive; external_launcher is refused (EngineSpec._backend says why)
+ExecutorBackend = Literal["mp", "ray", "uni"]
 
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    pipeline_parallel_size: int = Field(default=1, ge=1)
+
+class EngineSpec(StrictModel):
+    """`backend: vllm` engine arguments, passed to `vllm.LLM` under vLLM's own EngineArgs names
+    (docs/serving.md, "Multi-GPU and multi-node"); `extra` passes any other EngineArgs field
+    through by name (checked against the installed vLLM). specbench schedules nothing itself:
+    vLLM spreads the model over the tensor × pipeline parallel GPUs, specbench measures."""
+
+    # GPUs each layer is split over (vLLM's tensor_parallel_size; `vllm serve -tp`)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    # stages the layers are split into, e.g. one per node (vLLM's pipeline_parallel_size)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    # mp: one node; ray: several nodes (a Ray cluster); uni: one GPU; None = vLLM picks
+    distributed_executor_backend: ExecutorBackend | None = None
     dtype: str | None = None  # None = target.dtype
     max_model_len: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)  # None = vLLM's
@@ -32,6 +44,32 @@ class EngineSpec(StrictModel):
     # every repeat starts every engine afresh, in alternating order (driver.engine_starts)
     interleave: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("distributed_executor_backend", mode="before")
+    @classmethod
+    def _backend(cls, v: Any) -> Any:
+        if v == "external_launcher":
+            raise ValueError(
+                "external_launcher runs one copy of the program per GPU (torchrun), and each "
+                "copy would write the run's records: use mp (one node) or ray (several nodes)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _parallel(self) -> EngineSpec:
+        own = sorted(set(self.extra) & set(EngineSpec.model_fields) - {"extra", "interleave"})
+        if own:
+            raise ValueError(
+                f"extra.{own[0]}: give it as engine.{own[0]} (the memory plan and the "
+                "exported flags read it there)"
+            )
+        world = self.tensor_parallel_size * self.pipeline_parallel_size
+        if self.distributed_executor_backend == "uni" and world > 1:
+            raise ValueError(
+                f"distributed_executor_backend uni runs one process on one GPU, but "
+                f"tensor_parallel_size × pipeline_parallel_size = {world}: use mp or ray"
+            )
+        return self
 
 
 MAX_SCHEDULE_BATCH = 1 << 20

@@ -16,7 +16,8 @@ Per GPU (docs/theory.md §12):
   its draft_tensor_parallel_size (default: the target's), within gpu_memory_utilization (vLLM's
   default 0.9) of the GPU; KV heads split over the tensor-parallel ranks (a head is never split)
   and layers over the pipeline stages; the engine refuses to start unless one max_model_len
-  sequence fits. An EAGLE-3 head (`models.meta.eagle3_head_profile`: its fc, one decoder layer,
+  sequence fits. vLLM builds the drafter on the last pipeline stage only (pipeline parallel 1,
+  its own tensor parallel size), so the plan is that stage's GPUs: the busiest. An EAGLE-3 head (`models.meta.eagle3_head_profile`: its fc, one decoder layer,
   its own lm_head over `draft_vocab_size`, the d2t/t2d maps; the input embedding is the target's)
   is planned like a draft model, its layer's KV in the same cache, its fc, norms and maps whole on
   every rank. Several methods start one engine at a time: the one needing the most per GPU
@@ -124,6 +125,7 @@ class MemoryPlan:
     not_counted: list[str] = field(default_factory=list)
     # methods whose engine needs less per GPU than the planned one (one engine at a time)
     smaller_engines: list[PlannedModel] = field(default_factory=list)
+    layout: str = ""  # vllm: how the GPUs are used, e.g. "tensor parallel 4 × pipeline parallel 2"
 
     @property
     def usable_bytes(self) -> int:
@@ -153,7 +155,9 @@ class MemoryPlan:
     def summary(self) -> str:
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
         head = (
-            f"memory plan: {self.gpus} × {gib(self.gpu_bytes)} GPU ({self.gpu_source}), "
+            f"memory plan: {self.gpus} × {gib(self.gpu_bytes)} GPU ({self.gpu_source})"
+            + (f" as {self.layout}" if self.layout else "")
+            + ", "
             f"{100 * self.usable_fraction:.0f} % usable = {gib(self.usable_bytes)} each"
         )
         if self.missing:
@@ -225,6 +229,7 @@ def plan_memory(
             context_tokens or eng.max_model_len or 0,
             "--context-tokens" if context_tokens else "engine.max_model_len",
             not_counted=not_counted,
+            layout=f"tensor parallel {tp} × pipeline parallel {pp}" if tp * pp > 1 else "",
         )
         dtype = _dtype(eng.dtype or cfg.target.dtype)
         target = _model(plan, "target", cfg.target.model, cfg.target.revision, dtype)

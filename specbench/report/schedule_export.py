@@ -3,7 +3,9 @@ with the flags that start a server with it. Every key written is one of the engi
 classes at the commit recorded in `specbench/assets/engine-keys.json` (docs/serving.md names the
 versions; tests/unit/test_engine_exports.py checks every exported key against that list).
 
-- vLLM: `vllm serve MODEL --speculative-config '{…}'`, the JSON being vLLM's `SpeculativeConfig`:
+- vLLM: `vllm serve MODEL [--tensor-parallel-size N --pipeline-parallel-size N
+  --distributed-executor-backend X] --speculative-config '{…}'`, the parallel flags those of the
+  measured in-process engine (when not vLLM's defaults), the JSON being vLLM's `SpeculativeConfig`:
   the run's method, draft and options, `num_speculative_tokens` = the largest k (vLLM clamps each
   k to it) and, when k changes with the batch size, `num_speculative_tokens_per_batch_size:
   [[lo, hi, k], …]` (inclusive ranges from 1; k = 0 allowed; vLLM clamps hi to `max_num_seqs`).
@@ -112,10 +114,36 @@ def vllm_speculative_config(ranges: Ranges, base: Mapping[str, Any] | None) -> d
     return conf
 
 
-def vllm_command(target: str, conf: Mapping[str, Any]) -> str:
-    """The shell line that starts vLLM's OpenAI server with `conf`."""
+# vLLM's defaults for the parallel layout (ParallelConfig, vLLM 0.32.0): a flag equal to its
+# default is left off the pasted line
+VLLM_PARALLEL_DEFAULTS: dict[str, Any] = {
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "distributed_executor_backend": None,
+}
+
+
+def vllm_parallel_flags(engine_args: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The `vllm serve` flags of the run's parallel layout (env.json's engine_args of an
+    in-process run: tensor and pipeline parallel sizes, the executor), each as recorded in
+    engine-keys.json's `vllm_engine_args.serve_flags`; those at vLLM's default are left off."""
+    flags = engine_keys()["vllm_engine_args"]["serve_flags"]
+    out = []
+    for key, default in VLLM_PARALLEL_DEFAULTS.items():
+        value = (engine_args or {}).get(key)
+        if value is not None and value != default:
+            out.append((str(flags[key]), str(value)))
+    return out
+
+
+def vllm_command(
+    target: str, conf: Mapping[str, Any], engine_args: Mapping[str, Any] | None = None
+) -> str:
+    """The shell line that starts vLLM's OpenAI server with `conf`, on the parallel layout of
+    `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
     text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))
-    return f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(text)}"
+    layout = "".join(f" {f} {shlex.quote(v)}" for f, v in vllm_parallel_flags(engine_args))
+    return f"vllm serve {shlex.quote(target)}{layout} --speculative-config {shlex.quote(text)}"
 
 
 def one_gamma(ranges: Ranges, concurrency: int | None) -> int:

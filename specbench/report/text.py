@@ -177,7 +177,8 @@ def paste_line(results: RunResults, g: PoolDecision) -> str | None:
     base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": g.gamma}
     if dep.draft or dep.method == "draft_model":
         base["model"] = dep.draft or run.draft or "DRAFT_MODEL"
-    return vllm_command(target, base)
+    # an in-process run's tensor / pipeline parallel layout is part of what was measured
+    return vllm_command(target, base, env.engine_args if backend == "vllm" else None)
 
 
 def engine_header(results: RunResults) -> str | None:

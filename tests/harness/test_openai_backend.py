@@ -39,6 +39,7 @@ class FakeServer:
         fail_first: int = 0,
         step_s: float = 0.002,
         kv_blocks: int | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.gamma, self.metrics, self.fail_left, self.step_s = gamma, metrics, fail_first, step_s
         self.kv_blocks = kv_blocks
@@ -103,8 +104,8 @@ class FakeServer:
                 )
                 self.wfile.write(b"data: [DONE]\n\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -227,6 +228,34 @@ def test_one_server_per_setting_accumulates_with_resume(
     assert next(g for g in results["workloads"][0]["gammas"] if g["gamma"] == 2)["measured"]
     # the first run's server keeps the KV capacity it reported: speculation's share is there
     assert results["economics"]["kv_capacity"]["by_gamma"]["2"]["taken_share"] == pytest.approx(0.1)
+
+
+def test_a_fleet_on_other_hosts_is_measured_from_one_client(tmp_path: Path) -> None:
+    """Endpoints are servers anywhere (docs/serving.md, "A fleet from one client"): here one on
+    127.0.0.2, a second address of this machine standing for another host, and one spelled
+    `localhost`; each gets its own requests and its counters are read from its own origin."""
+    base, spec = FakeServer(0), FakeServer(2, host="127.0.0.2")
+    port = base.url.rsplit(":", 1)[1]
+    endpoints = [
+        {"url": f"http://localhost:{port}", "gamma": 0},
+        {"url": spec.url + "/v1", "gamma": 2, "label": "far γ=2"},
+    ]
+    try:
+        res = runner.invoke(app, ["run", str(write_config(tmp_path, {"endpoints": endpoints}))])
+    finally:
+        base.close()
+        spec.close()
+    assert res.exit_code == 0, res.output
+    assert len(base.bodies) == len(spec.bodies) == 2 * 6  # concurrency levels × prompts
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    batches = [r for r in recs if r["kind"] == "engine_metrics" and r["gamma"] == 2]
+    assert [b["spec_counters"]["num_drafts"] for b in batches] == [30, 30]  # 127.0.0.2/metrics
+    env = json.loads((tmp_path / "out" / "env.json").read_text())
+    assert [s["url"] for s in env["servers"]] == [e["url"] for e in endpoints]
+    e = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"][0]
+    assert e["engine"]["per_gamma"]["2"]["mean_accepted_length"]["value"] == pytest.approx(
+        1 + 8 / 5
+    )
 
 
 def test_server_without_metrics_measures_latency(tmp_path: Path) -> None:

@@ -66,3 +66,29 @@ def test_recorded_vllm_keys_are_fields_of_the_installed_speculative_config() -> 
     assert written <= fields, written - fields
     missing = set(engine_keys()["vllm"]["keys"]) - fields
     print("recorded keys not in the installed vLLM:", sorted(missing))
+
+
+@pytest.mark.vllm
+def test_recorded_engine_args_are_the_installed_vllms() -> None:
+    """The engine arguments specbench passes to `vllm.LLM` and writes as `vllm serve` flags
+    (engine-keys.json `vllm_engine_args`, read from vLLM 0.32.0) against the installed vLLM:
+    every name an EngineArgs field, the executor values its DistributedExecutorBackend, each
+    flag one of `vllm serve`'s own option strings for that field."""
+    import typing
+
+    from vllm.config.parallel import DistributedExecutorBackend
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from specbench.report.schedule_export import engine_keys
+
+    rec = engine_keys()["vllm_engine_args"]
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    assert set(rec["keys"]) <= fields, set(rec["keys"]) - fields
+    assert set(rec["distributed_executor_backends"]) == set(
+        typing.get_args(DistributedExecutorBackend)
+    )
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    options = {a.dest: a.option_strings for a in parser._actions}
+    for key, flag in rec["serve_flags"].items():
+        assert flag in options[key], (key, options.get(key))

@@ -114,6 +114,35 @@ def test_llama70b_vllm_plan_by_hand() -> None:
     assert [m.source for m in plan.models] == ["shipped copy"] * 2
 
 
+def test_llama70b_two_nodes_plan_by_hand() -> None:
+    """tensor parallel 4 × pipeline parallel 2 (two nodes of 4 GPUs, ray): the target's weights
+    over all 8 GPUs, its KV heads over the 4 tensor ranks and its layers over the 2 stages; the
+    draft (pipeline parallel 1, draft_tensor_parallel_size 4) whole on the last stage's 4 GPUs,
+    so those GPUs are the plan."""
+    cfg = _cfg("llama70b-vllm-2node.yaml")
+    assert (cfg.engine.tensor_parallel_size, cfg.engine.pipeline_parallel_size) == (4, 2)
+    assert cfg.engine.distributed_executor_backend == "ray"
+    plan = plan_memory(cfg, 46068 << 20, "L40S")
+    target, draft = (_config(n) for n in ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"))  # fmt: skip
+    w_target, w_draft = 2 * params_by_hand(target), 2 * params_by_hand(draft)
+    assert plan.gpus == 8 and plan.layout == "tensor parallel 4 × pipeline parallel 2"
+    assert plan.weights_per_gpu == math.ceil(w_target / 8) + math.ceil(w_draft / 4)
+    # target: 80 layers / 2 stages, 8 KV heads / 4 ranks = 2 each; draft: 32 layers, 2 heads each
+    assert plan.kv_per_token_per_gpu == 40 * 2 * 2 * 128 * 2 + 32 * 2 * 2 * 128 * 2
+    assert plan.context_tokens == 8192 and plan.fits
+    assert plan.summary().startswith(
+        "memory plan: 8 × 45.0 GiB GPU (L40S) as tensor parallel 4 × pipeline parallel 2, "
+    )
+    out = CliRunner().invoke(app, ["validate", "configs/llama70b-vllm-2node.yaml", "--gpu", "L40S", "--offline"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "target meta-llama/Llama-3.3-70B-Instruct 131.4 GiB / 8 " in out.output
+    assert "draft_model meta-llama/Llama-3.1-8B-Instruct 15.0 GiB / 4 " in out.output
+    # 20.2 GiB of weights per GPU + 0.6 GiB of KV fit in 40.5 usable; on 24 GiB GPUs they do not
+    assert "weights 20.2 GiB per GPU" in out.output and ": fits, " in out.output
+    small = CliRunner().invoke(app, ["validate", "configs/llama70b-vllm-2node.yaml", "--gpu", "L4", "--offline"])  # fmt: skip
+    assert small.exit_code == 2 and "does NOT fit" in small.output
+
+
 def test_transformers_70b_needs_two_gpus_and_eagle_head_is_named() -> None:
     one = plan_memory(_cfg("llama70b.yaml"), 80 * GIB, "--gpu-memory")
     two = plan_memory(_cfg("llama70b.yaml"), 80 * GIB, "--gpu-memory", gpus=2)

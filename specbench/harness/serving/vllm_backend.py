@@ -4,11 +4,11 @@ One engine per setting, one at a time: the baseline without speculation, then on
 with `speculative_config = {"method": speculative.method, "num_speculative_tokens": γ,
 "model": speculative.model (draft_model: default draft.model), **speculative.options}`
 (`speculative:` may list several methods, each over its own γ grid; records name each setting by
-the entry's label, default its method); engine
-arguments come from `engine:` (`extra` passes any other EngineArgs field). This module checks
-the options against the installed vLLM and starts each engine; `vllm_session.py` drives requests
-through a started engine's step loop and reads its spec-decode counters (`LLM.get_metrics()`:
-stat logging is switched on here).
+the entry's label, default its method); engine arguments come from `engine:` (`vllm_args.py`
+builds them, the parallel layout included, and checks the options against the installed vLLM).
+This module starts each engine; `vllm_session.py` drives requests through a started engine's
+step loop and reads its spec-decode counters (`LLM.get_metrics()`: stat logging is switched on
+here).
 
 vLLM starts its engine core in a spawned process: code that calls this needs a
 `if __name__ == "__main__":` guard (the `specbench` console script and `python -m specbench`
@@ -20,11 +20,9 @@ have one). vLLM's own log goes to DIR/engine.log; a failed start shows its last 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import gc
 import json
 import time
-import typing
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -36,6 +34,7 @@ from specbench.errors import SpecbenchError
 from specbench.harness.gpu_env import gpu_environment
 from specbench.harness.serving.base import EngineSetting
 from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_engine
+from specbench.harness.serving.vllm_args import check_options, engine_args
 from specbench.harness.serving.vllm_log import (
     env_var,
     first_line,
@@ -46,7 +45,6 @@ from specbench.harness.serving.vllm_log import (
 from specbench.harness.serving.vllm_session import VllmSession
 
 INSTALL_HINT = "install it with `pip install -e '.[vllm]'` (on CPU: `make install-vllm`)"
-CPU_DEFAULT_MEMORY_UTILIZATION = 0.3  # vLLM's default (0.92) refuses to start on a CPU
 
 
 def import_vllm() -> Any:
@@ -65,58 +63,6 @@ def import_vllm() -> Any:
             "that break it"
         ) from None
     return vllm
-
-
-def _literal_values(tp: Any) -> set[str]:
-    """Every string of a (nested) Literal type."""
-    out: set[str] = set()
-    for arg in typing.get_args(tp):
-        if isinstance(arg, str):
-            out.add(arg)
-        else:
-            out |= _literal_values(arg)
-    return out
-
-
-def _unknown(keys: list[str], known: set[str], where: str, version: str) -> None:
-    for key in keys:
-        if key not in known:
-            near = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
-            raise SpecbenchError(
-                f"{where}.{key}: the installed vLLM {version} has no option '{key}'{hint}"
-            )
-
-
-def check_options(cfg: RunConfig, vllm: Any) -> None:
-    """Name a config option the installed vLLM does not know, before starting anything."""
-    from vllm.config import SpeculativeConfig
-    from vllm.engine.arg_utils import EngineArgs
-
-    version = getattr(vllm, "__version__", "?")
-    _unknown(
-        list(cfg.engine.extra),
-        {f.name for f in dataclasses.fields(EngineArgs)},
-        "engine.extra",
-        version,
-    )
-    spec_fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
-    try:
-        from vllm.config.speculative import SpeculativeMethod
-
-        methods = _literal_values(SpeculativeMethod)
-    except ImportError:  # older vLLM: no such alias; let vLLM judge the method
-        methods = set()
-    for spec in speculative_specs(cfg.speculative):
-        _unknown(list(spec.options), spec_fields, "speculative.options", version)
-        if methods and spec.method not in methods:
-            near = difflib.get_close_matches(spec.method, sorted(methods), n=1)
-            known = ", ".join(sorted(methods))
-            hint = f"; did you mean '{near[0]}'?" if near else f"; known: {known}"
-            raise SpecbenchError(
-                f"speculative.method: the installed vLLM {version} has no method "
-                f"'{spec.method}'{hint}"
-            )
 
 
 SCHEDULE_LABEL = "schedule"
@@ -261,28 +207,8 @@ class VllmBackend:
         label: str | None = None,
         schedule: tuple[tuple[int, int, int], ...] | None = None,
     ) -> dict[str, Any]:
-        e, t = self.cfg.engine, self.cfg.target
-        kw: dict[str, Any] = {
-            "model": self.target_path,
-            "dtype": e.dtype or t.dtype,
-            "tensor_parallel_size": e.tensor_parallel_size,
-            "pipeline_parallel_size": e.pipeline_parallel_size,
-            "enforce_eager": e.enforce_eager,
-            "seed": self.cfg.seed,
-            "trust_remote_code": t.trust_remote_code,
-            "disable_log_stats": False,  # get_metrics() needs the stat loggers
-            "log_config_file": self.logging_config,
-        }
-        if t.revision is not None:
-            kw["revision"] = t.revision
-        if e.max_model_len is not None:
-            kw["max_model_len"] = e.max_model_len
-        util = e.gpu_memory_utilization
-        if util is None and self.on_cpu:
-            util = CPU_DEFAULT_MEMORY_UTILIZATION
-        if util is not None:
-            kw["gpu_memory_utilization"] = util
-        kw.update(e.extra)
+        kw = engine_args(self.cfg, self.target_path, on_cpu=self.on_cpu)
+        kw["log_config_file"] = self.logging_config
         if gamma > 0:
             kw["speculative_config"] = self.speculative_config(gamma, label, schedule)
         return kw

@@ -1,0 +1,185 @@
+"""Multi-GPU and multi-node engine arguments (issue 34 item 7, docs/serving.md "Multi-GPU and
+multi-node"): the config's `engine.tensor_parallel_size`, `pipeline_parallel_size` and
+`distributed_executor_backend` are bounded (one line, exit 2), reach `vllm.LLM`'s keyword
+arguments under vLLM's own EngineArgs names (the names recorded in engine-keys.json from the
+installed vLLM 0.32.0; tests/harness/test_schedule_vllm.py re-reads them from an installed vLLM),
+and the pasted `vllm serve` lines carry the measured layout. Pure: no model, no vLLM."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import typing
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from specbench.analysis.results import build_results
+from specbench.analysis.results_model import as_results
+from specbench.cli.app import app
+from specbench.config import parse_config
+from specbench.config.backends import ExecutorBackend
+from specbench.errors import SpecbenchError
+from specbench.harness.serving.endpoints import check_endpoints, endpoints_of
+from specbench.harness.serving.vllm_args import engine_args
+from specbench.report import schedule_export as ex
+from specbench.report.text import paste_line
+from tests.unit.test_engine_exports import _two_workload_run
+from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
+
+RECORDED = ex.engine_keys()["vllm_engine_args"]
+runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+BASE: dict[str, Any] = {
+    "backend": "vllm",
+    "target": {"model": "org/target", "dtype": "bfloat16"},
+    "draft": {"model": "org/draft"},
+    "workloads": [{"name": "w", "dataset": {"name": "tiny_code"}}],
+}
+TWO_NODES = {"tensor_parallel_size": 4, "pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}  # fmt: skip
+
+
+def _cfg(**engine: Any) -> Any:
+    return parse_config({**BASE, "engine": engine}, "c.yaml")
+
+
+def test_the_parallel_layout_reaches_the_engine_exactly() -> None:
+    kw = engine_args(_cfg(**TWO_NODES, max_model_len=4096), "/m/target", on_cpu=False)
+    assert kw == {
+        "model": "/m/target",
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 4,
+        "pipeline_parallel_size": 2,
+        "distributed_executor_backend": "ray",
+        "enforce_eager": False,
+        "seed": 0,
+        "trust_remote_code": False,
+        "disable_log_stats": False,
+        "max_model_len": 4096,
+    }
+    # every name is one of vLLM's EngineArgs fields as recorded from the installed source
+    assert set(kw) <= set(RECORDED["keys"]), set(kw) - set(RECORDED["keys"])
+    # not given: vLLM chooses the executor (mp on one node); the sizes are vLLM's defaults
+    plain = engine_args(_cfg(), "/m/target", on_cpu=True)
+    assert "distributed_executor_backend" not in plain
+    assert plain["tensor_parallel_size"] == plain["pipeline_parallel_size"] == 1
+    assert plain["gpu_memory_utilization"] == 0.3  # the CPU default, as before
+
+
+def test_executor_values_are_vllms_own() -> None:
+    """The config takes vLLM's DistributedExecutorBackend values (vllm/config/parallel.py, as
+    recorded) except external_launcher, which is refused with its reason."""
+    accepted = set(typing.get_args(ExecutorBackend))
+    assert accepted == set(RECORDED["distributed_executor_backends"]) - {"external_launcher"}
+    for backend in sorted(accepted):
+        world = {"tensor_parallel_size": 2} if backend != "uni" else {}
+        assert _cfg(distributed_executor_backend=backend, **world).engine.distributed_executor_backend == backend  # fmt: skip
+
+
+TP, PP, EXEC = "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend"
+BAD_LAYOUTS = [
+    ({TP: 0}, f"engine.{TP}: Input should be greater than or equal to 1"),
+    ({PP: 1025}, f"engine.{PP}: Input should be less than or equal to 1024"),
+    ({TP: "eight"}, f"engine.{TP}: Input should be a valid integer"),
+    ({EXEC: "slurm"}, "Input should be 'mp', 'ray' or 'uni'"),
+    ({EXEC: "external_launcher"}, "one copy of the program per GPU"),
+    ({EXEC: "uni", PP: 2}, "uni runs one process on one GPU"),
+    ({"extra": {TP: 8}}, f"extra.{TP}: give it as engine.{TP}"),
+]
+
+
+@pytest.mark.parametrize(("engine", "message"), BAD_LAYOUTS)
+def test_bad_layouts_are_one_line(engine: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecbenchError) as err:
+        _cfg(**engine)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_validate_refuses_a_bad_layout_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "engine": {"tensor_parallel_size": -4}}))
+    res = runner.invoke(app, ["validate", str(path), "--offline"])
+    assert res.exit_code == 2
+    (line,) = [x for x in res.output.splitlines() if x.strip()]
+    assert "engine.tensor_parallel_size" in line and "Traceback" not in res.output
+
+
+def _argv_flags(line: str) -> tuple[list[str], dict[str, str]]:
+    argv = shlex.split(line)
+    end = argv.index("--speculative-config")
+    return argv, dict(zip(argv[3:end:2], argv[4:end:2], strict=True))
+
+
+def test_the_vllm_serve_line_carries_the_measured_layout() -> None:
+    conf = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 3}
+    argv, flags = _argv_flags(ex.vllm_command("org/target", conf, {"model": "x", **TWO_NODES}))
+    assert argv[:3] == ["vllm", "serve", "org/target"]
+    assert flags == {
+        "--tensor-parallel-size": "4",
+        "--pipeline-parallel-size": "2",
+        "--distributed-executor-backend": "ray",
+    }
+    assert set(flags) <= set(RECORDED["serve_flags"].values())
+    assert json.loads(argv[-1]) == conf
+    # vLLM's defaults (one GPU, vLLM's executor) are left off; no engine args: no flags
+    one = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    assert ex.vllm_command("t", conf, one) == ex.vllm_command("t", conf)
+    assert _argv_flags(ex.vllm_command("t", conf, {"tensor_parallel_size": 8}))[1] == {
+        "--tensor-parallel-size": "8"
+    }
+
+
+def test_schedule_and_the_first_screen_paste_the_measured_layout(tmp_path: Path) -> None:
+    run = _two_workload_run(tmp_path)
+    env = {"backend": "vllm", "engine_args": {"model": "org/target", **TWO_NODES}}
+    (run / "env.json").write_text(json.dumps(env))
+    res = runner.invoke(app, ["schedule", str(run), "--format", "vllm"])
+    assert res.exit_code == 0, res.output
+    argv, flags = _argv_flags(res.stdout.strip())
+    assert argv[2] == "org/target" and flags["--tensor-parallel-size"] == "4"
+    assert flags["--pipeline-parallel-size"] == "2"
+    assert flags["--distributed-executor-backend"] == "ray"
+    # an openai run's servers were started by someone else: their layout is not known here
+    (run / "env.json").write_text(json.dumps({**env, "backend": "openai"}))
+    res = runner.invoke(app, ["schedule", str(run), "--format", "vllm"])
+    assert res.exit_code == 0 and "--tensor-parallel-size" not in res.stdout
+
+    cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
+    results = as_results(build_results(synthetic_engine_run(), cfg, env))
+    g = results.global_.by_temperature[0]
+    line = paste_line(results, g)
+    assert g.verdict == "on" and line is not None
+    argv, flags = _argv_flags(line)
+    assert flags == {
+        "--tensor-parallel-size": "4",
+        "--pipeline-parallel-size": "2",
+        "--distributed-executor-backend": "ray",
+    }
+
+
+SERVING = Path(__file__).resolve().parents[2] / "docs" / "serving.md"
+
+
+def _yaml_block(first_line: str) -> str:
+    page = SERVING.read_text("utf-8")
+    (block,) = re.findall(rf"```yaml\n({re.escape(first_line)}\n.*?)```", page, re.S)
+    return str(block)
+
+
+def test_the_documented_two_node_config_is_the_shipped_one() -> None:
+    shipped = (SERVING.parents[1] / "configs" / "llama70b-vllm-2node.yaml").read_text("utf-8")
+    body = "\n".join(x for x in shipped.splitlines() if x and not x.startswith("#")) + "\n"
+    assert _yaml_block("extends: llama70b-vllm.yaml") == body
+
+
+def test_the_documented_fleet_is_a_valid_config_of_servers_on_other_hosts() -> None:
+    cfg = parse_config(yaml.safe_load(_yaml_block("# a fleet measured from one client: one server per setting, each on its own host")), "serving.md")  # fmt: skip
+    eps = endpoints_of(cfg)
+    check_endpoints(eps)
+    hosts = {urlsplit(e.url).hostname for e in eps}
+    assert len(hosts) == len(eps) == 3 and not hosts & {"localhost", "127.0.0.1"}
+    assert [e.gamma for e in eps] == [0, 4, 3]
