@@ -7,7 +7,13 @@ import json
 import re
 from typing import Any, Protocol
 
-from specbench.analysis.results_model import PoolDecision, RunInfo, RunResults
+from specbench.analysis.results_model import (
+    CostAtLoad,
+    PoolDecision,
+    RunInfo,
+    RunResults,
+    WorkloadEconomics,
+)
 from specbench.analysis.results_model_base import DecisionNumbers, EstimateJSON
 from specbench.analysis.results_model_workload import WorkloadResult
 
@@ -120,6 +126,23 @@ def routing_note(g: PoolDecision) -> str:
         f"routing each workload to its own pool instead: {_x(g.per_workload_routing_speedup)}"
         f" (ON for {on})"
     )
+
+
+def stays_off(verdict: str) -> str:
+    """Why a cell's speculative side is not shown: it has no ON verdict."""
+    return "not measured" if verdict == "not_measured" else "stays off"
+
+
+def cost_change(row: WorkloadEconomics, load: CostAtLoad) -> str:
+    """Cost per 10⁶ output tokens at a cell's setting, following its verdict: "$off → $on" only
+    where speculation is ON; a cell that stays off (OFF, UNDECIDED, not measured) costs what
+    the baseline costs — what its best γ would cost is not a result (issue: one figure per cell)."""
+    off, on = load.usd_per_million_off, load.usd_per_million_on
+    if off is None:
+        return "–"
+    if row.verdict != "on":
+        return f"${off:.3f} ({stays_off(row.verdict)})"
+    return f"${off:.3f} → {num_text(on, '${:.3f}')}"
 
 
 def counts_line(results: RunResults) -> str:

@@ -81,10 +81,32 @@ def _methods_blocks(e: WorkloadResult) -> list[Block]:
     ]
 
 
+def _gamma_table_basis(e: WorkloadResult) -> str | None:
+    """Which prompts the γ table is over, where they are not the verdict's: every prompt, the
+    degenerate ones included (docs/theory.md §13) — said, so that a cell never shows two figures
+    over different prompts unlabelled."""
+    basis = e.recommendation.basis
+    if basis is None or basis.prompts != "non_degenerate":
+        return None
+    head = (
+        f"The γ table is over all {basis.n_used + basis.n_degenerate_excluded} prompts, the "
+        f"{basis.n_degenerate_excluded} degenerate ones included"
+    )
+    if e.recommendation.verdict == "not_measured":
+        return head + ": no verdict, and its speedups over degenerate answers are not a result."
+    return (
+        head + f"; the verdict above rests on the {basis.n_used} non-degenerate ones (the "
+        "prompt sets are compared below)."
+    )
+
+
 def workload_blocks(e: WorkloadResult, images: dict[str, str]) -> list[Block]:
     """One workload × temperature: the verdict, the measured γ, the ranking, the content."""
     slug = entry_slug(e)
     blocks: list[Block] = [Heading(f"{e.workload} (T = {e.temperature:g})"), Para(_verdict_text(e))]
+    basis = _gamma_table_basis(e)
+    if basis:
+        blocks.append(Para(basis))
     grows = [
         [
             str(g.gamma),
@@ -200,17 +222,19 @@ def content_blocks(e: WorkloadResult, images: dict[str, str], slug: str) -> list
     blocks.append(Bullets(_content_items(e)))
     if content and content.n_degenerate:
         rows = []
-        for label, part in (
-            ("all prompts", content.all_prompts),
-            ("non-degenerate", content.non_degenerate),
+        for label, part, counted in (
+            ("all prompts, degenerate counted", content.all_prompts, True),
+            ("non-degenerate (the verdict's)", content.non_degenerate, False),
         ):
+            verdict = str((part.verdict if part else None) or "–").upper().replace("_", " ")
             rows.append(
                 [
                     label,
                     str(part.n_prompts) if part else "–",
                     _ci(part.alpha if part else None),
                     _ci(part.speedup if part else None, "{:.2f}×"),
-                    str((part.verdict if part else None) or "–").upper().replace("_", " "),
+                    # what the verdict would be with the degenerate answers: not the verdict
+                    f"(would be {verdict})" if counted and verdict != "–" else verdict,
                 ]
             )
         st = content.speedup_setting
