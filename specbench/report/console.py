@@ -111,13 +111,20 @@ def _own_pool_table(results: RunResults, rules: Box) -> Table:
         s = rec.itl_ms.speculative if rec.itl_ms else None
         itl_txt = f"{b:.1f}→{s:.1f}" if b is not None and s is not None else "–"
         verdict = rec.verdict.upper().replace("_", " ")
-        best = rec.best_measured
+        # a cell without a verdict shows no speedup: not its best (as the documents' table)
+        best = rec.best_measured if rec.verdict != "not_measured" else None
         on = rec.verdict == "on"
         est = rec.speedup if on else (best.speedup if best else None)
         table.add_row(
             e.workload,
             f"{e.temperature:g}",
-            setting_label(rec) if on else (f"({setting_label(best)})" if best else "off"),
+            setting_label(rec)
+            if on
+            else f"({setting_label(best)})"
+            if best
+            else "–"
+            if rec.verdict == "not_measured"
+            else "off",
             _speedup_cell(est, on),
             _ci_range(est),
             itl_txt,

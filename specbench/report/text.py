@@ -145,6 +145,25 @@ def cost_change(row: WorkloadEconomics, load: CostAtLoad) -> str:
     return f"${off:.3f} → {num_text(on, '${:.3f}')}"
 
 
+def prompts_basis_note(e: WorkloadResult, table: str) -> str | None:
+    """Which prompts a cell's `table` is over, where they are not the verdict's: every prompt,
+    the degenerate ones included (docs/theory.md §13) — said, so that a cell never shows two
+    figures over different prompts unlabelled."""
+    basis = e.recommendation.basis
+    if basis is None or basis.prompts != "non_degenerate":
+        return None
+    head = (
+        f"The {table} is over all {basis.n_used + basis.n_degenerate_excluded} prompts, the "
+        f"{basis.n_degenerate_excluded} degenerate ones included"
+    )
+    if e.recommendation.verdict == "not_measured":
+        return head + ": no verdict, and its speedups over degenerate answers are not a result."
+    return (
+        head + f"; the verdict rests on the {basis.n_used} non-degenerate ones (the "
+        "prompt sets are compared in the workload's section)."
+    )
+
+
 def counts_line(results: RunResults) -> str:
     """Cells decided, not measured, and failed units — on the first screen, never hidden below."""
     entries = results.workloads

@@ -14,6 +14,7 @@ from specbench.report.text import (
     entry_slug,
     grouped_warnings,
     num_text,
+    prompts_basis_note,
 )
 
 
@@ -81,30 +82,11 @@ def _methods_blocks(e: WorkloadResult) -> list[Block]:
     ]
 
 
-def _gamma_table_basis(e: WorkloadResult) -> str | None:
-    """Which prompts the γ table is over, where they are not the verdict's: every prompt, the
-    degenerate ones included (docs/theory.md §13) — said, so that a cell never shows two figures
-    over different prompts unlabelled."""
-    basis = e.recommendation.basis
-    if basis is None or basis.prompts != "non_degenerate":
-        return None
-    head = (
-        f"The γ table is over all {basis.n_used + basis.n_degenerate_excluded} prompts, the "
-        f"{basis.n_degenerate_excluded} degenerate ones included"
-    )
-    if e.recommendation.verdict == "not_measured":
-        return head + ": no verdict, and its speedups over degenerate answers are not a result."
-    return (
-        head + f"; the verdict above rests on the {basis.n_used} non-degenerate ones (the "
-        "prompt sets are compared below)."
-    )
-
-
 def workload_blocks(e: WorkloadResult, images: dict[str, str]) -> list[Block]:
     """One workload × temperature: the verdict, the measured γ, the ranking, the content."""
     slug = entry_slug(e)
     blocks: list[Block] = [Heading(f"{e.workload} (T = {e.temperature:g})"), Para(_verdict_text(e))]
-    basis = _gamma_table_basis(e)
+    basis = prompts_basis_note(e, "γ table")
     if basis:
         blocks.append(Para(basis))
     grows = [

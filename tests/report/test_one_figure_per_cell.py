@@ -166,3 +166,35 @@ def test_console_prints_an_interval_rich_would_read_as_markup() -> None:
     assert console.export_text().strip() == (
         "UNDECIDED (best γ=4: 1.119×, bounds [unbounded, unbounded])"
     )
+
+
+@pytest.mark.slow  # the shipped engine run's report: half a minute
+def test_an_engine_cell_without_a_verdict_shows_no_speedup(tmp_path: Path) -> None:
+    """docs/example-engine-run: both cells NOT MEASURED (too few non-degenerate answers), one
+    with a best measured setting in results.json. Neither the console's own-pool table nor the
+    documents' shows a speedup for them, the cost prices the baseline alone, and the engine's
+    concurrency table says it is over every prompt, degenerate included."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "docs" / "example-engine-run", run)
+    res = runner.invoke(app, ["report", str(run), "--gpu-hour-usd", "2.5"])
+    assert res.exit_code == 0, res.output
+    results = RunResults.model_validate_json((run / "results.json").read_text())
+    cells = _cells(results)
+    assert {e.recommendation.verdict for e in cells.values()} == {"not_measured"}
+    assert any(e.recommendation.best_measured for e in cells.values())  # the control
+    table = res.output[res.output.index("If you route a workload") : res.output.index("setting:")]
+    assert "×" not in table, table
+    text = " ".join(res.output.split())
+    costs = text[text.index("Cost per 10⁶") : text.index("reports:")]
+    assert "→ $" not in costs and costs.count("(not measured)") == 6, costs
+    md = (run / "report.md").read_text()
+    own = _table(md, "workload", "## If you route")
+    assert all(r["speedup [95% CI]"] == "–" for r in own), own
+    engine = md[md.index("## Engine: speedup against concurrency") :]
+    for key, e in cells.items():
+        basis = e.recommendation.basis
+        assert basis is not None and basis.prompts == "non_degenerate"
+        n = basis.n_used + basis.n_degenerate_excluded
+        section = engine[engine.index(f"### {key[0]} (T = {key[1]})") :]
+        note = f"The concurrency table is over all {n} prompts"
+        assert section.index(note) < section.index("| concurrency |")
