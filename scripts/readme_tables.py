@@ -31,12 +31,16 @@ def demo_table(run_dir: Path) -> str:
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.results import build_results
     from specbench.harness.rundir import load_run
-    from specbench.report.blocks import Box, TableBlock, to_markdown
+    from specbench.report.blocks import Box, Para, TableBlock, to_markdown
     from specbench.report.decision import decision_blocks
 
     records, config, env, _ = load_run(run_dir)
     results = build_results(records, config, env)
-    blocks = [b for b in decision_blocks(results) if isinstance(b, Box | TableBlock)][:2]
+    every = decision_blocks(results)
+    table = next(i for i, b in enumerate(every) if isinstance(b, TableBlock))
+    blocks = [*[b for b in every[:table] if isinstance(b, Box)][:1], every[table]]
+    if table + 1 < len(every) and isinstance(every[table + 1], Para):
+        blocks.append(every[table + 1])  # the table's legend: what a parenthesized figure is
     return to_markdown(blocks).strip()
 
 

@@ -117,7 +117,8 @@ def answer_checks(
     return {
         "tokens": n_tokens,
         "stop_reason": stop_reason,
-        "hit_length_limit": stop_reason == "max_new_tokens",
+        # an engine's answers end with OpenAI's finish_reason: "length" is the budget spent
+        "hit_length_limit": stop_reason in ("max_new_tokens", "length"),
         "early_eos": stop_reason == "eos" and n_tokens <= EARLY_EOS_TOKENS,
         "empty": empty,
         "repeated_ngram_share": round(ngram, 4),

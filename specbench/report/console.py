@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.box import Box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specbench.analysis.results_model import RunResults, as_results
@@ -25,6 +26,7 @@ from specbench.report.terminal import (
     table_box,
 )
 from specbench.report.text import (
+    cost_change,
     counts_line,
     decision_warnings,
     engine_header,
@@ -39,8 +41,9 @@ __all__ = ["compact_box", "make_console", "plain_mode", "render_summary", "set_p
 
 
 def _bold(text: str) -> str:
-    """The documents' **bold** as rich markup."""
-    parts = text.split("**")
+    """The documents' **bold** as rich markup; the rest escaped (an interval such as
+    "[unbounded, unbounded]" would otherwise be read as a markup tag and vanish)."""
+    parts = [escape(p) for p in text.split("**")]
     return "".join(f"[bold]{p}[/bold]" if i % 2 else p for i, p in enumerate(parts))
 
 
@@ -52,14 +55,15 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
         console.print(engine, markup=False)
     console.print("[bold]Decision: one speculative configuration per server[/bold]")
     for g in results.global_.by_temperature:
-        tail = "." if g.verdict == "not_measured" else f"; {routing_note(g)}."
+        tail = "." if g.verdict == "not_measured" else f"; {escape(routing_note(g))}."
         console.print(f"  {_bold(pool_decision(g, run.margin))}{tail}")
         paste = paste_line(results, g)
         if paste:
             console.print(f"    paste (T={g.temperature:g}): {paste}", markup=False, soft_wrap=True)
-    console.print(f"  {counts_line(results)}.")
+    console.print(f"  {escape(counts_line(results))}.")
     for w in decision_warnings(results):
-        console.print(f"  [yellow]{w}[/yellow]" if w.startswith("⚠") else f"  {w}")
+        text = escape(w)
+        console.print(f"  [yellow]{text}[/yellow]" if w.startswith("⚠") else f"  {text}")
     console.print(_own_pool_table(results, compact_box(console)))
     console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)
     for e in results.workloads:
@@ -80,8 +84,9 @@ def render_summary(console: Console, results: RunResults | dict[str, Any]) -> No
 
 def _own_pool_legend(ci_level: float) -> str:
     return (
-        "  setting: the workload's own; (γ=k): speculation stays off, γ=k the best measured "
-        f"(its speedup shown); CI: the speedup's {ci_level:.0%} interval; "
+        "  setting: the workload's own; (γ=k) and (speedup): speculation stays off, γ=k the "
+        "best measured over the verdict's prompts (its speedup in parentheses: not shown to "
+        f"clear the margin, not a result); CI: the speedup's {ci_level:.0%} interval; "
         "ITL ms: baseline → speculative."
     )
 
@@ -106,14 +111,21 @@ def _own_pool_table(results: RunResults, rules: Box) -> Table:
         s = rec.itl_ms.speculative if rec.itl_ms else None
         itl_txt = f"{b:.1f}→{s:.1f}" if b is not None and s is not None else "–"
         verdict = rec.verdict.upper().replace("_", " ")
-        best = rec.best_measured
+        # a cell without a verdict shows no speedup: not its best (as the documents' table)
+        best = rec.best_measured if rec.verdict != "not_measured" else None
         on = rec.verdict == "on"
         est = rec.speedup if on else (best.speedup if best else None)
         table.add_row(
             e.workload,
             f"{e.temperature:g}",
-            setting_label(rec) if on else (f"({setting_label(best)})" if best else "off"),
-            num_text(est.value if est else None, "{:.2f}×"),
+            setting_label(rec)
+            if on
+            else f"({setting_label(best)})"
+            if best
+            else "–"
+            if rec.verdict == "not_measured"
+            else "off",
+            _speedup_cell(est, on),
             _ci_range(est),
             itl_txt,
             f"[green]{verdict}[/green]"
@@ -123,6 +135,13 @@ def _own_pool_table(results: RunResults, rules: Box) -> Table:
             else f"[red]{verdict}[/red]",
         )
     return table
+
+
+def _speedup_cell(est: EstimateJSON | None, on: bool) -> str:
+    """ "1.33×" for an ON cell; "(1.12×)" for the best measured setting of a cell that stays off:
+    the verdict's own figure, not a result to deploy."""
+    text = num_text(est.value if est else None, "{:.2f}×")
+    return text if on or text == "–" else f"({text})"
 
 
 def _ci_range(est: EstimateJSON | None) -> str:
@@ -139,11 +158,10 @@ def _print_costs(console: Console, results: RunResults) -> None:
     if econ.gpu_hour_usd is None:
         return
     parts = [
-        f"{r.workload} T={r.temperature:g} c={load.concurrency}: "
-        f"${load.usd_per_million_off:.3f} → ${load.usd_per_million_on:.3f}"
+        f"{r.workload} T={r.temperature:g} c={load.concurrency}: {cost_change(r, load)}"
         for r in econ.by_workload
         for load in r.loads
-        if load.usd_per_million_off is not None and load.usd_per_million_on is not None
+        if load.usd_per_million_off is not None
     ]
     console.print(
         f"Cost per 10⁶ output tokens (${econ.gpu_hour_usd:g}/GPU-hour × {econ.gpus}, "

@@ -12,6 +12,7 @@ from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.blocks import Block, Box, Bullets, Heading, Para, TableBlock
 from specbench.report.text import (
     ci_text,
+    cost_change,
     counts_line,
     decision_warnings,
     engine_header,
@@ -21,6 +22,7 @@ from specbench.report.text import (
     routing_note,
     setting_label,
     short_rule,
+    stays_off,
 )
 
 
@@ -84,7 +86,7 @@ def _own_row(e: WorkloadResult, pool: PoolDecision | None) -> list[str]:
         else "–"
         if rec.verdict == "not_measured"
         else "off",
-        ci_text(speed),
+        ci_text(speed) if on or speed is None else f"({ci_text(speed)})",
         num_text(bound, "{:.2f}"),
         f"{ci_text(at_pool)} at {setting_label(pool)}" if at_pool and pool else "–",
         f"{num_text(itl.baseline if itl else None, '{:.2f}')} → "
@@ -132,6 +134,13 @@ def decision_blocks(results: RunResults | dict[str, Any]) -> list[Block]:
             rows,
         )
     )
+    blocks.append(
+        Para(
+            "A cell that is not ON stays off: its speedup, in parentheses, is the best measured "
+            "setting's over the verdict's prompts — not shown to clear 1 + margin, not a result "
+            "to deploy; a cell not measured shows none."
+        )
+    )
     blocks += cost_and_tail_blocks(results)
     return blocks
 
@@ -177,13 +186,13 @@ def _cost_rows(results: RunResults, shown: list[str]) -> list[list[str]]:
     rows = []
     for e in results.workloads:
         r = by.get((e.workload, e.temperature))
-        gamma = r.gamma if r else None
+        on = e.recommendation.verdict == "on"
+        # the cost follows the verdict: a cell that stays off shows the baseline's side only
+        gamma = r.gamma if r and on else None
         grow = next((g for g in e.gammas if g.gamma == gamma), None)
         crows = {c.concurrency: c for c in (e.engine.concurrency if e.engine else [])}
         loads: list[CostAtLoad | None] = list(r.loads) if r and r.loads else [None]
         for load in loads:
-            off = load.usd_per_million_off if load else None
-            on = load.usd_per_million_on if load else None
             base_t, spec_t = e.baseline_tails, grow.tails if grow else None
             crow = crows.get(load.concurrency) if load else None
             if crow is not None:  # engine runs: the tails at this load
@@ -193,11 +202,11 @@ def _cost_rows(results: RunResults, shown: list[str]) -> list[list[str]]:
                 [
                     e.workload,
                     f"{e.temperature:g}",
-                    f"γ={gamma}" if gamma else "–",
+                    f"γ={gamma}" if gamma else stays_off(e.recommendation.verdict),
                     str(load.concurrency if load else 1),
-                    f"${off:.3f} → ${on:.3f}" if off is not None and on is not None else "–",
-                    num_text(r.ttft_change_ms if r else None, "{:+.2f}"),
-                    num_text(r.draft_memory_mb if r else None, "{:+.0f}"),
+                    cost_change(r, load) if r and load else "–",
+                    num_text(r.ttft_change_ms if r and on else None, "{:+.2f}"),
+                    num_text(r.draft_memory_mb if r and on else None, "{:+.0f}"),
                     *_tails_line(base_t, spec_t, shown),
                 ]
             )
@@ -300,7 +309,8 @@ def cost_and_tail_blocks(results: RunResults) -> list[Block]:
             note + "cost = GPU time per output token (batch-1 decode ITL; engine runs: the batch's "
             "output tokens/s at that concurrency). TTFT Δ = speculation − baseline, mean over the "
             f"same prompts; {memory_note} Percentiles need ≥ 10 requests for p90 and ≥ 100 for "
-            "p99."
+            "p99. The setting follows the verdict: a cell that is not ON stays off, and its "
+            "speculative side is –."
         ),
         TableBlock(header, rows),
         _memory_block(results),

@@ -18,7 +18,7 @@ from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableB
 from specbench.report.engine_ranking import ranking_blocks
 from specbench.report.schedule_plot import plot_goodput_schedule
 from specbench.report.schedule_sections import schedule_blocks
-from specbench.report.text import entry_slug, num_text
+from specbench.report.text import entry_slug, num_text, prompts_basis_note
 
 
 def _v(est: EstimateJSON | None, fmt: str = "{:.3f}") -> str:
@@ -175,6 +175,9 @@ def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
         slug = entry_slug(e)
         blocks.append(Heading(f"{e.workload} (T = {e.temperature:g}), {eng.backend}", 3))
         blocks += ranking_blocks(eng)  # every method × γ, when there are several
+        basis = prompts_basis_note(e, "concurrency table")
+        if basis:
+            blocks.append(Para(basis))
         blocks.append(_concurrency_table(eng))
         blocks.append(Bullets(_engine_notes(e, eng)))
         if eng.per_gamma:

@@ -7,7 +7,13 @@ import json
 import re
 from typing import Any, Protocol
 
-from specbench.analysis.results_model import PoolDecision, RunInfo, RunResults
+from specbench.analysis.results_model import (
+    CostAtLoad,
+    PoolDecision,
+    RunInfo,
+    RunResults,
+    WorkloadEconomics,
+)
 from specbench.analysis.results_model_base import DecisionNumbers, EstimateJSON
 from specbench.analysis.results_model_workload import WorkloadResult
 
@@ -119,6 +125,42 @@ def routing_note(g: PoolDecision) -> str:
     return (
         f"routing each workload to its own pool instead: {_x(g.per_workload_routing_speedup)}"
         f" (ON for {on})"
+    )
+
+
+def stays_off(verdict: str) -> str:
+    """Why a cell's speculative side is not shown: it has no ON verdict."""
+    return "not measured" if verdict == "not_measured" else "stays off"
+
+
+def cost_change(row: WorkloadEconomics, load: CostAtLoad) -> str:
+    """Cost per 10⁶ output tokens at a cell's setting, following its verdict: "$off → $on" only
+    where speculation is ON; a cell that stays off (OFF, UNDECIDED, not measured) costs what
+    the baseline costs — what its best γ would cost is not a result (issue: one figure per cell)."""
+    off, on = load.usd_per_million_off, load.usd_per_million_on
+    if off is None:
+        return "–"
+    if row.verdict != "on":
+        return f"${off:.3f} ({stays_off(row.verdict)})"
+    return f"${off:.3f} → {num_text(on, '${:.3f}')}"
+
+
+def prompts_basis_note(e: WorkloadResult, table: str) -> str | None:
+    """Which prompts a cell's `table` is over, where they are not the verdict's: every prompt,
+    the degenerate ones included (docs/theory.md §13) — said, so that a cell never shows two
+    figures over different prompts unlabelled."""
+    basis = e.recommendation.basis
+    if basis is None or basis.prompts != "non_degenerate":
+        return None
+    head = (
+        f"The {table} is over all {basis.n_used + basis.n_degenerate_excluded} prompts, the "
+        f"{basis.n_degenerate_excluded} degenerate ones included"
+    )
+    if e.recommendation.verdict == "not_measured":
+        return head + ": no verdict, and its speedups over degenerate answers are not a result."
+    return (
+        head + f"; the verdict rests on the {basis.n_used} non-degenerate ones (the "
+        "prompt sets are compared in the workload's section)."
     )
 
 

@@ -14,6 +14,7 @@ from specbench.report.text import (
     entry_slug,
     grouped_warnings,
     num_text,
+    prompts_basis_note,
 )
 
 
@@ -85,6 +86,9 @@ def workload_blocks(e: WorkloadResult, images: dict[str, str]) -> list[Block]:
     """One workload × temperature: the verdict, the measured γ, the ranking, the content."""
     slug = entry_slug(e)
     blocks: list[Block] = [Heading(f"{e.workload} (T = {e.temperature:g})"), Para(_verdict_text(e))]
+    basis = prompts_basis_note(e, "γ table")
+    if basis:
+        blocks.append(Para(basis))
     grows = [
         [
             str(g.gamma),
@@ -200,17 +204,19 @@ def content_blocks(e: WorkloadResult, images: dict[str, str], slug: str) -> list
     blocks.append(Bullets(_content_items(e)))
     if content and content.n_degenerate:
         rows = []
-        for label, part in (
-            ("all prompts", content.all_prompts),
-            ("non-degenerate", content.non_degenerate),
+        for label, part, counted in (
+            ("all prompts, degenerate counted", content.all_prompts, True),
+            ("non-degenerate (the verdict's)", content.non_degenerate, False),
         ):
+            verdict = str((part.verdict if part else None) or "–").upper().replace("_", " ")
             rows.append(
                 [
                     label,
                     str(part.n_prompts) if part else "–",
                     _ci(part.alpha if part else None),
                     _ci(part.speedup if part else None, "{:.2f}×"),
-                    str((part.verdict if part else None) or "–").upper().replace("_", " "),
+                    # what the verdict would be with the degenerate answers: not the verdict
+                    f"(would be {verdict})" if counted and verdict != "–" else verdict,
                 ]
             )
         st = content.speedup_setting

@@ -61,15 +61,28 @@ def write_config(folder: Path, logs: Path, **over: Any) -> Path:
     return path
 
 
+def _strings(node: Any) -> list[str]:
+    """Every string in a decoded JSON document: its keys and values, escapes undone."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in [k, *_strings(v)]]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
 def texts_of(path: Path) -> list[str]:
-    """A file as the strings that could hold a leak: its bytes as UTF-8, JSON values unescaped,
-    HTML unescaped, and base64 payloads (embedded images, data URIs) decoded."""
+    """A file as the strings that could hold a leak: its bytes as UTF-8, JSON values unescaped
+    (a multi-line answer is found in a JSON file, where its newlines are written `\\n`), HTML
+    unescaped, and base64 payloads (embedded images, data URIs) decoded."""
     raw = path.read_bytes()
     text = raw.decode("utf-8", errors="replace")
     out = [text, html.unescape(text)]
     for chunk in [*text.splitlines(), text]:  # JSONL lines, then the file as one document
         with contextlib.suppress(ValueError):
-            out.append(json.dumps(json.loads(chunk), ensure_ascii=False))
+            doc = json.loads(chunk)
+            out += [json.dumps(doc, ensure_ascii=False), "\x00".join(_strings(doc))]
     for blob in re.findall(r"base64,([A-Za-z0-9+/=]{16,})", text):
         out.append(base64.b64decode(blob + "==").decode("utf-8", errors="replace"))
     return out

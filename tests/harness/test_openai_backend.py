@@ -30,7 +30,8 @@ class FakeServer:
     """A tiny OpenAI-compatible server: streams `max_tokens` one-character tokens, `per_chunk` at a
     time; with `gamma` > 0 it counts one draft per chunk with `per_chunk − 1` accepted, as vLLM's
     counters would; with `kv_blocks` it reports that many 16-token KV-cache blocks in vLLM's
-    `vllm:cache_config_info`."""
+    `vllm:cache_config_info`; with `echo_prompt` its answer is the prompt's text, repeated to
+    `max_tokens` characters (a real server's answers often echo a private prompt)."""
 
     def __init__(
         self,
@@ -40,9 +41,10 @@ class FakeServer:
         step_s: float = 0.002,
         kv_blocks: int | None = None,
         host: str = "127.0.0.1",
+        echo_prompt: bool = False,
     ) -> None:
         self.gamma, self.metrics, self.fail_left, self.step_s = gamma, metrics, fail_first, step_s
-        self.kv_blocks = kv_blocks
+        self.kv_blocks, self.echo_prompt = kv_blocks, echo_prompt
         self.per_chunk = gamma + 1 if gamma else 1
         self.lock = threading.Lock()
         self.counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
@@ -81,6 +83,7 @@ class FakeServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 n = int(body["max_tokens"])
+                answer = fake.answer(body, n)
                 sent = 0
                 while sent < n:
                     k = min(fake.per_chunk, n - sent)
@@ -93,7 +96,7 @@ class FakeServer:
                             fake.counts["accepted"] += k - 1
                     choice = {
                         "index": 0,
-                        "text": "x" * k,
+                        "text": answer[sent - k : sent],
                         "finish_reason": "length" if sent == n else None,
                     }
                     self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
@@ -108,6 +111,15 @@ class FakeServer:
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def answer(self, body: dict[str, Any], n: int) -> str:
+        """The `n` one-character tokens of an answer: x…, or the prompt's text repeated."""
+        prompt = body.get("prompt")
+        if "messages" in body:
+            prompt = " ".join(str(m.get("content") or "") for m in body["messages"])
+        if not self.echo_prompt or not isinstance(prompt, str) or not prompt:
+            return "x" * n
+        return (prompt * (n // len(prompt) + 1))[:n]
 
     def prometheus(self) -> str:
         info = (

@@ -87,3 +87,16 @@ def test_target_logprob_is_recorded_not_judged() -> None:
     assert text["target_mean_logprob"] == -0.1235 and not text["degenerate"]
     assert answer_checks([5, 6, 2], "Paris.", "eos", -0.0)["degenerate"] is False
     assert answer_checks(None, "Paris.", "stop")["target_mean_logprob"] is None
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "hit"),
+    [("max_new_tokens", True), ("length", True), ("eos", False), ("stop", False)],
+)
+def test_an_engine_answer_that_spent_its_budget_hit_the_length_limit(
+    stop_reason: str, hit: bool
+) -> None:
+    """The transformers loop says "max_new_tokens"; an OpenAI-compatible engine's finish_reason
+    says "length" (the engine example run read "answers hitting max_new_tokens 0%" while every
+    answer had used its whole budget)."""
+    assert answer_checks(None, PROSE, stop_reason)["hit_length_limit"] is hit
