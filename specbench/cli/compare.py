@@ -11,8 +11,8 @@ BASE and NEW are run directories (records.jsonl: per-prompt tests) or results.js
 CIs, normal approximation); several run directories per side are separated by the word `vs`.
 The thresholds file declares the gating rows in advance (`gate`, default α, the speedup at the
 recommended γ and the recommendation); the other rows are reported, not gated. A regression is a
-gating row significant after Holm's adjustment over the gating rows AND beyond a minimum effect
-(docs/compare.md); a gating row that cannot detect its minimum effect makes the comparison
+gating row significant, in the bad direction, after Holm's adjustment over the gating rows
+(docs/compare.md); the minimum effects size the gate, and a gating row that cannot detect its minimum effect makes the comparison
 inconclusive (exit 5). Acceptance and speedup are gated; absolute latency and tokens/s are
 informational unless several runs per side are given or `--subject env` declares the environment
 change (engine, driver, hardware) the thing under test. Runs of different schema versions, models
@@ -212,8 +212,8 @@ def compare(
     as_json: JsonOption = False,
 ) -> None:
     """Compare two runs (or two sets of runs); exit 1 on a significant regression of a gating row
-    beyond its minimum effect (Holm-adjusted over the gating rows; see docs/compare.md), 5 when a
-    gating row could not have seen its minimum effect.
+    (Holm-adjusted over the gating rows; see docs/compare.md), 5 when a gating row could not have
+    seen its minimum effect (80 % power).
 
     Exit codes (precedence 2/3 > 1 > 5 > 0): 0 pass, 1 at least one gating regression (or, with
     --strict, failed or missing rows), 5 inconclusive (a gating row cannot detect its minimum

@@ -352,8 +352,8 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
         f"Exit code {c.exit_code}: 0 pass (every gating row could see its minimum effect), "
         "1 regression (or failed/missing rows under --strict), 5 inconclusive (a gating row "
         "cannot detect its minimum effect; --allow-inconclusive passes it), 2 bad input. A "
-        "regression is a gating row significant after Holm's adjustment over the gating rows "
-        "AND beyond the minimum effect; a verdict flip is always listed, and ON → OFF counts "
+        "regression is a gating row significant, in the bad direction, after Holm's adjustment "
+        "over the gating rows (exact T = 0 rows: beyond the minimum effect); a verdict flip is always listed, and ON → OFF counts "
         "when the speedup behind it regressed."
     )
     return "\n".join(lines) + "\n"

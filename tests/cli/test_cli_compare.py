@@ -153,14 +153,18 @@ def test_several_runs_per_side_and_strict(runs: dict[str, Path], tmp_path: Path)
 
 
 def test_thresholds_file_and_flags(runs: dict[str, Path], tmp_path: Path) -> None:
+    # lenient: large minimum effects (the exact T = 0 rows' only criterion) and a level no
+    # tested row reaches (a tested row regresses on significance alone, docs/compare.md)
     lenient = tmp_path / "lenient.yaml"
     lenient.write_text(
         "alpha_drop: 0.2\naccepted_length_drop: 0.5\nspeedup_drop: 0.5\n"
-        "latency_rise: 0.5\nthroughput_drop: 0.5\n"
+        "latency_rise: 0.5\nthroughput_drop: 0.5\nsignificance: 1.0e-20\n"
     )
-    assert invoke(runs["base"], runs["worse"], "--thresholds", lenient).exit_code == 0
+    res = invoke(runs["base"], runs["worse"], "--thresholds", lenient)
+    # no regression at the file's level; at it the speedup row cannot see −50 %: inconclusive
+    assert res.exit_code == 5 and "1 regression" not in res.output, res.output
     # a flag overrides the file
-    res = invoke(runs["base"], runs["worse"], "--thresholds", lenient, "--alpha-drop", "0.02")
+    res = invoke(runs["base"], runs["worse"], "--thresholds", lenient, "--significance", "0.05")
     assert res.exit_code == 1
     bad = tmp_path / "bad.yaml"
     bad.write_text("alpha_dorp: 0.1\n")

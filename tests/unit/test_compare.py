@@ -238,19 +238,27 @@ def test_normal_difference_from_stored_cis_matches_hand_computation() -> None:
     assert normal_difference(base, Summary(0.8, None, None), 0.95, 0.95).p_value is None
 
 
-def test_judge_needs_significance_and_minimum_effect_in_the_bad_direction() -> None:
+def test_judge_flags_a_significant_change_and_sizes_with_the_minimum_effect() -> None:
+    """A tested row regresses on significance alone, in the bad direction; the minimum effect
+    splits the rows that are not significant (unchanged within it, not significant beyond it)
+    and is the only criterion of an exact (deterministic) comparison."""
     th = Thresholds()
     alpha, latency, speed = METRICS["alpha"], METRICS["itl_ms"], METRICS["speedup"]
     assert judge(alpha, 0.7, DiffTest(-0.05, 0.001, None, ""), th)[0] == REGRESSED
     assert judge(alpha, 0.7, DiffTest(-0.05, 0.20, None, ""), th)[0] == NOT_SIGNIFICANT
-    assert judge(alpha, 0.7, DiffTest(-0.015, 0.001, None, ""), th)[0] == UNCHANGED  # < 0.02
+    assert judge(alpha, 0.7, DiffTest(-0.015, 0.20, None, ""), th)[0] == UNCHANGED  # < 0.02
+    # significant though below the minimum effect: shown to be worse, so it regressed
+    assert judge(alpha, 0.7, DiffTest(-0.015, 0.001, None, ""), th)[0] == REGRESSED
+    exact = "exact (T=0, same prompts): differs"
+    assert judge(alpha, 0.7, DiffTest(-0.015, None, None, exact), th)[0] == UNCHANGED
+    assert judge(alpha, 0.7, DiffTest(-0.025, None, None, exact), th)[0] == REGRESSED
     assert judge(alpha, 0.7, DiffTest(+0.05, 0.001, None, ""), th)[0] == IMPROVED
     assert judge(latency, 10.0, DiffTest(+0.6, 0.01, None, ""), th) == (
         REGRESSED,
         pytest.approx(0.06),
     )
     assert judge(latency, 10.0, DiffTest(-0.6, 0.01, None, ""), th)[0] == IMPROVED
-    assert judge(speed, 2.0, DiffTest(-0.09, 0.01, None, ""), th)[0] == UNCHANGED  # −4.5 % < 5 %
+    assert judge(speed, 2.0, DiffTest(-0.09, 0.10, None, ""), th)[0] == UNCHANGED  # −4.5 % < 5 %
     assert judge(speed, 2.0, DiffTest(-0.22, 0.01, None, ""), Thresholds(speedup_drop=0.1))[0] == (
         REGRESSED
     )
