@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis import calibration as cal
+from specbench.analysis.calibration import recommend_calibration as cal
 
 
 @pytest.mark.parametrize(("kind", "n"), [("mean", 8), ("ratio", 8), ("paired", 8), ("paired", 32)])
