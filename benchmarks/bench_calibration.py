@@ -1,7 +1,7 @@
 """The calibration table: every error rate a specbench verdict claims, measured by simulation.
 
 Each row runs the project's own estimator or decision on synthetic data with a known truth
-(`specbench.analysis.calibration`, the compare and conformance calibrations) and prints the
+(`specbench.analysis.calibration.recommend_calibration`, the compare and conformance calibrations) and prints the
 measured rate, its Monte Carlo standard error and whether the target is met within 2 MC SE.
 tests/unit/test_calibration.py asserts the same rows at a tenth of the replicates.
 
@@ -22,14 +22,14 @@ import sys
 import time
 from collections.abc import Callable
 
-from specbench.analysis import calibration as cal
-from specbench.analysis import compare_calibration as cc
-from specbench.analysis import conformance_calibration as conf
-from specbench.analysis import family_calibration as fc
-from specbench.analysis import lossless_tests as lossless
-from specbench.analysis import prediction_calibration as pred
-from specbench.analysis import schedule_calibration as sc
-from specbench.analysis import sequential_calibration as sq_cal
+from specbench.analysis.calibration import compare_calibration as cc
+from specbench.analysis.calibration import conformance_calibration as conf
+from specbench.analysis.calibration import family_calibration as fc
+from specbench.analysis.calibration import prediction_calibration as pred
+from specbench.analysis.calibration import recommend_calibration as cal
+from specbench.analysis.calibration import schedule_calibration as sc
+from specbench.analysis.calibration import sequential_calibration as sq_cal
+from specbench.analysis.verify import lossless_tests as lossless
 
 Rate = tuple[float, float]
 

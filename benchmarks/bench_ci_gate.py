@@ -38,8 +38,8 @@ import numpy as np
 from specbench.analysis.compare.metrics import Thresholds
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
-from specbench.analysis.load_cells import closed_loop
-from specbench.analysis.results import build_results
+from specbench.analysis.pipeline.results import build_results
+from specbench.analysis.serving.load_cells import closed_loop
 from specbench.cli.compare_inputs import load_thresholds
 from specbench.harness.rundir import load_run
 

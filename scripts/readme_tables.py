@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's specbench, not an installed one
 def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
-    from specbench.analysis.results import build_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.harness.rundir import load_run
     from specbench.report.blocks import Box, Para, TableBlock, to_markdown
     from specbench.report.decision import decision_blocks
@@ -51,9 +51,9 @@ SCHEDULE_FIGURE = "docs/img/schedule-tiny-vllm.png"
 def pool_schedule_of(run_dir: Path) -> tuple[Any, str]:
     """The pool's γ schedule of a shipped engine run at its first temperature (what `specbench
     schedule RUN_DIR` computes), and a title naming the pool."""
-    from specbench.analysis.pool_schedule import pool_members, pool_schedule
-    from specbench.analysis.results_model_engine import GammaSchedule
-    from specbench.analysis.settings import AnalysisSettings
+    from specbench.analysis.decide.pool_schedule import pool_members, pool_schedule
+    from specbench.analysis.documents.results_model_engine import GammaSchedule
+    from specbench.analysis.documents.settings import AnalysisSettings
     from specbench.harness.rundir import load_run
 
     records, config, _, _ = load_run(run_dir)

@@ -12,7 +12,7 @@ Each kind is a pydantic model (`BaselineRecord`, `SpecRecord`, `WarmupRecord`, `
 `EngineMetricsRecord`, `BatchTimingRecord`; unknown keys are kept): the reader validates every line against its
 kind's model (`iter_records` yields the JSON objects as written, `read_typed_records` the
 models), and `record_json_schema()` documents a line. The harness writes plain dicts, so the
-lines are exactly what it wrote. The analysis reads records as tables (`analysis.tables`).
+lines are exactly what it wrote. The analysis reads records as tables (`analysis.estimators.tables`).
 
 Schema history:
   1 — first version (per-prompt lines holding per-round arrays).
@@ -180,7 +180,7 @@ class MeasuredRecord(UnitRecord):
     sampling: Literal["logged"] | None = None  # a logged request: its own settings in `request`
     request: dict[str, Any] | None = None
     # engine backends: content chunks and first → last chunk span per turn, the buffered flag
-    # (analysis.buffering); open loop: the arrival offset and the client-side wait before sending
+    # (analysis.serving.buffering); open loop: the arrival offset and the client-side wait before sending
     chunks: list[int] | None = None
     stream_span_ms: list[float | None] | None = None
     buffered: bool | None = None

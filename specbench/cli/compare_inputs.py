@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 def load_side(path: Path) -> Side:
     """A run directory (records, recomputed results) or a results.json file."""
     from specbench.analysis.compare.sides import side_from_records, side_from_results
-    from specbench.analysis.load_cells import closed_loop
-    from specbench.analysis.results import build_results
-    from specbench.analysis.results_read import read_results_file
+    from specbench.analysis.documents.results_read import read_results_file
+    from specbench.analysis.pipeline.results import build_results
+    from specbench.analysis.serving.load_cells import closed_loop
     from specbench.harness.rundir import load_run
     from specbench.records import RECORDS_FILE
 

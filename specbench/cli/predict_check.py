@@ -32,8 +32,8 @@ def predict_check(
     ] = False,
 ) -> None:
     """Compare an engine run with a transformers run's predicted goodput by batch size."""
-    from specbench.analysis.prediction_check import check_prediction
-    from specbench.analysis.results_model_batch import PredictionCheck
+    from specbench.analysis.documents.results_model_batch import PredictionCheck
+    from specbench.analysis.estimators.prediction_check import check_prediction
     from specbench.harness.rundir import read_results
     from specbench.report.batch_sections import PREDICTION_CHECK_SHORT, prediction_check_rows
     from specbench.report.console import make_console, table_box

@@ -1,4 +1,4 @@
-"""`specbench roi`: the analytic speculation model (analysis/roi.py), no model and no GPU.
+"""`specbench roi`: the analytic speculation model (analysis/arithmetic/roi.py), no model and no GPU.
 
 specbench roi --alpha 0.6
 specbench roi --alpha 0.6 --t-target 80 --t-draft 7 --json
@@ -93,7 +93,7 @@ def roi(
     ] = None,
 ) -> None:
     """The analytic speculation model: best γ, speedup and break-even points, no GPU needed."""
-    from specbench.analysis import roi as model
+    from specbench.analysis.arithmetic import roi as model
     from specbench.report import roi as render
     from specbench.report.console import make_console
 

@@ -7,8 +7,8 @@ workloads a server sees or for one workload, as the flags or file that start an 
     specbench schedule reports/tiny-vllm-load --format trtllm --out trtllm.yaml
     specbench schedule reports/tiny-vllm-load --workload tiny_code --out schedule.json
 
-The schedule is recomputed from the run's records (`analysis.gamma_schedule`, and for several
-workloads `analysis.pool_schedule`), so it always matches the records. Every key written is in
+The schedule is recomputed from the run's records (`analysis.decide.gamma_schedule`, and for several
+workloads `analysis.decide.pool_schedule`), so it always matches the records. Every key written is in
 the engine's recorded config classes (`specbench/assets/engine-keys.json`); vLLM output is also
 checked against the installed vLLM when it is installed.
 """
@@ -71,9 +71,9 @@ def _pick(
     has several workloads and none is named. The pool's shares are the deployment profile's
     traffic mix when the config has one (its workload shares; with a temperature mix and no
     --temperature, every measured temperature in its share), else the workloads' `weight`."""
-    from specbench.analysis.pool_schedule import pool_members, pool_schedule, traffic_shares
-    from specbench.analysis.results_model_engine import GammaSchedule
-    from specbench.analysis.settings import AnalysisSettings
+    from specbench.analysis.decide.pool_schedule import pool_members, pool_schedule, traffic_shares
+    from specbench.analysis.documents.results_model_engine import GammaSchedule
+    from specbench.analysis.documents.settings import AnalysisSettings
 
     engine = _engine_entries(results)
     names = sorted({e.workload for e in engine})
@@ -217,8 +217,8 @@ def schedule(
     ] = None,
 ) -> None:
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
-    from specbench.analysis.results import build_results
-    from specbench.analysis.results_model import as_results
+    from specbench.analysis.documents.results_model import as_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.harness.rundir import load_run
     from specbench.report import schedule_export as ex
 

@@ -4,7 +4,7 @@
     specbench schema records                 # one line of records.jsonl
     specbench schema --out docs/schema       # every schema, as NAME.schema.json
 
-The same files ship in docs/schema/ (analysis/schemas.py; a test keeps them current).
+The same files ship in docs/schema/ (analysis/documents/schemas.py; a test keeps them current).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def schema(
     ] = None,
 ) -> None:
     """Print the JSON Schema of results.json, accept.json or a records line (or write them all)."""
-    from specbench.analysis.schemas import json_schema, schema_text, write_schemas
+    from specbench.analysis.documents.schemas import json_schema, schema_text, write_schemas
     from specbench.errors import SpecbenchError
 
     if out is not None:

@@ -70,7 +70,7 @@ def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
 
 
 SIMULATION_SCHEMA = 1
-N_BOOT = 2000  # analysis.simulate.simulate_run's default
+N_BOOT = 2000  # analysis.simulate.replay.simulate_run's default
 
 
 def provenance(
@@ -80,7 +80,7 @@ def provenance(
     import hashlib
 
     import specbench
-    from specbench.analysis.stats import DEFAULT_SEED
+    from specbench.analysis.stats.resampling import DEFAULT_SEED
     from specbench.records import RECORDS_FILE
 
     draft = config.get("draft") or {}
@@ -122,7 +122,7 @@ def simulate(
     as_json: JsonOption = False,
 ) -> None:
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
-    from specbench.analysis.simulate import simulate_run
+    from specbench.analysis.simulate.replay import simulate_run
     from specbench.harness.rundir import load_run
     from specbench.report.simulate import render_simulation
 

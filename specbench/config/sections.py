@@ -252,7 +252,7 @@ class BatchTimingSpec(StrictModel):
 
 
 class EconomicsSpec(StrictModel):
-    """Prices for the report's cost per 10⁶ output tokens (`analysis.serving_cost`); they change
+    """Prices for the report's cost per 10⁶ output tokens (`analysis.serving.serving_cost`); they change
     no measurement."""
 
     gpu_hour_usd: float | None = Field(default=None, gt=0.0, le=1e6, allow_inf_nan=False)

@@ -18,7 +18,7 @@ In a private workload:
   the run's files alone;
 - each answer is replaced by a digest (`answer_digest`) under a key of the workload (the env
   salt, else a digest of all its prompts): what "identical across prompts"
-  (analysis/validity.py) compares within the run;
+  (analysis/decide/validity.py) compares within the run;
 - an error message that quotes the prompt or an answer is withheld (`withhold`).
 """
 

@@ -4,7 +4,7 @@ per bucket.
 β depends only on the two models' distributions, so α is measured teacher-forced: one forward of
 the target and one of the draft over each logged prompt + response (spec/teacher_forced.py),
 then per bucket α with a bootstrap CI over requests, its profile along the response, and the
-predicted ā(γ), optimal γ, speedup CI and ON/OFF verdict (analysis/accept_summary.py,
+predicted ā(γ), optimal γ, speedup CI and ON/OFF verdict (analysis/rollout/accept_summary.py,
 analysis/rollout.py). `run_accept` is the whole command without its options and its console:
 rows first (a bad file fails before any model loads), then the pair, the timing, the scores.
 """
@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from specbench import defaults
 from specbench.analysis import rollout
-from specbench.analysis.accept_summary import (
+from specbench.analysis.rollout.accept_summary import (
     TimeModelFor,
     plan_buckets,
     setting_label,

@@ -6,17 +6,17 @@ measure only what the verdict needs, and stop each cell when it is settled.
 Per workload × temperature ("cell"), on the workload's prompts in a seeded order:
   pilot    the baseline and γ_max of each drafter on prompts until PILOT_PROMPTS of them are
            usable (a degenerate baseline sets its prompt aside, below);
-  choose   from γ_max's truncation curve (`analysis.acceptance.truncation_curve`) and the timing
-           fit (`analysis.timing_model`), the predicted best γ of the grid and its neighbours
+  choose   from γ_max's truncation curve (`analysis.estimators.acceptance.truncation_curve`) and the timing
+           fit (`analysis.arithmetic.timing_model`), the predicted best γ of the grid and its neighbours
            whose predictions are within NEIGHBOUR_TOL of it, with γ_max: at most
            `adaptive.max_candidates` settings per drafter;
   backfill those candidates on the pilot prompts (every candidate is paired on every prompt);
   measure  prompt by prompt the baseline and every candidate; after each prompt the cell's
-           group-sequential verdict is updated (`analysis.adaptive_summary.cell_decision`: a
+           group-sequential verdict is updated (`analysis.decide.adaptive_summary.cell_decision`: a
            sign-flip test at looks fixed by the cell's prompt cap) and the cell stops when
            decided ON or OFF, at its last prompt, when the budget is spent, or
            (`adaptive.futility`) when even an optimistic projection cannot settle it within
-           the prompts it has left ("futile", `analysis.sequential.futile`).
+           the prompts it has left ("futile", `analysis.stats.sequential.futile`).
 A prompt whose baseline answer is degenerate (docs/theory.md §13: it loops, or is empty) is set
 aside by the analysis whatever its speculative answers are, so its speculative units are not run.
 Without a budget, cells take turns prompt by prompt. With one (`--budget-minutes`, or
@@ -37,17 +37,17 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.acceptance import truncation_curve
-from specbench.analysis.adaptive_summary import (
+from specbench.analysis.arithmetic.timing_model import fit_from_records
+from specbench.analysis.decide.adaptive_summary import (
     candidate_records,
     cell_decision,
     prompts_left,
     sequence_settings,
 )
-from specbench.analysis.content import degenerate_reason, record_checks
-from specbench.analysis.sequential import SequentialDecision
-from specbench.analysis.simulate import replay
-from specbench.analysis.timing_model import fit_from_records
+from specbench.analysis.estimators.acceptance import truncation_curve
+from specbench.analysis.estimators.content import degenerate_reason, record_checks
+from specbench.analysis.simulate.replay import replay
+from specbench.analysis.stats.sequential import SequentialDecision
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt
 from specbench.harness.plan import (
@@ -106,7 +106,7 @@ def grid(cfg: RunConfig, drafter: str) -> list[DecodingSetting]:
 def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[DecodingSetting, float]:
     """Predicted speedup of each of the drafter's settings from the pilot: fixed γ from γ_max's
     truncation curve and the timing fit, γ policies by replaying them on γ_max's rounds
-    (`analysis.simulate.replay`). Empty when the pilot gives nothing to predict from."""
+    (`analysis.simulate.replay.replay`). Empty when the pilot gives nothing to predict from."""
     top = grid(cfg, drafter.label)[-1]
     base, spec = cell.ok(DecodingSetting(0)), cell.ok(top)
     if not spec or not base:
@@ -156,7 +156,7 @@ def choose_candidates(cfg: RunConfig, cell: Cell) -> list[DecodingSetting]:
 
 def set_aside(cell: Cell, prompt_id: str) -> bool:
     """The prompt's baseline answer is degenerate: the analysis sets the prompt aside whatever
-    its speculative answers are (`analysis.validity`), so they need not be measured."""
+    its speculative answers are (`analysis.decide.validity`), so they need not be measured."""
     rec = cell.records.get((0, "", "", prompt_id))
     return rec is not None and degenerate_reason(record_checks(rec)) is not None
 

@@ -4,7 +4,7 @@ one "batch_timing" record per batch size × repetition to DIR/batch_timing.jsonl
 records.jsonl, whose readers expect prompt units). `--resume` measures only the
 (workload, batch size, repetition) it has no record of. The analysis turns them, with the per-
 prompt acceptance of the batch-1 run, into the predicted goodput by batch size
-(`analysis.batch_prediction`, docs/theory.md §18).
+(`analysis.estimators.batch_prediction`, docs/theory.md §18).
 
 Context: each row's KV cache holds a workload prompt (rendered as the decoding units render it)
 repeated to L = median prompt tokens + max_new_tokens // 2 positions — a sequence halfway

@@ -51,7 +51,7 @@ class RunEvents(Protocol):
         self, workload: str, temperature: float, state: str, decision: Any, line: float
     ) -> None:
         """The adaptive plan (harness/adaptive.py): a cell's state and its sequential decision
-        (`analysis.sequential.SequentialDecision`, None before the first) against 1 + margin."""
+        (`analysis.stats.sequential.SequentialDecision`, None before the first) against 1 + margin."""
 
 
 class SilentEvents:

@@ -3,7 +3,7 @@ errors), and regenerate every derived file from them — results.json (analysis)
 the documents (report).
 
 `specbench report DIR` and the end of `specbench run` both call `write_reports`. Nothing here
-loads a model or imports torch; all numbers come from `analysis.results.build_results`.
+loads a model or imports torch; all numbers come from `analysis.pipeline.results.build_results`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specbench.analysis.load_cells import closed_loop
-from specbench.analysis.results import build_results
+from specbench.analysis.pipeline.results import build_results
+from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
@@ -159,7 +159,7 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "results.json"
     if not path.is_file():
         raise SpecbenchError(f"{run_dir} has no results.json; run `specbench report {run_dir}`")
-    from specbench.analysis.results_read import check_version, read_json
+    from specbench.analysis.documents.results_read import check_version, read_json
 
     doc = read_json(path)
     check_version(doc, path, required=False)  # another version: regenerate or upgrade
@@ -169,7 +169,7 @@ def read_results(run_dir: Path) -> dict[str, Any]:
 def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
     """An engine run's results against a transformers run's batch-size prediction; None when
     the reference has no results.json or no prediction."""
-    from specbench.analysis.prediction_check import check_prediction
+    from specbench.analysis.estimators.prediction_check import check_prediction
 
     try:
         reference = read_results(reference_dir)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from specbench.analysis.content import answer_checks
+from specbench.analysis.estimators.content import answer_checks
 from specbench.config import PolicySpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.data.privacy import answer_fields, privacy_note, prompt_texts, withhold

@@ -6,14 +6,14 @@ flip the plan (issue 32: T_d 9.61 ms instead of 1.11 ms turned ON into OFF). So 
 the draft the run's results.json names are compared with accept's, as model directories or hub
 ids after resolution (`tiny-target` is the shipped folder); a run of another pair is refused in
 one line, or with `--force` used and said in the report. The schema version and fields are
-checked by the one results reader (`analysis.results_read`).
+checked by the one results reader (`analysis.documents.results_read`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.analysis.results_read import read_timing_source
+from specbench.analysis.documents.results_read import read_timing_source
 from specbench.config import ModelSpec
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import resolve_model_path

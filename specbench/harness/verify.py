@@ -15,7 +15,7 @@ calls; on a miss the live KV cache is cropped and extended exactly as in decodin
 `memoize=False` runs every forward.
 
 Where the rest lives: the acceptance rules in spec/acceptance_rules.py, the oracle distributions
-and the repeated rounds in spec/lossless.py, the statistics in analysis/lossless_tests.py.
+and the repeated rounds in spec/lossless.py, the statistics in analysis/verify/lossless_tests.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from specbench.analysis.verify_results import SamplingCheck, VerifyReport
+from specbench.analysis.verify.verify_results import SamplingCheck, VerifyReport
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError

@@ -8,7 +8,7 @@
   (spec/lossless.py). Every emitted position j of the round (1..γ+1, the bonus token included) is
   tested on the rounds that reached it against the target's processed p(· | context, e_1..e_{j−1})
   from separate target forwards: position 1 by χ² on the token counts, later positions by the
-  pooled probability integral transform (analysis/lossless_tests.py).
+  pooled probability integral transform (analysis/verify/lossless_tests.py).
 
 harness/verify.py picks the contexts and drafters and runs these for the whole config.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specbench.analysis.lossless_tests import PositionTest, goodness_of_fit, pit_test
-from specbench.analysis.verify_results import ContextCheck, GreedyCheck, GreedyMismatch
+from specbench.analysis.verify.lossless_tests import PositionTest, goodness_of_fit, pit_test
+from specbench.analysis.verify.verify_results import ContextCheck, GreedyCheck, GreedyMismatch
 from specbench.errors import SpecbenchError
 from specbench.sampling_params import SamplingParams
 from specbench.spec.acceptance_rules import AcceptanceRule

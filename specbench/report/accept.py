@@ -1,7 +1,7 @@
 """Rendering of `specbench accept`: the JSON document (accept.json), the rich console tables, and
 the report files (report.md, report.html, plots/accept_profile.png; `report.accept_document`).
 
-The JSON document is `analysis.accept_model.AcceptResults` (schema 1, `kind: "accept"`; its JSON
+The JSON document is `analysis.documents.accept_model.AcceptResults` (schema 1, `kind: "accept"`; its JSON
 Schema is docs/schema/accept.schema.json): `pair`, `data` (source, requests, positions,
 bucket_by, skipped_rows), `settings`, `options`, `timing`, `provisional`, `buckets` (one per
 bucket, each with `settings` holding α, its position profile, drift and the rollout `plan`),
@@ -25,7 +25,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.accept_model import AcceptResults
+from specbench.analysis.documents.accept_model import AcceptResults
 from specbench.analysis.rollout import AcceptResult, accept_results
 from specbench.report.accept_document import build_blocks, plot_profile
 from specbench.report.accept_tables import (

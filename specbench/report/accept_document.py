@@ -1,12 +1,12 @@
 """`specbench accept`'s Markdown/HTML report (the same blocks and renderers as `run`'s report) and
-its α-by-position plot, from the accept.json document (`analysis.accept_model.AcceptResults`)."""
+its α-by-position plot, from the accept.json document (`analysis.documents.accept_model.AcceptResults`)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from specbench.analysis.accept_model import AcceptResults
+from specbench.analysis.documents.accept_model import AcceptResults
 from specbench.report.accept_tables import (
     LEAD_HEADER,
     PROVISIONAL,

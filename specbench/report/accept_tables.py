@@ -2,7 +2,7 @@
 report: α and the plan per bucket × setting, the timing line, α by response position, and the
 lead table of what needs no timing (α, ā(γ), the break-even draft cost ratio).
 
-They read the accept.json document (`analysis.accept_model.AcceptResults`).
+They read the accept.json document (`analysis.documents.accept_model.AcceptResults`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 import itertools
 import math
 
-from specbench.analysis.accept_model import AcceptResults, BreakEvenCost, Bucket, Interval, Timing
+from specbench.analysis.documents.accept_model import (
+    AcceptResults,
+    BreakEvenCost,
+    Bucket,
+    Interval,
+    Timing,
+)
 
 PROVISIONAL = (
     "PROVISIONAL: no measured timing, the draft cost is assumed; trust α, ā(γ) and the "

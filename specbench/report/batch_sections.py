@@ -4,9 +4,9 @@ prediction). Both return nothing for a run without them."""
 
 from __future__ import annotations
 
-from specbench.analysis.results_model import RunResults
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_batch import PredictionCheck
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_batch import PredictionCheck
 from specbench.report.blocks import Block, Heading, Para, TableBlock
 from specbench.report.text import num_text
 

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specbench.analysis.results_model import RunResults, as_results
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.terminal import (
     compact_box,
     make_console,

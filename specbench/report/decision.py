@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.analysis.results_model import CostAtLoad, PoolDecision, RunResults, as_results
-from specbench.analysis.results_model_base import EstimateJSON, LatencyTails, Percentiles
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import (
+    CostAtLoad,
+    PoolDecision,
+    RunResults,
+    as_results,
+)
+from specbench.analysis.documents.results_model_base import EstimateJSON, LatencyTails, Percentiles
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.blocks import Block, Box, Bullets, Heading, Para, TableBlock
 from specbench.report.text import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.results_model import RunResults, as_results
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.batch_sections import (
     batch_prediction_blocks,

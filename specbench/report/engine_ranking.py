@@ -1,12 +1,12 @@
 """The engine runs' ranking table: every setting measured (method × γ × endpoint) of one
 workload × temperature, best point speedup first, with the interval, the simultaneous lower bound
 the ON rule reads (over all K candidates, across methods), τ and α from the setting's own
-counters, and the concurrency at which it stops paying (`analysis.engine_ranking`)."""
+counters, and the concurrency at which it stops paying (`analysis.decide.engine_ranking`)."""
 
 from __future__ import annotations
 
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_engine import EngineSection
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import EngineSection
 from specbench.report.blocks import Block, Para, TableBlock
 from specbench.report.text import num_text
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.results_model import RunResults, as_results
-from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model_base import EstimateJSON
 
 LOAD_CSV = "load_summary.csv"
 _METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")

@@ -1,13 +1,13 @@
-"""Report section of an engine run's load cells (`engine.load`, `analysis.load_cells`): per
+"""Report section of an engine run's load cells (`engine.load`, `analysis.serving.load_cells`): per
 setting × load point (closed loop at each concurrency, open-loop rates, trace replay) the p50 /
 p99 of TTFT, TPOT and end-to-end latency with their order-statistic intervals, goodput under the
 SLO, the concurrency actually reached, and buffered streams."""
 
 from __future__ import annotations
 
-from specbench.analysis.results_model import RunResults
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_load import LoadCell, QuantilesCI, SloJSON
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_load import LoadCell, QuantilesCI, SloJSON
 from specbench.report.blocks import Block, Bullets, Heading, Para, TableBlock
 from specbench.report.text import num_text
 

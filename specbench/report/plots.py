@@ -13,10 +13,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from specbench.analysis.acceptance_detail import MIN_POSITION_ROUNDS
-from specbench.analysis.results_model_engine import ConcurrencyLatency
-from specbench.analysis.results_model_workload import WorkloadResult
-from specbench.analysis.roi import Scenario
+from specbench.analysis.arithmetic.roi import Scenario
+from specbench.analysis.documents.results_model_engine import ConcurrencyLatency
+from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.analysis.pipeline.acceptance_detail import MIN_POSITION_ROUNDS
 from specbench.report.figure_file import save_figure
 from specbench.report.roi import scenario_title
 

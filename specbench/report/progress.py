@@ -13,7 +13,7 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench.analysis.sequential import SequentialDecision
+from specbench.analysis.stats.sequential import SequentialDecision
 
 AXIS = (0.5, 3.0)  # the speedup range the interval bar spans (log scale)
 BAR_WIDTH = 28

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.roi import Economics, Scenario
+from specbench.analysis.arithmetic.roi import Economics, Scenario
 
 
 def _unit(relative: bool) -> str:

@@ -36,8 +36,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from specbench.analysis.gamma_schedule import gamma_at
-from specbench.analysis.results_model_engine import GammaSchedule
+from specbench.analysis.decide.gamma_schedule import gamma_at
+from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.errors import SpecbenchError
 
 Ranges = Sequence[Sequence[int]]

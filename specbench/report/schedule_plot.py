@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import FormatStrFormatter
 
-from specbench.analysis.results_model_engine import GammaSchedule
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model_engine import GammaSchedule
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.figure_file import save_figure
 
 

@@ -4,9 +4,13 @@ step-cost model and its leave-one-out error, and the goodput plot (docs/theory.m
 
 from __future__ import annotations
 
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_engine import BatchModel, EngineSection, GammaSchedule
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import (
+    BatchModel,
+    EngineSection,
+    GammaSchedule,
+)
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.text import entry_slug, num_text
 

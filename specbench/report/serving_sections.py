@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.analysis.results_model import RunResults
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_engine import Conformance, EngineSection
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import Conformance, EngineSection
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.engine_ranking import ranking_blocks

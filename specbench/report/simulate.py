@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.report.terminal import compact_box
 from specbench.report.text import num_text
 

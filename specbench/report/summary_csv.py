@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults, as_results
 
 CSV_FIELDS = [
     "workload",

@@ -1,5 +1,5 @@
 """Sentences shared by the console summary and the documents (one wording per statement), read
-from a validated results.json (`analysis.results_model`)."""
+from a validated results.json (`analysis.documents.results_model`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import json
 import re
 from typing import Any, Protocol
 
-from specbench.analysis.results_model import (
+from specbench.analysis.documents.results_model import (
     CostAtLoad,
     PoolDecision,
     RunInfo,
     RunResults,
     WorkloadEconomics,
 )
-from specbench.analysis.results_model_base import DecisionNumbers, EstimateJSON
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model_base import DecisionNumbers, EstimateJSON
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 
 
 class Setting(Protocol):

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.serialize import json_safe
+from specbench.analysis.stats.serialize import json_safe
 
 if TYPE_CHECKING:  # the engine (torch) is imported only when the command runs
-    from specbench.analysis.verify_results import VerifyReport
+    from specbench.analysis.verify.verify_results import VerifyReport
 
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:

@@ -3,9 +3,9 @@ ranking, content checks and per-prompt α) and the appendix (estimators, fits, p
 
 from __future__ import annotations
 
-from specbench.analysis.results_model import RunResults
-from specbench.analysis.results_model_base import EstimateJSON, SettingLabel
-from specbench.analysis.results_model_workload import HeterogeneityRow, WorkloadResult
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON, SettingLabel
+from specbench.analysis.documents.results_model_workload import HeterogeneityRow, WorkloadResult
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.text import (
     basis_text,

@@ -7,7 +7,7 @@ is run many times from the same state, and what those tokens should follow.
 - `first_token_expectation`: in closed form, P(y_1 accepted) and the first emitted token's
   distribution under the round's rule (docs/theory.md §1; `acceptance_rules.first_token_distribution`).
 
-The statistical tests that compare the two sides are pure (analysis/lossless_tests.py); the
+The statistical tests that compare the two sides are pure (analysis/verify/lossless_tests.py); the
 orchestration is harness/verify.py.
 """
 

@@ -334,7 +334,7 @@ def test_internal_error_exits_3_naming_a_log(
 ) -> None:
     """An unexpected exception is never exit code 1 (a verdict): exit 3, one line naming the log
     file, and the log holds the traceback."""
-    import specbench.analysis.roi as roi_model
+    import specbench.analysis.arithmetic.roi as roi_model
 
     def boom(*_: object, **__: object) -> None:
         raise ZeroDivisionError("planted")

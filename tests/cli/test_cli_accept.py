@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench.analysis.results import RESULTS_SCHEMA
+from specbench.analysis.pipeline.results import RESULTS_SCHEMA
 from tests.accept_data import (
     GOOD,
     fails_one_line,

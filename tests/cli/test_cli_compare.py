@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis.results import build_results
+from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 
 from ..unit.test_compare import ENV, config, make_records

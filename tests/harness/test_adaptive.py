@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.adaptive_summary import cell_decision, sequence_settings
-from specbench.analysis.sequential import FUTILITY_FROM, MIN_PROMPTS
+from specbench.analysis.decide.adaptive_summary import cell_decision, sequence_settings
+from specbench.analysis.stats.sequential import FUTILITY_FROM, MIN_PROMPTS
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness import runner
@@ -235,7 +235,7 @@ def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
     """Shortest first: every pilot in turn before any estimate, then the fewest "more prompts
     needed"; unknown
     (too few usable prompts to estimate) before any estimate; decided cells never."""
-    from specbench.analysis.sequential import SequentialDecision
+    from specbench.analysis.stats.sequential import SequentialDecision
     from specbench.harness.adaptive import Cell, nearest_first
 
     def cell(name: str, more: int | None, piloting: bool = False, state: str = "measuring") -> Cell:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis.groups import unresolved_failures
+from specbench.analysis.estimators.groups import unresolved_failures
 from specbench.cli.app import app
 from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config

@@ -27,7 +27,7 @@ import pytest
 import torch
 from scipy import stats
 
-from specbench.analysis.lossless_tests import bonferroni
+from specbench.analysis.verify.lossless_tests import bonferroni
 from specbench.config import DatasetSpec, ModelSpec, WorkloadSpec
 from specbench.data import load_workload
 from specbench.harness.verify import model_drafter_factory

@@ -3,7 +3,7 @@ values unescaped, and a malformed line costs only itself, not the scrape."""
 
 from __future__ import annotations
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.harness.serving.metrics import parse_prometheus, spec_counters_from_samples
 
 

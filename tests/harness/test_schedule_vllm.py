@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.gamma_schedule import OPEN_END, gamma_at
+from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
 from specbench.report.schedule_export import vllm_speculative_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.analysis.simulate import simulate_run
+from specbench.analysis.simulate.replay import simulate_run
 from specbench.config import parse_config
 from specbench.harness import runner
 from specbench.records import read_records

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.cli.app import app
 from specbench.config import parse_config
 from specbench.harness.serving import openai_http

@@ -142,7 +142,7 @@ def test_accept_alpha_agrees_with_run_on_target_generated_responses(
     """Responses sampled from the target at T=1 (the engine's baseline_generate), measured offline
     by accept at T=1, against α measured by `run` (speculative decoding, exact β over verified
     positions) on the same prompts at T=1: the two intervals must overlap."""
-    from specbench.analysis.acceptance import estimate_alpha
+    from specbench.analysis.estimators.acceptance import estimate_alpha
     from specbench.data.logged_rows import LoggedRequest
     from specbench.harness import runner
     from specbench.harness.accept import AcceptOptions, measure_requests

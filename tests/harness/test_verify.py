@@ -19,8 +19,8 @@ import yaml
 from typer.testing import CliRunner
 
 import specbench.harness.verify_checks as checks_mod
-from specbench.analysis.lossless_tests import bonferroni
-from specbench.analysis.verify_results import ContextCheck
+from specbench.analysis.verify.lossless_tests import bonferroni
+from specbench.analysis.verify.verify_results import ContextCheck
 from specbench.cli.app import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.serving_acceptance import counter_units
+from specbench.analysis.serving.serving_acceptance import counter_units
 from specbench.config import parse_config
 from specbench.harness.serving.driver import run_engine
 from specbench.records import read_records

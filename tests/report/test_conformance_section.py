@@ -10,7 +10,7 @@ import numpy as np
 
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
-from specbench.analysis.results_model_engine import Conformance
+from specbench.analysis.documents.results_model_engine import Conformance
 from specbench.harness.rundir import load_run
 from specbench.report.blocks import to_markdown
 from specbench.report.serving_sections import conformance_blocks

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.harness.rundir import write_reports
 from tests.unit.test_engine_metrics import _metrics, _minimal, _req, synthetic_engine_run
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.results_model import RunResults
+from specbench.analysis.documents.results_model import RunResults
 from specbench.cli.app import app
 from specbench.report.text import setting_label
 

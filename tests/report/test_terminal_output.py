@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specbench.analysis.results_model import RunResults
-from specbench.analysis.roi import scenario
+from specbench.analysis.arithmetic.roi import scenario
+from specbench.analysis.documents.results_model import RunResults
 from specbench.cli.app import app
 from specbench.report.ascii_text import ASCII, to_ascii
 from specbench.report.console import render_summary

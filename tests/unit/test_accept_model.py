@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specbench.analysis import rollout
-from specbench.analysis.accept_model import AcceptResults
+from specbench.analysis.documents.accept_model import AcceptResults
 
 
 @dataclass

@@ -48,7 +48,7 @@ FORBIDDEN_FOR_PURE = (
 )
 FORBIDDEN_FOR_REPORT = ("specbench.records", "specbench.harness")
 # The one exception: the γ policies (and the round record they read) are the decoding loop's own
-# code and pure; `specbench simulate` (analysis/simulate.py) replays the very same policies on
+# code and pure; `specbench simulate` (analysis/simulate/replay.py) replays the very same policies on
 # recorded acceptance traces, so its predictions use what `run` runs. Both must stay torch-free
 # (test_allowed_spec_modules_are_torch_free).
 ALLOWED_FOR_PURE = ("specbench.spec.policies", "specbench.spec.rounds")
@@ -410,6 +410,71 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
                 found.append(" → ".join(chains[heavy]))
     assert not found, "module-level import chains from analysis/report to torch:\n" + "\n".join(
         sorted(found)
+    )
+
+
+# --- analysis/ by concept, its sub-packages importing one way ------------------------------------
+
+ANALYSIS = "specbench.analysis"
+# Bottom to top (docs/architecture.md): a sub-package may import the ones before it, never one
+# after it. The statistics and the arithmetic know nothing of runs; the documents are the typed
+# files; estimators read records; serving reads engine runs; decide turns estimates into verdicts;
+# pipeline builds results.json; each command's own analysis and the calibrations sit on top.
+ANALYSIS_ORDER = (
+    "stats",
+    "arithmetic",
+    "documents",
+    "estimators",
+    "serving",
+    "decide",
+    "pipeline",
+    "compare",
+    "conformance",
+    "canary",
+    "rollout",
+    "verify",
+    "simulate",
+    "calibration",
+)
+
+
+def _analysis_part(module: str) -> str | None:
+    """The analysis sub-package a module belongs to (None for analysis' own face)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and module.startswith(ANALYSIS + ".") else None
+
+
+def test_analysis_has_no_module_outside_its_sub_packages() -> None:
+    """analysis/ holds its package face and the sub-packages of ANALYSIS_ORDER, nothing else."""
+    top = [m for m in modules() if _analysis_part(m) is not None and m.count(".") == 2]
+    flat = sorted(m for m in top if m not in _packages())
+    assert not flat, "analysis/ modules outside its sub-packages (move them into one):\n" + (
+        "\n".join(flat)
+    )
+    unlisted = sorted(m for m in top if m.rsplit(".", 1)[1] not in ANALYSIS_ORDER)
+    assert not unlisted, f"analysis sub-packages missing from ANALYSIS_ORDER: {unlisted}"
+    missing = [p for p in ANALYSIS_ORDER if f"{ANALYSIS}.{p}" not in _packages()]
+    assert not missing, f"ANALYSIS_ORDER lists what is not a sub-package of analysis/: {missing}"
+
+
+def test_analysis_sub_packages_import_only_those_below_them() -> None:
+    """Counting local and TYPE_CHECKING imports too, as the cycle test does."""
+    rank = {p: i for i, p in enumerate(ANALYSIS_ORDER)}
+    upward: list[str] = []
+    for mod, imps in graph().items():
+        src = _analysis_part(mod)
+        if src not in rank:
+            continue
+        for i in imps:
+            dst = _analysis_part(i.target)
+            if dst in rank and rank[dst] > rank[src]:
+                where = "local" if i.local else "type-only" if i.type_only else "module level"
+                upward.append(f"{mod}:{i.line} ({src}) imports {i.target} ({dst}, above; {where})")
+    assert not upward, (
+        "analysis sub-packages import one way, "
+        + " → ".join(reversed(ANALYSIS_ORDER))
+        + ":\n"
+        + "\n".join(sorted(set(upward)))
     )
 
 

@@ -1,4 +1,4 @@
-"""The batch-aware step-cost model (analysis/batch_model.py, docs/theory.md §15): recovers known
+"""The batch-aware step-cost model (analysis/arithmetic/batch_model.py, docs/theory.md §15): recovers known
 synthetic step costs, says where its error was measured, and the in-flight acceptance it uses is
 the step-weighted one a closed loop actually sees."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from specbench.analysis.batch_model import (
+from specbench.analysis.arithmetic.batch_model import (
     StepCell,
     StepCostModel,
     fit_step_costs,

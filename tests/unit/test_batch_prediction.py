@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.analysis.batch_prediction import (
+from specbench.analysis.documents.results_model_batch import BatchPrediction, PredictionCheck
+from specbench.analysis.estimators.batch_prediction import (
     batch_prediction,
     best_gamma,
     goodput_per_step,
@@ -17,8 +18,7 @@ from specbench.analysis.batch_prediction import (
     prompt_tokens,
     step_costs,
 )
-from specbench.analysis.prediction_check import check_prediction
-from specbench.analysis.results_model_batch import BatchPrediction, PredictionCheck
+from specbench.analysis.estimators.prediction_check import check_prediction
 
 
 def timing(b: int, rep: int, draft: float, verify: list[float], w: str = "w") -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis import calibration as cal
+from specbench.analysis.calibration import recommend_calibration as cal
 
 
 @pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)

@@ -39,7 +39,7 @@ from specbench.analysis.compare.samples import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
-from specbench.analysis.results import build_results
+from specbench.analysis.pipeline.results import build_results
 from specbench.report.compare import to_dict, to_markdown
 from specbench.report.compare_junit import to_junit
 

@@ -10,13 +10,13 @@ import math
 
 import pytest
 
-from specbench.analysis.compare_calibration import (
+from specbench.analysis.calibration.compare_calibration import (
     SimSize,
     aa_false_alarm_rate,
     power_draft_slowdown,
     power_weak_draft,
 )
-from specbench.analysis.multiple_testing import holm, min_detectable_effect, satterthwaite_df
+from specbench.analysis.stats.multiple_testing import holm, min_detectable_effect, satterthwaite_df
 
 SMALL = SimSize(workloads=2, gammas=(2, 4))  # 2 workloads × T ∈ {0, 1} × γ ∈ {2, 4}, 8 prompts
 

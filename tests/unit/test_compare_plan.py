@@ -9,10 +9,10 @@ import math
 import pytest
 from scipy import stats
 
+from specbench.analysis.calibration.compare_calibration import SimSize, sim_side, simulate_run
 from specbench.analysis.compare.metrics import Calibration, PlanSize, Thresholds
 from specbench.analysis.compare.noise import calibrate, run_cost
 from specbench.analysis.compare.plan import check_plan, family_size, plan_at, size_gate
-from specbench.analysis.compare_calibration import SimSize, sim_side, simulate_run
 from specbench.cli.compare_gate import set_keys
 
 CAL = Calibration(

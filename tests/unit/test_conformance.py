@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from specbench.analysis.conformance.decision import compare
-from specbench.analysis.conformance.permutation import ShortfallTest, family_adjusted_p
-from specbench.analysis.conformance_calibration import (
+from specbench.analysis.calibration.conformance_calibration import (
     ALPHA,
     null_false_shortfall_rate,
     shortfall_power,
 )
+from specbench.analysis.conformance.decision import compare
+from specbench.analysis.conformance.permutation import ShortfallTest, family_adjusted_p
 
 
 def _units(rounds: list[list[int]], gamma: int) -> dict[str, tuple[float, float, np.ndarray]]:

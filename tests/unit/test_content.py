@@ -1,4 +1,4 @@
-"""Per-answer content checks (specbench/analysis/content.py): hand-computed shares and the degenerate flag."""
+"""Per-answer content checks (specbench/analysis/estimators/content.py): hand-computed shares and the degenerate flag."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from specbench.analysis.content import (
+from specbench.analysis.estimators.content import (
     COMPRESSION_MIN,
     answer_checks,
     ngram_length,

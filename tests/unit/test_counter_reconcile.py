@@ -1,4 +1,4 @@
-"""Counter reconciliation (analysis/counter_reconcile.py, docs/theory.md §17): exact identity on
+"""Counter reconciliation (analysis/serving/counter_reconcile.py, docs/theory.md §17): exact identity on
 hand-built batches, then a seeded simulation of an engine decoding specbench's batches — with
 overflow past max_tokens, stops, steps without a draft (n-gram), retried requests and the last
 steps of the previous batch landing late — where no unpolluted batch may be flagged (the rule's
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbench.analysis.counter_reconcile import polluted_message, reconcile
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.counter_reconcile import polluted_message, reconcile
+from specbench.analysis.serving.spec_counters import SpecCounters
 
 
 def counters(drafts: int, accepted: int, gamma: int) -> SpecCounters:

@@ -1,4 +1,4 @@
-"""Intervals over prompts × engine starts (analysis/crossed.py; docs/theory.md §15, "Engine starts").
+"""Intervals over prompts × engine starts (analysis/stats/crossed.py; docs/theory.md §15, "Engine starts").
 
 Seeded simulations of an interleaved engine run: 16 prompts, each measured once per engine start,
 every engine start (baseline and each setting) with its own goodput multiplier. The crossed
@@ -12,10 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbench.analysis.crossed import crossed_ratio_ci, crossed_replicates, two_way_variance
-from specbench.analysis.latency import pair, speedup_of
-from specbench.analysis.recommend import recommend
-from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS, simultaneous_lower, throughput_ratio_ci
+from specbench.analysis.decide.recommend import recommend
+from specbench.analysis.estimators.latency import pair, speedup_of
+from specbench.analysis.stats.crossed import crossed_ratio_ci, crossed_replicates, two_way_variance
+from specbench.analysis.stats.resampling import (
+    THROUGHPUT_RATIO_COEFS,
+    simultaneous_lower,
+    throughput_ratio_ci,
+)
 
 SIMS = 300
 

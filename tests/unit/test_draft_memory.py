@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis.serving_cost import draft_memory, kv_capacity_taken
+from specbench.analysis.serving.serving_cost import draft_memory, kv_capacity_taken
 
 
 def test_draft_memory_from_model_profiles() -> None:

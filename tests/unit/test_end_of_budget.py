@@ -1,15 +1,15 @@
-"""The end of the token budget (analysis/end_of_budget.py, docs/theory.md §3): the budget walk,
+"""The end of the token budget (analysis/arithmetic/end_of_budget.py, docs/theory.md §3): the budget walk,
 the censored acceptance distribution, the turn split, and the seeded simulation that measures
 the γ predictions' bias against runs decoded as spec/generate.py decodes
-(analysis/prediction_calibration.py)."""
+(analysis/calibration/prediction_calibration.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specbench.analysis import prediction_calibration as pc
-from specbench.analysis.end_of_budget import capped_walk, censored_pmf, turn_spans
+from specbench.analysis.arithmetic.end_of_budget import capped_walk, censored_pmf, turn_spans
+from specbench.analysis.calibration import prediction_calibration as pc
 
 
 def test_walk_hand_computed_where_every_round_accepts_all() -> None:

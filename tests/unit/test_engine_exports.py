@@ -1,7 +1,7 @@
 """The engine exports of `specbench schedule` (report/schedule_export.py, docs/schedule.md): every
 key written is in the engines' config classes as recorded in specbench/assets/engine-keys.json
 (copied from their published source at the named commits); and the pool schedule
-(analysis/pool_schedule.py): its goodput ratio weights the workloads by tokens as the formula
+(analysis/decide/pool_schedule.py): its goodput ratio weights the workloads by tokens as the formula
 says (hand-computed), its decision follows the weights, the command writes it, and a seeded
 simulation measures its false-ON rate and power."""
 
@@ -19,10 +19,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis import pool_calibration as cal
-from specbench.analysis.gamma_schedule import OPEN_END, gamma_at
-from specbench.analysis.pool_schedule import PoolMember, pool_schedule
-from specbench.analysis.settings import AnalysisSettings
+from specbench.analysis.calibration import pool_calibration as cal
+from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
+from specbench.analysis.decide.pool_schedule import PoolMember, pool_schedule
+from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
 from specbench.report import schedule_export as ex
@@ -123,7 +123,7 @@ def _workload(name: str, spec_tpot: dict[int, float], n: int = 12) -> list[dict[
 
 
 def _members(recs: list[dict[str, Any]], w_fast: float, w_flat: float) -> list[PoolMember]:
-    from specbench.analysis.pool_schedule import pool_members
+    from specbench.analysis.decide.pool_schedule import pool_members
 
     s = AnalysisSettings(n_boot=400, weights={"fast": w_fast, "flat": w_flat})
     return pool_members(recs, s, 0.0)
@@ -222,8 +222,8 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     holds only recorded SpeculativeConfig keys."""
     from rich.console import Console
 
-    from specbench.analysis.results import build_results
-    from specbench.analysis.results_model import as_results
+    from specbench.analysis.documents.results_model import as_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.report.console import render_summary
     from specbench.report.decision import decision_blocks
     from specbench.report.text import paste_line

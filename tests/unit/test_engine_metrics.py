@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import yaml
 
-from specbench.analysis import acceptance, roi
+from specbench.analysis.arithmetic import roi
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import setting_mismatches
 from specbench.analysis.conformance.units import engine_units
-from specbench.analysis.groups import Group
-from specbench.analysis.serving_results import serving_entry
-from specbench.analysis.settings import AnalysisSettings
-from specbench.analysis.spec_counters import SpecCounters, estimates
+from specbench.analysis.documents.settings import AnalysisSettings
+from specbench.analysis.estimators import acceptance
+from specbench.analysis.estimators.groups import Group
+from specbench.analysis.pipeline.serving_results import serving_entry
+from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.metrics import (

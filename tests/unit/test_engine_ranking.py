@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.engine_ranking import engine_ranking
-from specbench.analysis.recommend import SettingKey, recommend
+from specbench.analysis.decide.engine_ranking import engine_ranking
+from specbench.analysis.decide.recommend import recommend
+from specbench.analysis.estimators.tables import SettingKey
 
 from .synthetic import baseline_record, spec_record
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from specbench.analysis.compare.samples import setting_name as compare_name
-from specbench.analysis.engine_ranking import primary_keys, setting_name
+from specbench.analysis.decide.engine_ranking import primary_keys, setting_name
 from specbench.config import EndpointSpec, parse_config, speculative_label, speculative_specs
 from specbench.data import Prompt
 from specbench.data.loader import load_workload

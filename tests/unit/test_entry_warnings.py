@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specbench.analysis.entry_warnings import too_few_prompts
+from specbench.analysis.estimators.entry_warnings import too_few_prompts
 
 
 def test_too_few_prompts_names_the_resolution_not_an_extrapolation() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbench.analysis import acceptance, roi
-from specbench.analysis.results import build_results
-from specbench.analysis.stats import mean_ci, prompts_needed, ratio_ci
-from specbench.analysis.timing_model import linear_fit
+from specbench.analysis.arithmetic import roi
+from specbench.analysis.arithmetic.timing_model import linear_fit
+from specbench.analysis.estimators import acceptance
+from specbench.analysis.pipeline.results import build_results
+from specbench.analysis.stats.resampling import mean_ci, prompts_needed, ratio_ci
 
 from .synthetic import baseline_record, spec_record
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbench.analysis import family_calibration as fc
-from specbench.analysis import signflip
-from specbench.analysis import traffic_family as tf
+from specbench.analysis.calibration import family_calibration as fc
+from specbench.analysis.calibration import traffic_family as tf
+from specbench.analysis.stats import signflip
 
 
 def _within(r: tuple[float, float], target: float = fc.ALPHA) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis.results_model import (
+from specbench.analysis.documents.results_model import (
     Failure,
     GlobalRecommendation,
     PoolDecision,
@@ -14,8 +14,8 @@ from specbench.analysis.results_model import (
     RunInfo,
     RunResults,
 )
-from specbench.analysis.results_model_workload import Recommendation, WorkloadResult
-from specbench.analysis.serving_cost import economics_section, latency_tails
+from specbench.analysis.documents.results_model_workload import Recommendation, WorkloadResult
+from specbench.analysis.serving.serving_cost import economics_section, latency_tails
 from specbench.report.text import (
     counts_line,
     decision_warnings,

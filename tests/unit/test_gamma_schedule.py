@@ -1,4 +1,4 @@
-"""The γ schedule by concurrency (analysis/gamma_schedule.py, docs/theory.md §15): decisions on
+"""The γ schedule by concurrency (analysis/decide/gamma_schedule.py, docs/theory.md §15): decisions on
 synthetic cells, the ranges and their boundary rules, and the false-ON rate of the whole schedule
 at the boundary, by seeded simulation."""
 
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from specbench.analysis import schedule_calibration as cal
-from specbench.analysis.batch_model import StepCostModel
-from specbench.analysis.gamma_schedule import (
+from specbench.analysis.arithmetic.batch_model import StepCostModel
+from specbench.analysis.calibration import schedule_calibration as cal
+from specbench.analysis.decide.gamma_schedule import (
     OPEN_END,
     CellDecision,
     decide_schedule,

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specbench.analysis.buffering import buffered_cell, buffered_turn
-from specbench.analysis.latency_tails import (
+from specbench.analysis.serving.buffering import buffered_cell, buffered_turn
+from specbench.analysis.serving.load_cells import load_section
+from specbench.analysis.stats.latency_tails import (
     Slo,
     goodput,
     quantile_ci,
     quantile_ranks,
 )
-from specbench.analysis.load_cells import load_section
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.arrivals import poisson_arrivals, read_trace

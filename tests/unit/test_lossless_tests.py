@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specbench.analysis.lossless_tests import (
+from specbench.analysis.verify.lossless_tests import (
     null_false_fail_rate,
     pit_test,
     pit_values,

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from specbench.analysis.recommend import recommend
-from specbench.analysis.results import build_results
+from specbench.analysis.decide.recommend import recommend
+from specbench.analysis.pipeline.results import build_results
 
 from .test_compare import ENV, config, make_records
 
@@ -28,7 +28,7 @@ def test_baseline_only_run_is_not_measured_in_every_table() -> None:
 
 def test_a_cell_without_a_verdict_shows_no_speedup_in_the_own_pool_table() -> None:
     """A measured cell whose verdict is then withdrawn (e.g. too few non-degenerate prompts
-    left, analysis/validity.py) shows neither its best nor the pool's speedup."""
+    left, analysis/decide/validity.py) shows neither its best nor the pool's speedup."""
     from specbench.report.blocks import TableBlock
     from specbench.report.decision import decision_blocks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis.simulate import Timing, replay, replay_prompt
+from specbench.analysis.simulate.replay import Timing, replay, replay_prompt
 from specbench.config import PolicySpec
 from specbench.errors import SpecbenchError
 from specbench.spec.policies import Policy
@@ -108,7 +108,7 @@ def test_replay_refuses_a_policy_beyond_the_trace() -> None:
 
 
 def test_greedy_position_replay_by_hand() -> None:
-    from specbench.analysis.simulate import _position_trace, replay_greedy_prompt
+    from specbench.analysis.simulate.replay import _position_trace, replay_greedy_prompt
 
     rounds = {
         "accepted": [2, 4, 0],

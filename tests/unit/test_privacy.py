@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis.validity import identical_across_prompts
+from specbench.analysis.decide.validity import identical_across_prompts
 from specbench.config import parse_config
 from specbench.data.privacy import (
     ID_SALT_ENV,

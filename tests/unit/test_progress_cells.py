@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from specbench.analysis.sequential import CandidateBound, SequentialDecision
+from specbench.analysis.stats.sequential import CandidateBound, SequentialDecision
 from specbench.report.progress import BAR_WIDTH, RichRunEvents, interval_bar, state_text
 
 

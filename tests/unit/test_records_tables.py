@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis.groups import group_records, unresolved_failures
-from specbench.analysis.tables import records_frame, rounds_frame
+from specbench.analysis.estimators.groups import group_records, unresolved_failures
+from specbench.analysis.estimators.tables import records_frame, rounds_frame
 from specbench.records import (
     TRANSFORMERS_ROUNDS,
     FailedRecord,

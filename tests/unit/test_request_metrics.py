@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis.spec_counters import SpecCounters, estimates
+from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.request_metrics import (

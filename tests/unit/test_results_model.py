@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specbench.analysis.results import build_results
-from specbench.analysis.results_model import RunResults, as_results
-from specbench.analysis.schemas import SCHEMA_DIR
+from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.schemas import SCHEMA_DIR
+from specbench.analysis.pipeline.results import build_results
 from specbench.harness.rundir import load_run
 from tests.unit.test_engine_metrics import synthetic_engine_run
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from specbench.analysis import roi
+from specbench.analysis.arithmetic import roi
 
 
 def test_expected_tokens_hand_values() -> None:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from specbench.analysis import roi, rollout
-from specbench.analysis.stats import Estimate
-from specbench.analysis.stats import ratio_ci as stats_ratio_ci
+from specbench.analysis import rollout
+from specbench.analysis.arithmetic import roi
+from specbench.analysis.stats.resampling import Estimate
+from specbench.analysis.stats.resampling import ratio_ci as stats_ratio_ci
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def test_bucket_alpha_profile_and_drift_by_hand() -> None:
 
 
 def test_ratio_ci_of_one_request_has_no_interval() -> None:
-    # rollout's intervals are analysis.stats' (one resampling layer): one request has none
+    # rollout's intervals are analysis.stats.resampling' (one resampling layer): one request has none
     rng = np.random.default_rng(0)
     num, den = rng.uniform(0, 30, 200), rng.integers(30, 60, 200).astype(float)
     assert math.isnan(stats_ratio_ci(num[:1], den[:1]).lo)

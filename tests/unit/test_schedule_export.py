@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis.gamma_schedule import OPEN_END, gamma_at
+from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
 from specbench.report import schedule_export as ex

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.schemas import SCHEMA_DIR, SCHEMA_NAMES, json_schema, schema_text
+from specbench.analysis.documents.schemas import SCHEMA_DIR, SCHEMA_NAMES, json_schema, schema_text
 from specbench.cli.app import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
-"""The adaptive plan's group-sequential verdict (analysis/sequential.py, docs/theory.md §14):
+"""The adaptive plan's group-sequential verdict (analysis/stats/sequential.py, docs/theory.md §14):
 its looks, its states, and — by seeded simulation on the realistic traffic family, feeding a
-cell one prompt at a time and stopping at the first verdict (analysis/sequential_calibration.py)
+cell one prompt at a time and stopping at the first verdict (analysis/calibration/sequential_calibration.py)
 — its false ON / false OFF at the line, the bounds at the stopping prompt, its power and what the
 futility stop does. Seeds were written before the tests were first run."""
 
@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from specbench.analysis import sequential_calibration as sc
-from specbench.analysis import signflip
-from specbench.analysis.sequential import (
+from specbench.analysis.calibration import sequential_calibration as sc
+from specbench.analysis.stats import signflip
+from specbench.analysis.stats.sequential import (
     MIN_PROMPTS,
     SequenceSettings,
     decide,

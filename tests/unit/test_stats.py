@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specbench.analysis.stats import (
+from specbench.analysis.stats.resampling import (
     bootstrap,
     log_linear_replicates,
     mean_ci,

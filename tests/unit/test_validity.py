@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.analysis.acceptance_detail import (
+from specbench.analysis.decide.validity import identical_across_prompts
+from specbench.analysis.estimators.content import answer_checks
+from specbench.analysis.pipeline.acceptance_detail import (
     MIN_POSITION_ROUNDS,
     heterogeneity,
     per_position_intervals,
 )
-from specbench.analysis.content import answer_checks
-from specbench.analysis.results import build_results
-from specbench.analysis.validity import identical_across_prompts
+from specbench.analysis.pipeline.results import build_results
 from tests.unit.synthetic import baseline_record, spec_record
 from tests.unit.test_engine_metrics import _req
 

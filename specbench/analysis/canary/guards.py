@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from specbench.analysis import roi
+from specbench.analysis.arithmetic import roi
 from specbench.analysis.canary.windows import ArmWindow, Tally, WindowPair
 from specbench.config.canary import AcceptanceGuard, CanaryConfig
 

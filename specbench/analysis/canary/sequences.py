@@ -12,7 +12,7 @@ Two kinds, one per shape of statistic:
 - `mean_sequence`: any per-window statistic with a finite variance (a log ratio of medians, a
   difference of two shares). The two-sided normal-mixture boundary of Howard, Ramdas, McAuliffe &
   Sekhon (2021) with the plug-in σ̂, asymptotically valid (Waudby-Smith, Arnold, Wu, Ramdas et al.
-  2024): the same boundary as `run --adaptive` (`analysis.sequential`, §14), with σ̂ taken at its
+  2024): the same boundary as `run --adaptive` (`analysis.stats.sequential`, §14), with σ̂ taken at its
   one-sided upper confidence limit so that a handful of windows does not make it overconfident.
 - `betting_sequence`: a per-window value known to lie in [0, 1] (a share: acceptance
   accepted/proposed, the canary's share of the traffic). The hedged-capital betting sequence of
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.analysis.mixture_boundary import boundary_factor, mixture_rho, sigma_upper
+from specbench.analysis.stats.mixture_boundary import boundary_factor, mixture_rho, sigma_upper
 
 # Waudby-Smith & Ramdas's truncation c: a bet against candidate mean m is at most c/m (upward)
 # or c/(1 − m) (downward), so every wealth factor stays at or above 1 − c.

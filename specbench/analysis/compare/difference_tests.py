@@ -15,8 +15,8 @@ from scipy import stats as sps
 
 from specbench.analysis.compare.metrics import Thresholds
 from specbench.analysis.compare.samples import Samples, Summary, pooled
-from specbench.analysis.multiple_testing import normal_p_value, satterthwaite_df, z_two_sided
-from specbench.analysis.stats import bootstrap
+from specbench.analysis.stats.multiple_testing import normal_p_value, satterthwaite_df, z_two_sided
+from specbench.analysis.stats.resampling import bootstrap
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def _z(level: float) -> float:
 
 def _bootstrap_se(stat: Any, arrays: list[np.ndarray], n_boot: int, seed: int) -> float | None:
     """Standard error of a statistic from the resampling layer's 95 % interval (width / 2z):
-    the one bootstrap of the project (analysis/stats.py), prompts as the unit."""
+    the one bootstrap of the project (analysis/stats/resampling.py), prompts as the unit."""
     est = bootstrap(stat, arrays, n_boot, 0.95, seed)
     if not (math.isfinite(est.lo) and math.isfinite(est.hi)):
         return None

@@ -30,7 +30,7 @@ from specbench.analysis.compare.metrics import (
     PlanSize,
     Thresholds,
 )
-from specbench.analysis.multiple_testing import min_detectable_effect
+from specbench.analysis.stats.multiple_testing import min_detectable_effect
 
 MAX_RUNS_PER_SIDE = 200  # beyond this a plan is reported infeasible, not sized
 SEPARATE_RUNS = (

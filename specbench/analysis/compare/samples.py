@@ -4,7 +4,7 @@
 A sample's statistic is a product of powers of sums over prompts, S = Π_j (Σ_p x_jp)^{c_j}
 (docs/theory.md §7): a ratio Σ num / Σ den for α and τ, timing pooled over prompts (Σ decode ms
 / Σ decode tokens), and for the speedup the ratio of pooled decode throughputs paired by prompt —
-the report's conventions, through the same functions (`analysis/latency.py`, docs/theory.md §9).
+the report's conventions, through the same functions (`analysis/estimators/latency.py`, docs/theory.md §9).
 Keys pair a prompt (and repeat) across runs.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.acceptance import per_prompt
-from specbench.analysis.latency import decode_tokens_ms, pair
-from specbench.analysis.stats import THROUGHPUT_RATIO_COEFS
+from specbench.analysis.estimators.acceptance import per_prompt
+from specbench.analysis.estimators.latency import decode_tokens_ms, pair
+from specbench.analysis.stats.resampling import THROUGHPUT_RATIO_COEFS
 
 RATIO = (1.0, -1.0)  # Σ num / Σ den
 

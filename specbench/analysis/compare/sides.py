@@ -16,9 +16,9 @@ from specbench.analysis.compare.samples import (
     speedup_samples,
     sum_by_key,
 )
-from specbench.analysis.results_model import RunResults, as_results
-from specbench.analysis.results_model_base import EstimateJSON
-from specbench.analysis.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from specbench.analysis.compare.metrics import (
 from specbench.analysis.compare.rows import PendingRow, Row, RowContext, group_rows, verdict_row
 from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Group, Side
-from specbench.analysis.multiple_testing import holm, min_detectable_effect
+from specbench.analysis.stats.multiple_testing import holm, min_detectable_effect
 
 FEW_PROMPTS = 10
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 5  # cli/exit_codes.py names them too

@@ -17,7 +17,7 @@ from specbench.analysis.conformance.permutation import (
     family_adjusted_p,
 )
 from specbench.analysis.conformance.units import Units
-from specbench.analysis.stats import DEFAULT_SEED, bootstrap
+from specbench.analysis.stats.resampling import DEFAULT_SEED, bootstrap
 
 MIN_ROUNDS = 20  # a_i is tested when the two runs together reached position i − 1 ≥ 2× this often
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.analysis.stats import DEFAULT_SEED
+from specbench.analysis.stats.resampling import DEFAULT_SEED
 
 PERMUTATIONS = 9999  # random swap patterns when the family's prompts are too many to enumerate
 EXACT_MAX_UNITS = 12  # up to 2¹² swap patterns are enumerated exactly

@@ -11,7 +11,7 @@ from typing import Any
 
 from specbench.analysis.conformance.decision import Measured, judge, measure
 from specbench.analysis.conformance.units import engine_units, reference_units
-from specbench.analysis.serving_acceptance import request_counts
+from specbench.analysis.serving.serving_acceptance import request_counts
 from specbench.errors import SpecbenchError
 
 CAUSES = {

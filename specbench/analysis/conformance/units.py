@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.serving_acceptance import request_counts
+from specbench.analysis.serving.serving_acceptance import request_counts
 
 Units = dict[str, tuple[float, float, np.ndarray]]
 

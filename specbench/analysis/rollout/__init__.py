@@ -3,7 +3,7 @@ response, and the γ / speedup / ON-OFF verdict it implies (docs/theory.md §2�
 models.
 
 `specbench accept` feeds it per-request β arrays; every interval resamples requests (tokens of
-one request are correlated) through `analysis.stats`, in blocks so that memory stays
+one request are correlated) through `analysis.stats.resampling`, in blocks so that memory stays
 O(block × requests) on large traffic logs. One module per step:
 
 - `rollout.acceptance`: α per bucket × setting, its position profile and drift (`summarize_bucket`)
@@ -12,6 +12,8 @@ O(block × requests) on large traffic logs. One module per step:
   is in that module's docstring)
 - `rollout.result`: a bucket's plans and warnings, and the whole `AcceptResult`
 - `rollout.document`: the accept.json document (`accept_results` → `accept_model.AcceptResults`)
+- `rollout.accept_summary`: the whole command's analysis from teacher-forced scores
+  (`plan_buckets`, `time_model_resolver`, `settings_meta`)
 """
 
 from specbench.analysis.rollout.acceptance import (

@@ -2,7 +2,7 @@
 request-resampled interval, its profile over response-position bins, and its drift from the first
 bin to the last well-filled one (docs/theory.md §2 (a)). Pure numpy.
 
-Tokens of one request are correlated, so every interval resamples requests (`analysis.stats`).
+Tokens of one request are correlated, so every interval resamples requests (`analysis.stats.resampling`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Protocol
 
 import numpy as np
 
-from specbench.analysis.signflip import rate_estimate
-from specbench.analysis.stats import (
+from specbench.analysis.stats.resampling import (
     DEFAULT_SEED,
     Estimate,
     log_linear_replicates,
     prompts_needed,
 )
+from specbench.analysis.stats.signflip import rate_estimate
 
 ESTIMATOR = "exact_beta_teacher_forced"  # docs/theory.md §2 (a), over every response position
 DRIFT_WARN = 0.05  # |α(last bin) − α(first bin)| worth a warning when its CI excludes 0

@@ -1,10 +1,10 @@
-"""The accept.json document (`analysis.accept_model.AcceptResults`) of an `AcceptResult`: the
+"""The accept.json document (`analysis.documents.accept_model.AcceptResults`) of an `AcceptResult`: the
 acceptance, plans and time models as typed, validated fields, with the break-even draft cost each
 plan implies."""
 
 from __future__ import annotations
 
-from specbench.analysis.accept_model import (
+from specbench.analysis.documents.accept_model import (
     AcceptResults,
     Bucket,
     BucketSetting,
@@ -21,7 +21,7 @@ from specbench.analysis.accept_model import (
 from specbench.analysis.rollout.plan import RolloutPlan, break_even_cost
 from specbench.analysis.rollout.result import AcceptResult, BucketResult, is_provisional
 from specbench.analysis.rollout.timing import TimeModel
-from specbench.analysis.stats import Estimate
+from specbench.analysis.stats.resampling import Estimate
 
 OPTION_KEYS = tuple(Options.model_fields)
 

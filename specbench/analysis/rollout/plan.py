@@ -1,7 +1,7 @@
 """The rollout plan of one bucket × setting: ā(γ) and the speedup it implies for γ = 1..γ_max,
 the point-optimal γ, and the ON/OFF verdict (docs/theory.md §3–4, §8). Pure numpy.
 
-Speedup model (the one in `analysis.roi`), per request r with α_r and L_r scored tokens, pooled
+Speedup model (the one in `analysis.arithmetic.roi`), per request r with α_r and L_r scored tokens, pooled
 by tokens because a deployment spends L_r / ā(γ, α_r) rounds on request r:
     ā_pool(γ) = Σ L_r / Σ (L_r / ā(γ, α_r)),   ā(γ, α) = (1 − α^{γ+1}) / (1 − α),
     round(γ) = γ·T_d + verify_base + slope·γ,    speedup(γ) = T_ar · ā_pool(γ) / round(γ).
@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis import roi, signflip
+from specbench.analysis.arithmetic import roi
 from specbench.analysis.rollout.timing import TimeModel
-from specbench.analysis.signflip import RatioPivots
-from specbench.analysis.stats import DEFAULT_SEED, Estimate
+from specbench.analysis.stats import signflip
+from specbench.analysis.stats.resampling import DEFAULT_SEED, Estimate
+from specbench.analysis.stats.signflip import RatioPivots
 
 MAX_DETECTABLE = 11.0  # a detectable speedup above 11× (+1000 %) is reported as unbounded
 

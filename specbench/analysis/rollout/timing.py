@@ -1,6 +1,6 @@
 """The time model a rollout plan prices rounds with, and where its numbers come from: command-line
 flags, a cost ratio alone, forwards measured here, or a finished run's results.json
-(docs/theory.md §3–4). The costs themselves are `analysis.timing_model.TimingModel`.
+(docs/theory.md §3–4). The costs themselves are `analysis.arithmetic.timing_model.TimingModel`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.timing_model import TimingModel, linear_fit
+from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
 from specbench.errors import SpecbenchError
 
 
@@ -42,7 +42,7 @@ class TimeModel:
 
     @property
     def timing(self) -> TimingModel:
-        """The same costs as the one timing model (`analysis.timing_model`)."""
+        """The same costs as the one timing model (`analysis.arithmetic.timing_model`)."""
         return TimingModel(
             self.t_target_ms, self.t_draft_ms, self.verify_base_ms, self.verify_slope_ms
         )
@@ -79,7 +79,7 @@ def _results_timing_row(e: dict[str, Any]) -> tuple[str, list[float]] | None:
     """(kind, [T_ar, T_d, verify_base, slope]) of one results.json entry, or None when it has no
     complete timing. specbench's own engine splits the round into draft steps and a verify fit;
     an engine backend (vLLM, a served endpoint) only sees whole rounds, fitted as r0 + r1·γ
-    (`timing.engine_round_fit`), which is the same model with T_d = 0 (analysis.serving_results)."""
+    (`timing.engine_round_fit`), which is the same model with T_d = 0 (analysis.pipeline.serving_results)."""
     t = e.get("timing") or {}
     t_ar = e.get("baseline_step_ms")
     own = (

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.canary.windows import Acceptance, ArmWindow, Tally, WindowPair
-from specbench.analysis.content import answer_checks
+from specbench.analysis.estimators.content import answer_checks
 from specbench.config.canary import LogFields, LogSource
 from specbench.data.paths import MISSING, get_path
 from specbench.data.sources import Row, iter_source

@@ -81,7 +81,7 @@ def break_even_from(path: Path | None) -> dict[str, tuple[float, int]]:
     """bucket → (break-even α, γ it is computed at) from accept.json's plans ("overall" too)."""
     if path is None:
         return {}
-    from specbench.analysis.accept_model import AcceptResults
+    from specbench.analysis.documents.accept_model import AcceptResults
 
     try:
         doc = AcceptResults.read(path)

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.data import Prompt
 from specbench.harness.plan import RequestParams
 

@@ -40,8 +40,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.counter_reconcile import polluted_message
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.counter_reconcile import polluted_message
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import Prompt
 from specbench.data.privacy import privacy_note

@@ -14,7 +14,7 @@ On `--resume`, a setting whose engine is not started again keeps the capacity th
 recorded (`earlier_capacity`, `with_earlier_capacity`): the openai backend's one-server-per-setting
 series measures the baseline server in one run and the speculative one in the next.
 The capacity speculation takes, (capacity off − capacity on) / capacity off, is computed in
-`analysis.serving_cost.kv_capacity_taken`.
+`analysis.serving.serving_cost.kv_capacity_taken`.
 
 env.json `memory` of an engine run:
     {"source": "engine" | "computed",   # engine: the KV capacity was reported by the engine(s)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.buffering import buffered_request
-from specbench.analysis.content import answer_checks
-from specbench.analysis.counter_reconcile import Reconciliation, reconcile
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.estimators.content import answer_checks
+from specbench.analysis.serving.buffering import buffered_request
+from specbench.analysis.serving.counter_reconcile import Reconciliation, reconcile
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
 from specbench.data import Prompt
 from specbench.data.privacy import answer_fields, prompt_texts, withhold
@@ -141,7 +141,7 @@ def request_record(
         "tokens_per_s": new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else None,
         "tpot_ms": decode_ms / after_first if after_first > 0 else None,
         "chunks": [t.chunks for t in turns],
-        # first → last content chunk, per turn; `buffered` by analysis.buffering's rule
+        # first → last content chunk, per turn; `buffered` by analysis.serving.buffering's rule
         "stream_span_ms": [
             _rounded(t.last_chunk_ms - t.ttft_ms) if t.last_chunk_ms is not None else None
             for t in turns

@@ -1,5 +1,5 @@
 """Read a serving engine's speculative-decoding counters (the arithmetic on them:
-`analysis.spec_counters`, docs/theory.md §6).
+`analysis.serving.spec_counters`, docs/theory.md §6).
 
 Where they come from:
 - Prometheus text from a server's `/metrics`, parsed by `prometheus_client`'s own parser (label
@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 
 VLLM_PREFIX = "vllm:spec_decode_"
 

@@ -10,7 +10,7 @@ Records: each request's line as it completes (with `load`, `rate`, `attempt`, `a
 `--resume`: an open-loop batch is complete once its `engine_metrics` line is on disk; a batch a
 kill interrupted is run again *whole*, under a new `attempt` id. Its requests cannot be
 re-measured one by one — each one's latency depends on the others in flight at its arrival —
-so the analysis keeps only the requests of the attempt that completed (`analysis.load_cells`).
+so the analysis keeps only the requests of the attempt that completed (`analysis.serving.load_cells`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ What is read (anything else is ignored; a malformed object is ignored, not a fai
 
 Both become a `SpecCounters` with the counters' meaning (drafts = verify steps with a draft,
 per_pos[i] = steps whose first i+1 draft tokens were accepted = Σ_{j>i} histogram[j]), so the
-estimators of `analysis.spec_counters` apply unchanged.
+estimators of `analysis.serving.spec_counters` apply unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 
 VLLM_SOURCE = "vllm_response"
 SGLANG_SOURCE = "sglang_response"

@@ -14,7 +14,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.analysis.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from specbench.analysis.lossless_tests import goodness_of_fit
+from specbench.analysis.verify.lossless_tests import goodness_of_fit
 from specbench.spec.acceptance_rules import (
     LossyRule,
     accept_draft,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specbench.analysis.lossless_tests import bonferroni, goodness_of_fit
-from specbench.analysis.verify_results import VerifyReport
+from specbench.analysis.verify.lossless_tests import bonferroni, goodness_of_fit
+from specbench.analysis.verify.verify_results import VerifyReport
 
 
 def test_goodness_of_fit_hand_values() -> None:

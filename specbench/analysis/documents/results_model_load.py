@@ -1,0 +1,59 @@
+"""results.json models of an engine entry's load cells (`engine.load`, `analysis.serving.load_cells`):
+latency tails with order-statistic intervals and goodput under the SLO per setting × load
+point."""
+
+from __future__ import annotations
+
+from specbench.analysis.documents.results_model_base import EstimateJSON, Num, ResultsModel
+
+
+class QuantilesCI(ResultsModel):
+    """p50 / p90 / p99 with their order-statistic intervals (docs/theory.md §16); a value is
+    null below 1 / (1 − p) requests, an end null where the sample cannot bound it."""
+
+    p50: EstimateJSON
+    p90: EstimateJSON
+    p99: EstimateJSON
+
+
+class Goodput(ResultsModel):
+    """Requests meeting every SLO set, per second of the cell's duration (and their tokens)."""
+
+    n: int
+    good: int
+    share: EstimateJSON
+    requests_per_s: EstimateJSON
+    output_tokens_per_s: EstimateJSON | None
+
+
+class SloJSON(ResultsModel):
+    ttft_ms: Num = None
+    tpot_ms: Num = None
+    e2e_ms: Num = None
+
+
+class LoadCell(ResultsModel):
+    """One setting at one load point: closed loop at `concurrency`, or open loop (`rate=R`,
+    `trace`) with at most `max_in_flight` in flight."""
+
+    gamma: int
+    drafter: str
+    load: str
+    concurrency: int | None
+    effective_concurrency: int | None
+    max_in_flight: int | None
+    offered_rate: Num
+    n: int
+    n_failed: int
+    duration_s: Num
+    requests_per_s: Num
+    output_tokens_per_s: Num
+    ttft_ms: QuantilesCI
+    tpot_ms: QuantilesCI
+    e2e_ms: QuantilesCI
+    queue_ms_max: Num
+    not_sent: int
+    hit_bound: bool
+    buffered_requests: int
+    tpot_meaningless: bool
+    goodput: Goodput | None

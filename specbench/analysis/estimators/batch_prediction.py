@@ -1,0 +1,206 @@
+"""Predicted goodput by batch size (docs/theory.md §18): the transformers backend's batched
+forward timings (`batch_timing` records) combined with the per-prompt acceptance of its batch-1
+run. A prediction, never a measurement: no engine ran these batches.
+
+Per workload × temperature, for each timed batch size b and γ of the grid (γ = 0: no speculation):
+
+    step(b, γ)        = γ·T_d(b) + T_t(b, γ)                       (T: medians over repetitions)
+    ā_pool(γ)         = Σ_p L_p / Σ_p (L_p / ā_p(γ))               (§3, ā_p by truncation of
+                                                                    the γ_max run's rounds, each
+                                                                    turn walked down its budget)
+    goodput(b, γ)     = b · ā_pool(γ) / step(b, γ)                 tokens/s, all b sequences
+    goodput(b, 0)     = b / T_t(b, 0)                              one token per sequence a step
+    speedup(b, γ)     = goodput(b, γ) / goodput(b, 0) = ā_pool(γ) · T_t(b, 0) / step(b, γ)
+
+The intervals resample prompts (ā_pool is a ratio of sums over prompts, §7); the timings are
+taken as exact, so the interval says how well the acceptance is known, not the timing noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
+from specbench.analysis.estimators.acceptance import prompt_truncation
+from specbench.analysis.stats.resampling import Estimate, ratio_ci
+from specbench.analysis.stats.serialize import est_json
+
+BATCH_TIMING_KIND = "batch_timing"
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """One workload's batched forward costs, milliseconds (medians over repetitions)."""
+
+    draft_ms: dict[int, float]  # b → T_d(b)
+    verify_ms: dict[tuple[int, int], float]  # (b, γ) → T_t(b, γ); γ = 0 is the decode step
+    context_len: int
+    repeats: int
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return sorted(self.draft_ms)
+
+    def step_ms(self, b: int, gamma: int) -> float:
+        """γ·T_d(b) + T_t(b, γ): one engine step with b sequences at draft length γ."""
+        return gamma * self.draft_ms[b] + self.verify_ms[(b, gamma)]
+
+
+def step_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, StepCosts]:
+    """Per workload, the median of each batched forward over its `batch_timing` records."""
+    draft: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    verify: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
+    context: dict[str, int] = {}
+    for rec in records:
+        if rec.get("kind") != BATCH_TIMING_KIND:
+            continue
+        w, b = str(rec["workload"]), int(rec["batch_size"])
+        draft[w][b].append(float(rec["draft_ms"]))
+        for g, ms in zip(rec["gammas"], rec["verify_ms"], strict=True):
+            verify[w][(b, int(g))].append(float(ms))
+        context[w] = int(rec["context_len"])
+    return {
+        w: StepCosts(
+            {b: statistics.median(v) for b, v in draft[w].items()},
+            {k: statistics.median(v) for k, v in verify[w].items()},
+            context[w],
+            min(len(v) for v in draft[w].values()),
+        )
+        for w in draft
+    }
+
+
+def goodput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
+    """Σ_i ā_i / step time: tokens per second of one step over the sequences in it (§18)."""
+    return float(np.sum(np.asarray(accept_lengths, float)) / step_time_s)
+
+
+def predicted_goodput(tokens_per_step: float, batch_size: int, step_ms: float) -> float:
+    """b · ā / step(b, γ), tokens/s: b sequences each emitting ā tokens per step on average."""
+    return goodput_per_step(np.full(batch_size, tokens_per_step), step_ms / 1000.0)
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """Per prompt of the γ_max run: tokens L_p and ā_p(γ) for γ = 1..γ_max (NaN: no full round)."""
+
+    lengths: np.ndarray  # (P,)
+    expected: np.ndarray  # (P, γ_max)
+    prompt_ids: list[str]
+
+    def pooled(self, gamma: int, n_boot: int, level: float) -> Estimate:
+        """ā_pool(γ) with its prompt-resampled interval (γ = 0: exactly 1)."""
+        if gamma == 0:
+            return Estimate(1.0, 1.0, 1.0)
+        per = self.expected[:, gamma - 1]
+        keep = np.isfinite(per) & (per > 0) & (self.lengths > 0)
+        if not keep.any():
+            return Estimate(float("nan"), float("nan"), float("nan"))
+        value = pooled_tokens_per_round(self.lengths[keep], per[keep])
+        ids = [p for p, k in zip(self.prompt_ids, keep, strict=True) if k]
+        est = ratio_ci(
+            self.lengths[keep], self.lengths[keep] / per[keep], n_boot, level, clusters=ids
+        )
+        return Estimate(value, est.lo, est.hi)
+
+
+def prompt_tokens(spec_records: Sequence[Mapping[str, Any]], gamma_max: int) -> PromptTokens:
+    recs = [dict(r) for r in spec_records if r.get("rounds")]
+    pt = prompt_truncation(recs, gamma_max)
+    return PromptTokens(pt.lengths, pt.expected, [str(r["prompt_id"]) for r in recs])
+
+
+def _scaled(est: Estimate, factor: float) -> dict[str, Any] | None:
+    return est_json(Estimate(est.value * factor, est.lo * factor, est.hi * factor))
+
+
+def predict_cells(
+    costs: StepCosts, tokens: PromptTokens, gammas: Sequence[int], n_boot: int, level: float
+) -> list[dict[str, Any]]:
+    """One row per (b, γ), γ = 0 included: step time, ā_pool, goodput and speedup vs off."""
+    rows = []
+    pooled = {g: tokens.pooled(g, n_boot, level) for g in [0, *gammas]}
+    for b in costs.batch_sizes:
+        off_ms = costs.verify_ms[(b, 0)]
+        for g in [0, *gammas]:
+            if (b, g) not in costs.verify_ms:
+                continue
+            step = costs.step_ms(b, g)
+            a = pooled[g]
+            rows.append(
+                {
+                    "batch_size": b,
+                    "gamma": g,
+                    "draft_ms": costs.draft_ms[b],
+                    "verify_ms": costs.verify_ms[(b, g)],
+                    "step_ms": step,
+                    "tokens_per_step": est_json(a),
+                    "goodput_tokens_per_s": _scaled(a, b * 1000.0 / step),
+                    "speedup_vs_off": _scaled(a, off_ms / step),
+                }
+            )
+    return rows
+
+
+def best_gamma(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per batch size, the γ (0 = off) with the highest predicted goodput (point estimates)."""
+    best: dict[int, tuple[float, int]] = {}
+    for c in cells:
+        v = c["goodput_tokens_per_s"]["value"]
+        if v is not None and (c["batch_size"] not in best or v > best[c["batch_size"]][0]):
+            best[c["batch_size"]] = (v, c["gamma"])
+    return {str(b): g for b, (_, g) in sorted(best.items())}
+
+
+def batch_prediction(
+    records: Sequence[Mapping[str, Any]],
+    groups: Mapping[tuple[str, float], Mapping[str, Any]],
+    primary_drafter: str,
+    n_boot: int,
+    level: float,
+) -> dict[str, Any] | None:
+    """results.json's `batch_prediction` (None without batch_timing records): per workload ×
+    temperature, the predicted cells from the primary drafter's fixed-γ γ_max run."""
+    costs = step_costs(records)
+    if not costs:
+        return None
+    entries = []
+    for (workload, temp), grp in groups.items():
+        if workload not in costs:
+            continue
+        fixed = {
+            k[2]: recs
+            for k, recs in grp["spec"].items()
+            if k[0] == primary_drafter and k[1] == "fixed" and recs
+        }
+        timed = sorted({g for (_, g) in costs[workload].verify_ms if g > 0})
+        if not fixed or not timed:
+            continue
+        gamma_max = max(fixed)
+        tokens = prompt_tokens(fixed[gamma_max], gamma_max)
+        gammas = [g for g in timed if g <= gamma_max]
+        cells = predict_cells(costs[workload], tokens, gammas, n_boot, level)
+        entries.append(
+            {
+                "workload": workload,
+                "temperature": temp,
+                "gamma_max": gamma_max,
+                "context_len": costs[workload].context_len,
+                "repeats": costs[workload].repeats,
+                "prompts": len(set(tokens.prompt_ids)),
+                "cells": cells,
+                "best_gamma": best_gamma(cells),
+            }
+        )
+    return {
+        "kind": "prediction",
+        "basis": "batched forward timings (transformers backend) × per-prompt acceptance of the "
+        "batch-1 run; no engine ran these batches (docs/theory.md §18)",
+        "entries": entries,
+    }

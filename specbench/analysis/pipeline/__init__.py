@@ -1,0 +1,7 @@
+"""From records.jsonl to results.json: the one pipeline (`pipeline.results.build_results`) and the
+entry it builds per workload × temperature for each backend.
+
+- `pipeline.results`: the whole document
+- `pipeline.transformers_results`, `pipeline.acceptance_detail`: an entry of specbench's own decoding
+- `pipeline.serving_results`, `pipeline.schedule_section`: an entry of an engine run
+"""

@@ -1,0 +1,286 @@
+"""The results entry of one workload × temperature of an engine run (`backend: vllm` / `openai`):
+acceptance from the engine's spec-decode counters instead of per-round data
+(`analysis.serving.serving_acceptance`), and latency against concurrency (`analysis.serving.serving_concurrency`).
+
+The entry has the transformers entry's shape (so the report, CSV and console render it), with:
+- latency, speedup and the recommendation at the lowest measured concurrency (usually 1);
+  speedup = pooled decode throughput of speculation ÷ baseline, paired by prompt;
+- α = accepted / tested (the iid MLE, docs/theory.md §2 (c)) pooled over γ, beside accepted /
+  proposed, α from the mean acceptance length τ, and the per-position conditional curve at the
+  largest γ;
+- the γ table (`analysis.estimators.predictions`): round time = TPOT × τ per measured γ, fitted r0 + r1·γ,
+  over ā(γ) from the iid model or from the per-position counters' truncation curve
+  (docs/theory.md §3);
+- `engine`: per-γ counter estimators, and per concurrency the TPOT, TTFT, e2e latency, output
+  throughput and speedup, with the concurrency at which speculation stops paying.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.arithmetic import roi
+from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
+from specbench.analysis.decide.engine_ranking import engine_ranking, primary_keys
+from specbench.analysis.decide.recommend import decide_entry
+from specbench.analysis.decide.validity import engine_validity
+from specbench.analysis.documents.settings import AnalysisSettings
+from specbench.analysis.estimators.entry_warnings import low_acceptance, too_few_prompts
+from specbench.analysis.estimators.groups import Group, Record
+from specbench.analysis.estimators.latency import pooled_itl, tokens_per_s
+from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
+from specbench.analysis.estimators.tables import SettingKey
+from specbench.analysis.pipeline.schedule_section import schedule_parts
+from specbench.analysis.serving.serving_acceptance import (
+    concurrency_of,
+    counter_estimators,
+    counter_units,
+    polluted_batches,
+    pooled_alpha,
+)
+from specbench.analysis.serving.serving_concurrency import concurrency_table
+from specbench.analysis.serving.serving_schedule import schedule_rows, split_schedule
+from specbench.analysis.stats.resampling import NAN_ESTIMATE, mean_ci
+from specbench.analysis.stats.serialize import est_json, json_num
+
+Settings = dict[SettingKey, list[Record]]
+
+
+def engine_round_fit(
+    per_gamma: dict[str, Any], specs: dict[int, list[Record]]
+) -> tuple[float, float, int]:
+    """(r0, r1, points): the engine's whole round (draft + verify) as r0 + r1·γ, a round's time
+    being TPOT × τ at each measured γ."""
+    points = []
+    for g in sorted(specs):
+        tau = ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
+        itl = [r["tpot_ms"] for r in specs[g] if r.get("tpot_ms")]
+        if tau is not None and itl:
+            points.append((g, float(np.mean(itl)) * tau))
+    if not points:
+        return math.nan, math.nan, 0
+    r0, r1, _ = linear_fit(np.asarray([p[0] for p in points]), np.asarray([p[1] for p in points]))
+    return r0, r1, len(points)
+
+
+def analyse_engine_group(
+    base: list[Record], settings: Settings, metrics: list[Record], s: AnalysisSettings
+) -> tuple[dict[str, Any], list[Record], Settings]:
+    """The results entry of one workload × temperature of an engine run, with the baseline and
+    settings at the reference concurrency (`serving_entry` decides on those)."""
+    n_boot, level = s.n_boot, s.ci_level
+    settings, metrics, sched, sched_metrics = split_schedule(settings, metrics)  # vllm schedule
+    warnings: list[str] = []
+    primary, shown = primary_keys(settings)  # several methods at one γ: one method's sections
+    if shown is not None:
+        warnings.append(
+            f"several methods share a γ: the per-γ tables show {shown}; the ranking covers "
+            f"all {len(settings)} settings"
+        )
+    specs: dict[int, list[Record]] = defaultdict(list)
+    for key in primary:
+        specs[key[2]] += settings[key]
+    if len(primary) < len(settings):  # the batches of the other methods are theirs alone
+        drafters = {k[0] for k in primary}
+        metrics = [m for m in metrics if int(m["gamma"]) == 0 or m.get("drafter", "") in drafters]
+    all_recs = base + [r for rs in specs.values() for r in rs]
+    c_ref = min((concurrency_of(r) for r in all_recs), default=1)
+    base1 = [r for r in base if concurrency_of(r) == c_ref]
+    specs1 = {g: [r for r in rs if concurrency_of(r) == c_ref] for g, rs in specs.items()}
+    settings1 = {k: [r for r in rs if concurrency_of(r) == c_ref] for k, rs in settings.items()}
+    out: dict[str, Any] = {"n_prompts": len({r["prompt_id"] for r in base1})}
+    base_itl = pooled_itl(base1, n_boot, level) or NAN_ESTIMATE
+    out["baseline_itl_ms"] = est_json(base_itl)
+    out["baseline_step_ms"] = json_num(base_itl.value)
+    out["ttft_ms"] = (
+        est_json(mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level))
+        if base1
+        else None
+    )
+    out["baseline_tokens_per_s"] = est_json(tokens_per_s(base_itl))
+    out["baseline_peak_memory_mb"] = None
+
+    # --- acceptance from the counters ---
+    per_gamma: dict[str, Any] = {}
+    sources: set[str] = set()
+    per_request = []
+    for g in sorted(specs):
+        keyed, source = counter_units(specs[g], [m for m in metrics if int(m["gamma"]) == g], c_ref)
+        sources.add(source)
+        n_polluted = polluted_batches([m for m in metrics if int(m["gamma"]) == g])
+        if n_polluted:
+            warnings.append(
+                f"γ={g}: {n_polluted} batch(es) of spec-decode counters showed other traffic on "
+                "the server (docs/theory.md §17); their counter acceptance is not used"
+            )
+        if not keyed:
+            warnings.append(
+                f"γ={g}: the engine reported no spec-decode counters; acceptance unavailable"
+                if source == "unavailable"
+                else f"γ={g}: every counter delta was polluted by other traffic; acceptance "
+                "unavailable"
+            )
+            continue
+        per_gamma[str(g)] = {
+            **counter_estimators([u for _, u in keyed], g, n_boot, level),
+            "source": source,
+        }
+        if source in ("per_request_counters", "per_request_response"):
+            per_request.append((keyed, g))
+    g_max = max((int(k) for k in per_gamma), default=0)
+    top = per_gamma.get(str(g_max))
+    alpha = pooled_alpha(per_request, n_boot, level)
+    if alpha is not None:
+        out["alpha"] = {**(est_json(alpha) or {}), "estimator": "accepted_tested"}
+    elif top is not None and top.get("accepted_tested"):
+        out["alpha"] = {**top["accepted_tested"], "estimator": "accepted_tested"}
+    else:
+        out["alpha"] = None
+    if top is not None:
+        out["alpha_estimators"] = {
+            "exact_beta": None,
+            "accepted_tested": top["accepted_tested"],
+            "accepted_proposed": top["accepted_proposed"],
+            "from_accepted_length": top["from_accepted_length"],
+            "mean_accepted_length": top["mean_accepted_length"],
+            "at_gamma": g_max,
+        }
+        out["per_position_acceptance"] = [p["value"] if p else None for p in top["per_position"]]
+        out["accepted_histogram"] = top["histogram"]
+        lo, hi = ((out.get("alpha") or {}).get("ci95") or [None, None])[:2]
+        halfwidth = (hi - lo) / 2 if lo is not None and hi is not None else None
+        for w in (
+            low_acceptance((top["accepted_proposed"] or {}).get("value"), g_max),
+            too_few_prompts(out["n_prompts"], halfwidth, s.target_halfwidth, s.ci_level),
+        ):
+            warnings += [w] if w else []
+
+    # --- timing model: round time = TPOT × τ per measured γ ---
+    r0, r1, points = engine_round_fit(per_gamma, specs1)
+    t_ar = base_itl.value
+    out["timing"] = {
+        "t_draft_ms": {"mean": None, "median": None, "p10": None, "p90": None},
+        "verify_fit": {"t0_ms": None, "t1_ms_per_token": None, "mean_residual_ms_by_drafted": {}},
+        "overhead_fit": {"o0_ms": None, "o1_ms_per_token": None},
+        "cost_ratio": json_num(r1 / t_ar) if math.isfinite(r1) and t_ar else None,
+        "engine_round_fit": {
+            "r0_ms": json_num(r0),
+            "r1_ms_per_token": json_num(r1),
+            "points": points,
+        },
+    }
+    if points == 1:
+        warnings.append(
+            "one measured γ: predictions for other γ assume round time does not grow with γ"
+        )
+
+    # the one speed model, with the engine's whole round (draft + verify) as r0 + r1·γ
+    alpha_v = (out.get("alpha") or {}).get("value")
+    curves = {
+        "iid": {g: roi.expected_tokens(g, min(max(alpha_v, 0.0), 1.0)) for g in range(1, g_max + 1)}
+        if alpha_v is not None
+        else {},
+        "empirical": {int(k): v for k, v in (top or {}).get("truncation", {}).items()},
+    }
+
+    def acceptance(g: int) -> GammaAcceptance:
+        pg = per_gamma.get(str(g)) or {}
+        return GammaAcceptance(
+            alpha_exact_beta=None,
+            accepted_proposed=pg.get("accepted_proposed"),
+            mean_tokens_per_round=pg.get("mean_accepted_length"),
+            t_verify_ms_median=None,
+            peak_memory_mb=None,
+            tokens_per_round=(pg.get("mean_accepted_length") or {}).get("value"),
+        )
+
+    model = TimingModel(t_ar, 0.0, r0, r1)
+    warnings += gamma_table(out, g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    if not base1:
+        warnings.append(
+            "no baseline measured: add a setting without speculation (a server with gamma: 0)"
+        )
+
+    conc_rows, stops = concurrency_table(base, specs, metrics, s.margin, n_boot, level)
+    out["engine"] = {
+        "backend": next((r.get("backend") for r in all_recs if r.get("backend")), None),
+        "reference_concurrency": c_ref,
+        "acceptance_source": sorted(sources)[0] if len(sources) == 1 else sorted(sources),
+        "counters_polluted_batches": polluted_batches(metrics),
+        "per_gamma": per_gamma,
+        "accept_length_gauge": _mean_gauge(metrics),
+        "concurrency": conc_rows,
+        "stops_paying": stops,
+        "metrics_available": all(m.get("metrics_available", True) for m in metrics),
+    }
+    # the step-cost model and the γ schedule by concurrency (docs/theory.md §15)
+    out["engine"]["batch_model"], out["engine"]["schedule"] = schedule_parts(
+        base, specs, metrics, per_gamma, s
+    )
+    if sched:  # the schedule setting beside off and the best fixed γ, per concurrency
+        out["engine"]["measured_schedule"] = schedule_rows(
+            base, specs, sched, sched_metrics, conc_rows, n_boot, level
+        )
+    if metrics and not out["engine"]["metrics_available"]:
+        warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
+    out["warnings"] = list(dict.fromkeys(warnings))
+    return out, base1, settings1
+
+
+def _mean_gauge(metrics: list[Record]) -> float | None:
+    gauges = [m["accept_length_gauge"] for m in metrics if m.get("accept_length_gauge") is not None]
+    return json_num(float(np.mean(gauges))) if gauges else None
+
+
+def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list[Record], Settings]:
+    """The analysed and decided entry of one group of an engine run, with the ranking of every
+    setting (method × γ), the concurrency at which the chosen one stops paying, and the baseline
+    and settings its verdict rests on."""
+    body, base1, settings1 = analyse_engine_group(grp["baseline"], grp["spec"], grp["metrics"], s)
+    decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
+    # content validity from the stored answers (docs/theory.md §13); may remake the decision
+    base1, settings1 = engine_validity(
+        body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
+    )
+    rec, eng = body["recommendation"], body["engine"]
+    # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
+    # when none is left it shows every prompt, and no row clears: there is no verdict
+    used = {r["prompt_id"] for r in base1}
+    every = {r["prompt_id"] for r in grp["baseline"]}
+    keep = used if used else every
+    ranking = engine_ranking(
+        [r for r in grp["baseline"] if r["prompt_id"] in keep],
+        {k: [r for r in rs if r["prompt_id"] in keep] for k, rs in grp["spec"].items()},
+        grp["metrics"], eng["reference_concurrency"], s.margin, s.ci_level, s.n_boot,
+    )  # fmt: skip
+    eng["ranking_basis"] = (
+        "all prompts"
+        if used == every
+        else f"{len(used)} non-degenerate of {len(every)} prompts"
+        if used
+        else "all prompts (degenerate output: no verdict)"
+    )
+    if not used:
+        for r in ranking:
+            r["clears"] = False
+    on = rec.get("verdict") == "on"
+    pick = rec if on else (rec.get("best_measured") or {})
+    key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))
+    for r in ranking:
+        r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
+    eng["ranking"] = ranking
+    chosen = rec.get("gamma") or pick.get("gamma")
+    row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
+    eng["chosen_gamma"] = chosen
+    eng["chosen_setting"] = row["label"] if row is not None and chosen else None
+    if row is not None and chosen:
+        eng["chosen_stops_paying_at"] = row["stops_paying_at"]
+    else:
+        eng["chosen_stops_paying_at"] = (
+            (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
+        )
+    return body, base1, settings1

@@ -1,0 +1,201 @@
+"""Per load point and setting ("cell") of an engine run: latency tails with intervals, goodput
+under the SLO, buffered streams and the concurrency actually reached (results.json
+`engine.load`; docs/results.md, docs/serving.md "Load").
+
+A cell is one engine setting (γ, drafter label) × one load point of one workload × temperature:
+a closed-loop concurrency (`closed`, c) or an open-loop rate / trace (`harness.serving.arrivals`),
+repeats pooled. Open-loop requests count only from the attempt whose batch completed (its
+`engine_metrics` line names the `attempt`): a batch a kill interrupted is run again whole under a
+new attempt, and its earlier requests are left out. In an open-loop cell a request's TTFT and
+end-to-end latency include `queue_ms` (how late it was sent after its scheduled arrival).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from specbench.analysis.serving.buffering import buffered_cell
+from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
+from specbench.analysis.stats.serialize import json_num
+
+Record = dict[str, Any]
+CLOSED = "closed"
+CellKey = tuple[int, str, str, int]  # (γ, drafter label, load, concurrency)
+
+
+def _load(r: Record) -> str:
+    return str(r.get("load") or CLOSED)
+
+
+def _key(r: Record) -> CellKey:
+    return (int(r["gamma"]), str(r.get("drafter", "")), _load(r), int(r.get("concurrency", 1)))
+
+
+def _order(key: CellKey) -> tuple[Any, ...]:
+    g, label, load, c = key
+    rate = float(load.split("=", 1)[1]) if load.startswith("rate=") else None
+    kind = 0 if load == CLOSED else (1 if rate is not None else 2)
+    return (g, label, kind, c if kind == 0 else 0, rate or 0.0)
+
+
+def slo_of(config: dict[str, Any]) -> Slo:
+    s = config.get("slo") or {}
+    return Slo(s.get("ttft_ms"), s.get("tpot_ms"), s.get("e2e_ms"))
+
+
+def _kept(recs: Sequence[Record]) -> tuple[list[Record], list[Record]]:
+    """(requests, metrics) of a workload × temperature that count: every closed-loop line, and
+    the open-loop lines of completed attempts."""
+    metrics = [r for r in recs if r.get("kind") == "engine_metrics"]
+    attempts = {m.get("attempt") for m in metrics if _load(m) != CLOSED}
+    reqs = [
+        r
+        for r in recs
+        if r.get("kind") in ("baseline", "spec", "failed")
+        and (_load(r) == CLOSED or r.get("attempt") in attempts)
+    ]
+    return reqs, metrics
+
+
+def _failed(recs: list[Record], ok: list[Record]) -> list[Record]:
+    """Failed requests not made good by a later success of the same unit (closed loop)."""
+    done = {(r["prompt_id"], r.get("repeat", 0)) for r in ok}
+    return [
+        r
+        for r in recs
+        if r.get("kind") == "failed" and (r["prompt_id"], r.get("repeat", 0)) not in done
+    ]
+
+
+def _sum(ms: list[Record], field: str) -> float:
+    return float(sum(m.get(field) or 0 for m in ms))
+
+
+def cell_entry(
+    key: CellKey, recs: list[Record], metrics: list[Record], slo: Slo, level: float, n_boot: int
+) -> tuple[dict[str, Any], list[str]]:
+    g, label, load, conc = key
+    ok = [r for r in recs if r.get("status", "ok") == "ok" and r.get("kind") != "failed"]
+    failed = _failed(recs, ok)
+    q = [float(r.get("queue_ms") or 0.0) for r in ok]
+    ttft = [r["ttft_ms"][0] + d for r, d in zip(ok, q, strict=True) if r.get("ttft_ms")]
+    e2e = [float(r["wall_ms"]) + d for r, d in zip(ok, q, strict=True)]
+    tpot = [r.get("tpot_ms") for r in ok]
+    wall_s = _sum(metrics, "batch_wall_ms") / 1000.0
+    rps = _sum(metrics, "n_requests") / wall_s if wall_s > 0 else None
+    tps = _sum(metrics, "output_tokens") / wall_s if wall_s > 0 else None
+    n_buf, meaningless = buffered_cell(ok)
+    planned = max((int(m.get("n_planned") or 0) for m in metrics), default=0)
+    where = f"{label or 'baseline'} {load if load != CLOSED else f'c={conc}'}"
+    notes: list[str] = []
+    body: dict[str, Any] = {
+        "gamma": g,
+        "drafter": label,
+        "load": load,
+        "concurrency": conc if load == CLOSED else None,
+        "effective_concurrency": min(conc, planned) if load == CLOSED and planned else None,
+        "max_in_flight": conc if load != CLOSED else None,
+        "offered_rate": None,
+        "n": len(ok),
+        "n_failed": len(failed),
+        "duration_s": json_num(wall_s) if wall_s > 0 else None,
+        "requests_per_s": json_num(rps),
+        "output_tokens_per_s": json_num(tps),
+        "ttft_ms": percentiles_ci(ttft, level),
+        "tpot_ms": percentiles_ci([t for t in tpot if t is not None], level),
+        "e2e_ms": percentiles_ci(e2e, level),
+        "queue_ms_max": json_num(max(q)) if load != CLOSED and q else None,
+        "not_sent": int(_sum(metrics, "not_sent")),
+        "hit_bound": any(m.get("hit_bound") for m in metrics),
+        "buffered_requests": n_buf,
+        "tpot_meaningless": meaningless,
+        "goodput": None,
+    }
+    if load != CLOSED:
+        offered = [m["offered_rate"] for m in metrics if m.get("offered_rate") is not None]
+        body["offered_rate"] = json_num(sum(offered) / len(offered)) if offered else None
+    if slo.any:
+        good = [
+            slo.met(r["ttft_ms"][0] + d, r.get("tpot_ms"), float(r["wall_ms"]) + d)
+            for r, d in zip(ok, q, strict=True)
+        ] + [False] * len(failed)
+        tokens = [int(r.get("new_tokens") or 0) for r in ok] + [0] * len(failed)
+        body["goodput"] = goodput(good, tokens, rps, tps, level, n_boot)
+    if meaningless:
+        notes.append(
+            f"{where}: {n_buf}/{len(ok)} responses arrived buffered (in one chunk, or all "
+            "chunks at once): a gateway or server buffers the stream, so TTFT ≈ end-to-end "
+            "and TPOT is meaningless there"
+        )
+    if body["hit_bound"]:
+        notes.append(
+            f"{where}: load.max_duration_s passed with {body['not_sent']} requests not sent: "
+            "the server did not sustain this load"
+        )
+    return body, notes
+
+
+def load_section(
+    recs: Sequence[Record], config: dict[str, Any], level: float, n_boot: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The cells of one workload × temperature (records of that group, every load point) and
+    their warnings."""
+    slo = slo_of(config)
+    reqs, metrics = _kept(recs)
+    attempts = {m.get("attempt") for m in metrics}
+    by_cell: dict[CellKey, list[Record]] = defaultdict(list)
+    for r in reqs:
+        by_cell[_key(r)].append(r)
+    m_by: dict[CellKey, list[Record]] = defaultdict(list)
+    for m in metrics:
+        if _load(m) == CLOSED or m.get("attempt") in attempts:
+            m_by[_key(m)].append(m)
+    cells, notes = [], []
+    for key in sorted(by_cell, key=_order):
+        body, more = cell_entry(key, by_cell[key], m_by.get(key, []), slo, level, n_boot)
+        cells.append(body)
+        notes += more
+    reach = sorted(
+        {
+            (c["concurrency"], c["effective_concurrency"])
+            for c in cells
+            if c["effective_concurrency"] is not None
+            and c["concurrency"] > c["effective_concurrency"]
+        }
+    )
+    for c, eff in reach:
+        notes.append(
+            f"concurrency {c} cannot be reached with {eff} prompts: effective concurrency {eff}"
+        )
+    return cells, notes
+
+
+def attach_load(
+    entries: list[dict[str, Any]],
+    records: Sequence[Record],
+    config: dict[str, Any],
+    level: float,
+    n_boot: int,
+) -> None:
+    """Add `engine.load` (and its warnings) to each engine entry, in place."""
+    by_group: dict[tuple[str, float], list[Record]] = defaultdict(list)
+    for r in records:
+        if "workload" in r and "temperature" in r:
+            by_group[(str(r["workload"]), float(r["temperature"]))].append(r)
+    for e in entries:
+        eng = e.get("engine")
+        if eng is None:
+            continue
+        cells, notes = load_section(
+            by_group[(e["workload"], float(e["temperature"]))], config, level, n_boot
+        )
+        eng["load"] = cells
+        eng["slo"] = {k: v for k, v in (config.get("slo") or {}).items() if v is not None} or None
+        e["warnings"] = list(dict.fromkeys([*e.get("warnings", []), *notes]))
+
+
+def closed_loop(records: Sequence[Record]) -> list[Record]:
+    """The records the closed-loop analysis reads (open-loop requests and batches left out)."""
+    return [r for r in records if _load(r) == CLOSED]

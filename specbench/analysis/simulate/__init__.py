@@ -1,0 +1,1 @@
+"""`specbench simulate`: trace replay of γ policies on recorded rounds (`simulate.replay`)."""
