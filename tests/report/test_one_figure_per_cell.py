@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from specbench.analysis.results_model import CostAtLoad, RunResults, WorkloadEconomics
+from specbench.analysis.documents.results_model import CostAtLoad, RunResults, WorkloadEconomics
 from specbench.cli.app import app
 from specbench.report.console import _bold
 from specbench.report.text import cost_change

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench.analysis.results import build_results
-from specbench.analysis.results_model import as_results
+from specbench.analysis.documents.results_model import as_results
+from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 from specbench.config import parse_config
 from specbench.config.backends import ExecutorBackend
