@@ -576,6 +576,7 @@ def _python(code: str) -> Any:
     return json.loads(line[-1].removeprefix("STARTUP "))
 
 
+@pytest.mark.slow  # fresh interpreters: make test, not the fast lane (tests/README.md)
 @pytest.mark.subprocess
 def test_importing_analysis_and_report_does_not_import_torch() -> None:
     pure = [m for m in modules() if _in(m, PURE_LAYERS)]
@@ -583,6 +584,7 @@ def test_importing_analysis_and_report_does_not_import_torch() -> None:
     assert heavy == [], f"importing every module of analysis/ and report/ imported {heavy}"
 
 
+@pytest.mark.slow  # fresh interpreters: make test, not the fast lane (tests/README.md)
 @pytest.mark.subprocess
 def test_model_free_commands_start_without_torch() -> None:
     """`specbench roi/compare/report/simulate` need no model: they run without importing torch."""
