@@ -75,8 +75,9 @@ def run_action(inputs: dict[str, str], tmp: Path, pr: int | None) -> tuple[int, 
     return rc, ctx
 
 
-def _config(tmp: Path, base: FakeServer, spec: FakeServer) -> Path:
-    cfg = {
+def engine_config(tmp: Path, base: FakeServer, spec: FakeServer, **over: Any) -> Path:
+    """The action's config: the speculating server and the baseline one (`over` replaces keys)."""
+    cfg: dict[str, Any] = {
         "name": "ci-engine",
         "backend": "openai",
         "target": {"model": "fake"},
@@ -93,30 +94,38 @@ def _config(tmp: Path, base: FakeServer, spec: FakeServer) -> Path:
         "warmup": 0,
         "output_dir": str(tmp / "unused"),
         "decision": {"bootstrap": 200},
+        **over,
     }
     path = tmp / "engine.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
     return path
 
 
-@pytest.mark.slow
-@pytest.mark.long  # a minute or more: make test-long (CI runs it)
-def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
+def gh_stub_and_thresholds(tmp: Path) -> Path:
+    """A `gh` on tmp/bin that records the comment it would post (tmp/gh-args, tmp/gh-body), and
+    the shipped thresholds file with a cheaper bootstrap (its path)."""
+    bin_dir = tmp / "bin"
     bin_dir.mkdir()
-    gh = bin_dir / "gh"  # records what would be posted
-    gh.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/gh-args\ncat "$5" > {tmp_path}/gh-body\n')
+    gh = bin_dir / "gh"
+    gh.write_text(f'#!/bin/sh\necho "$@" > {tmp}/gh-args\ncat "$5" > {tmp}/gh-body\n')
     gh.chmod(gh.stat().st_mode | stat.S_IEXEC)
-    thresholds = tmp_path / "thresholds.yaml"  # the shipped file, a cheaper bootstrap
+    thresholds = tmp / "thresholds.yaml"
     thresholds.write_text(
         (ROOT / "ci" / "specbench-thresholds.yaml")
         .read_text()
         .replace("bootstrap: 2000", "bootstrap: 300")
     )
+    return thresholds
+
+
+@pytest.mark.slow
+@pytest.mark.long  # a minute or more: make test-long (CI runs it)
+def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
+    thresholds = gh_stub_and_thresholds(tmp_path)
     base, spec = FakeServer(0, step_s=0.003), FakeServer(2, step_s=0.003)
     try:
         common = {
-            "config": str(_config(tmp_path, base, spec)),
+            "config": str(engine_config(tmp_path, base, spec)),
             "specbench": f"{sys.executable} -m specbench",
             "thresholds": str(thresholds),
             "baseline": str(tmp_path / "baseline"),
@@ -145,7 +154,7 @@ def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
 def test_action_refuses_an_unreachable_endpoint_before_measuring(tmp_path: Path) -> None:
     """The validate step stops the job with one `error:` line (exit 2) when the engine is down."""
     base, spec = FakeServer(0), FakeServer(2)
-    config = _config(tmp_path, base, spec)
+    config = engine_config(tmp_path, base, spec)
     base.close()
     spec.close()
     (tmp_path / "bin").mkdir()

@@ -10,63 +10,32 @@ control: the search finds them there, so it can fail."""
 from __future__ import annotations
 
 import json
-import stat
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.ci.test_action import ROOT, run_action
+from tests.ci.test_action import engine_config, gh_stub_and_thresholds, run_action
 from tests.cli.test_privacy import CANARY, answer_needles, leaks, write_logs
 from tests.harness.test_openai_backend import FakeServer
-
-
-def _config(tmp: Path, logs: Path, base: FakeServer, spec: FakeServer) -> Path:
-    cfg = {
-        "name": "ci-logged",
-        "backend": "openai",
-        "target": {"model": "fake"},
-        "server": {
-            "endpoints": [
-                {"url": spec.url, "gamma": 2, "label": "spec γ=2"},
-                {"url": base.url, "gamma": 0},
-            ]
-        },
-        "workloads": [{"name": "logs", "dataset": {"path": str(logs)}, "n": 6}],
-        "sampling": {"temperatures": [0.0]},
-        "concurrency": [1],
-        "max_new_tokens": 120,  # an echoed answer starts with the canary (its prompt's start)
-        "warmup": 1,
-        "output_dir": str(tmp / "unused"),
-        "decision": {"bootstrap": 200},
-    }
-    path = tmp / "engine.yaml"
-    path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    return path
 
 
 def _action_twice(tmp: Path, logs: Path, run_args: str) -> tuple[list[Path], list[str]]:
     """Baseline on main, then a pull request: every file a workflow uploads or posts, and every
     step's stdout and stderr."""
     tmp.mkdir()
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir()
-    gh = bin_dir / "gh"  # records the comment it would post
-    gh.write_text(f'#!/bin/sh\necho "$@" > {tmp}/gh-args\ncat "$5" > {tmp}/gh-body\n')
-    gh.chmod(gh.stat().st_mode | stat.S_IEXEC)
-    thresholds = tmp / "thresholds.yaml"  # the shipped file, a cheaper bootstrap
-    thresholds.write_text(
-        (ROOT / "ci" / "specbench-thresholds.yaml")
-        .read_text()
-        .replace("bootstrap: 2000", "bootstrap: 300")
-    )
+    thresholds = gh_stub_and_thresholds(tmp)
     base = FakeServer(0, step_s=0.002, echo_prompt=True)
     spec = FakeServer(2, step_s=0.002, echo_prompt=True)
     printed: list[str] = []
+    workloads = [{"name": "logs", "dataset": {"path": str(logs)}, "n": 6}]
+    # max_new_tokens: an echoed answer starts with the canary (its prompt's start)
+    config = engine_config(
+        tmp, base, spec, name="ci-logged", workloads=workloads, max_new_tokens=120, warmup=1
+    )
     try:
         common = {
-            "config": str(_config(tmp, logs, base, spec)),
+            "config": str(config),
             "specbench": f"{sys.executable} -m specbench",
             "thresholds": str(thresholds),
             "baseline": str(tmp / "baseline"),
