@@ -17,9 +17,10 @@ Per GPU (docs/theory.md §12):
   default 0.9) of the GPU; KV heads split over the tensor-parallel ranks (a head is never split)
   and layers over the pipeline stages; the engine refuses to start unless one max_model_len
   sequence fits. vLLM builds the drafter on the last pipeline stage only (pipeline parallel 1,
-  its own tensor parallel size), so the plan is that stage's GPUs: the busiest. An EAGLE-3 head (`models.meta.eagle3_head_profile`: its fc, one decoder layer,
-  its own lm_head over `draft_vocab_size`, the d2t/t2d maps; the input embedding is the target's)
-  is planned like a draft model, its layer's KV in the same cache, its fc, norms and maps whole on
+  its own tensor parallel size), so the plan is that stage's GPUs: the busiest. An EAGLE-3 head
+  (`models.meta.eagle3_head_profile`: its fc, one decoder layer, its own lm_head over
+  `draft_vocab_size`, the d2t/t2d maps; the input embedding is the target's) is planned like a
+  draft model, its layer's KV in the same cache, its fc, norms and maps whole on
   every rank. Several methods start one engine at a time: the one needing the most per GPU
   (weights + KV for the context) is planned, and the others are listed beside it.
 

@@ -264,7 +264,6 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
             max_width=8 if col in ("base", "new") else None,
         )
     notes: dict[str, int] = {}
-    ungated = False
     blank = [""] * (len(_COLUMNS) - 4)
     for i, r in enumerate(shown):
         if i == 0 or group_label(shown[i - 1]) != group_label(r):
@@ -274,7 +273,6 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
         style = _STYLE.get(r.status, "")
         # "info": the row's numbered note says why; "*": the footnote below the table
         status = ("info" if r.status == INFORMATIONAL else r.status) + ("" if r.gating else "*")
-        ungated = ungated or not r.gating
         _workload, _temperature, metric, *cells, note = _cells(r, f"[{style}]{status}[/{style}]")
         mark = f" [{notes.setdefault(note, len(notes) + 1)}]" if note else ""
         table.add_row(f"  {escape(metric)}{mark}", *cells)
@@ -282,7 +280,7 @@ def render_console(console: Console, c: Comparison, show_unchanged: bool = False
     console.print(f"specbench compare: {c.base_label} → {c.new_label}", markup=False)
     if shown:
         console.print(table)
-        if ungated:
+        if not all(r.gating for r in shown):
             console.print("  * not gated: reported at its own level, outside the gate's correction")
         for note, ref in notes.items():
             console.print(f"  [{ref}] {note}", markup=False, highlight=False)
@@ -353,8 +351,8 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
         "1 regression (or failed/missing rows under --strict), 5 inconclusive (a gating row "
         "cannot detect its minimum effect; --allow-inconclusive passes it), 2 bad input. A "
         "regression is a gating row significant, in the bad direction, after Holm's adjustment "
-        "over the gating rows (exact T = 0 rows: beyond the minimum effect); a verdict flip is always listed, and ON → OFF counts "
-        "when the speedup behind it regressed."
+        "over the gating rows (exact T = 0 rows: beyond the minimum effect); a verdict flip is "
+        "always listed, and ON → OFF counts when the speedup behind it regressed."
     )
     return "\n".join(lines) + "\n"
 

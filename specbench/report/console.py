@@ -35,6 +35,7 @@ from specbench.report.text import (
     pool_decision,
     routing_note,
     setting_label,
+    shown_setting,
 )
 
 __all__ = ["compact_box", "make_console", "plain_mode", "render_summary", "set_plain", "table_box"]
@@ -111,10 +112,8 @@ def _own_pool_table(results: RunResults, rules: Box) -> Table:
         s = rec.itl_ms.speculative if rec.itl_ms else None
         itl_txt = f"{b:.1f}→{s:.1f}" if b is not None and s is not None else "–"
         verdict = rec.verdict.upper().replace("_", " ")
-        # a cell without a verdict shows no speedup: not its best (as the documents' table)
-        best = rec.best_measured if rec.verdict != "not_measured" else None
+        best, est = shown_setting(rec)  # as the documents' table
         on = rec.verdict == "on"
-        est = rec.speedup if on else (best.speedup if best else None)
         table.add_row(
             e.workload,
             f"{e.temperature:g}",

@@ -27,6 +27,7 @@ from specbench.report.text import (
     routing_note,
     setting_label,
     short_rule,
+    shown_setting,
     stays_off,
 )
 
@@ -74,9 +75,8 @@ def _own_row(e: WorkloadResult, pool: PoolDecision | None) -> list[str]:
     rec = e.recommendation
     itl = rec.itl_ms
     on = rec.verdict == "on"
-    # a cell without a verdict shows no speedup anywhere: not its best, not at the pool's setting
-    best = rec.best_measured if rec.verdict != "not_measured" else None
-    speed = rec.speedup if on else (best.speedup if best else None)
+    best, speed = shown_setting(rec)
+    # a cell without a verdict shows no speedup anywhere: not at the pool's setting either
     pool_on = pool is not None and pool.verdict == "on" and rec.verdict != "not_measured"
     at_pool = _at_setting(e, pool) if pool is not None and pool_on else None
     bound = rec.decision_lower_bound if on else (best.decision_lower_bound if best else None)

@@ -15,7 +15,11 @@ from specbench.analysis.documents.results_model import (
     WorkloadEconomics,
 )
 from specbench.analysis.documents.results_model_base import DecisionNumbers, EstimateJSON
-from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model_workload import (
+    Recommendation,
+    SettingSpeedup,
+    WorkloadResult,
+)
 
 
 class Setting(Protocol):
@@ -126,6 +130,15 @@ def routing_note(g: PoolDecision) -> str:
         f"routing each workload to its own pool instead: {_x(g.per_workload_routing_speedup)}"
         f" (ON for {on})"
     )
+
+
+def shown_setting(rec: Recommendation) -> tuple[SettingSpeedup | None, EstimateJSON | None]:
+    """What a cell's "own pool" row shows (the documents' table and the console's alike): the
+    best measured setting of a cell that stays off (its speedup in parentheses, not a result),
+    none for a cell not measured — no speedup anywhere — and the speedup that goes with it (the
+    verdict's own for an ON cell)."""
+    best = rec.best_measured if rec.verdict != "not_measured" else None
+    return best, rec.speedup if rec.verdict == "on" else (best.speedup if best else None)
 
 
 def stays_off(verdict: str) -> str:
