@@ -24,6 +24,7 @@ from specbench.report.text import (
     num_text,
     paste_line,
     pool_decision,
+    prompts_basis_tag,
     routing_note,
     setting_label,
     short_rule,
@@ -318,5 +319,12 @@ def cost_and_tail_blocks(results: RunResults) -> list[Block]:
             "speculative side is –."
         ),
         TableBlock(header, rows),
+        *_basis_block(results),
         _memory_block(results),
     ]
+
+
+def _basis_block(results: RunResults) -> list[Block]:
+    """The prompts each row covers, for the cells where some prompts were degenerate (§13)."""
+    tags = [t for e in results.workloads if (t := prompts_basis_tag(e))]
+    return [Bullets(["prompts: " + t for t in tags])] if tags else []

@@ -9,7 +9,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_load import LoadCell, QuantilesCI, SloJSON
 from specbench.report.blocks import Block, Bullets, Heading, Para, TableBlock
-from specbench.report.text import num_text
+from specbench.report.text import num_text, prompts_basis_tag
 
 
 def _q(est: EstimateJSON, fmt: str = "{:.1f}") -> str:
@@ -107,6 +107,9 @@ def load_blocks(results: RunResults) -> list[Block]:
         cells = eng.load or []
         blocks.append(TableBlock(HEADER, [_row(c) for c in cells]))
         notes = [slo_text(eng.slo)]
+        tag = prompts_basis_tag(e)
+        if tag:
+            notes.append("prompts: " + tag)
         for c in cells:
             if c.tpot_meaningless:
                 notes.append(

@@ -31,16 +31,22 @@ CSV_FIELDS = [
     "predicted_speedup_empirical",
     "recommended",
     "verdict",
+    "prompts",
+    "n_prompts",
 ]
 
 
 def summary_frame(results: RunResults | dict[str, Any]) -> pd.DataFrame:
     """One row per γ of each entry's γ table, with the entry's α, the row's measured and
-    predicted speedups and whether it is the recommended γ."""
+    predicted speedups, whether it is the recommended γ, and the prompts the row covers."""
     rows = []
     for e in as_results(results).workloads:
         rec = e.recommendation
         alpha_ci = e.alpha.ci95 if e.alpha else (None, None)
+        # which prompts the row's figures cover (docs/theory.md §13; older results: every one)
+        basis = e.figures_basis
+        prompts = basis.prompts if basis is not None else "all"
+        n_prompts = basis.n_prompts if basis is not None else e.n_prompts
         for g in e.gammas:
             ms = g.measured_speedup
             ms_ci = ms.ci95 if ms else (None, None)
@@ -63,6 +69,8 @@ def summary_frame(results: RunResults | dict[str, Any]) -> pd.DataFrame:
                     "predicted_speedup_empirical": g.predicted_speedup.empirical,
                     "recommended": int(rec.verdict == "on" and rec.gamma == g.gamma),
                     "verdict": rec.verdict,
+                    "prompts": prompts,
+                    "n_prompts": n_prompts,
                 }
             )
     return pd.DataFrame(rows, columns=CSV_FIELDS, dtype=object)

@@ -159,14 +159,27 @@ def cost_change(row: WorkloadEconomics, load: CostAtLoad) -> str:
 
 
 def prompts_basis_note(e: WorkloadResult, table: str) -> str | None:
-    """Which prompts a cell's `table` is over, where they are not the verdict's: every prompt,
-    the degenerate ones included (docs/theory.md §13) — said, so that a cell never shows two
-    figures over different prompts unlabelled."""
+    """Which prompts a cell's `table` is over, where some were degenerate (docs/theory.md §13):
+    the verdict's non-degenerate ones (the analysis restricts every figure of the cell to them),
+    or every prompt where none is left — said, so that no figure's prompt set goes unlabelled."""
     basis = e.recommendation.basis
     if basis is None or basis.prompts != "non_degenerate":
         return None
+    n_all = basis.n_used + basis.n_degenerate_excluded
+    fig = e.figures_basis
+    if fig is not None and fig.prompts == "non_degenerate":
+        note = (
+            f"The {table}, like every figure of this cell, is over the verdict's {fig.n_prompts} "
+            f"non-degenerate prompt{_s(fig.n_prompts)} ({basis.n_degenerate_excluded} of {n_all} degenerate set "
+            "aside; the two prompt sets are compared in the workload's section)"
+        )
+        if fig.all_prompts:
+            note += f"; over every prompt (no per-prompt split): {'; '.join(fig.all_prompts)}"
+        if e.recommendation.verdict == "not_measured":
+            note += "; too few for a verdict, so its speedups are not a result"
+        return note + "."
     head = (
-        f"The {table} is over all {basis.n_used + basis.n_degenerate_excluded} prompts, the "
+        f"The {table} is over all {n_all} prompts, the "
         f"{basis.n_degenerate_excluded} degenerate ones included"
     )
     if e.recommendation.verdict == "not_measured":
@@ -174,6 +187,29 @@ def prompts_basis_note(e: WorkloadResult, table: str) -> str | None:
     return (
         head + f"; the verdict rests on the {basis.n_used} non-degenerate ones (the "
         "prompt sets are compared in the workload's section)."
+    )
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def prompts_basis_tag(e: WorkloadResult) -> str | None:
+    """One line for a table that lists several cells (cost, load): the prompts a cell's row
+    covers, where some of its prompts were degenerate; None where every prompt counts."""
+    basis = e.recommendation.basis
+    if basis is None or basis.prompts != "non_degenerate":
+        return None
+    n_all = basis.n_used + basis.n_degenerate_excluded
+    fig = e.figures_basis
+    where = f"{e.workload} T={e.temperature:g}"
+    if fig is not None and fig.prompts == "non_degenerate":
+        text = (
+            f"{where}: over its {fig.n_prompts} non-degenerate prompt{_s(fig.n_prompts)} of {n_all}"
+        )
+        return text + (f" ({'; '.join(fig.all_prompts)}: every prompt)" if fig.all_prompts else "")
+    return (
+        f"{where}: over all {n_all} prompts, the {basis.n_degenerate_excluded} degenerate included"
     )
 
 

@@ -4,7 +4,8 @@ degenerate set aside) and one NOT MEASURED (every answer degenerate). For each c
 of report.md and the console summary either shows the verdict's own figure (ON), or shows no
 speedup that reads as a result: a cell that stays off shows its best setting's speedup only in
 parentheses, the cost table prices the baseline alone, the γ table says which prompts it is over
-when they are not the verdict's, and the counterfactual all-prompt verdict is marked as such."""
+(the verdict's, tests/report/test_prompt_basis.py), and the counterfactual all-prompt verdict is
+marked as such."""
 
 from __future__ import annotations
 
@@ -98,11 +99,15 @@ def test_every_table_shows_one_figure_per_cell(example: tuple[str, str, RunResul
         assert crow["TPOT ms p50 (off → on)"].endswith("→ –")
         basis = rec.basis
         if basis is not None and basis.prompts == "non_degenerate":
-            # the γ table is over other prompts than the verdict: it says so, with the counts
+            # the γ table says which prompts it is over, with the counts: the verdict's when
+            # some are left (every figure of the cell is), else all, degenerate included
             n = basis.n_used + basis.n_degenerate_excluded
-            assert f"The γ table is over all {n} prompts, the {basis.n_degenerate_excluded}" in (
-                section
-            )
+            assert (
+                f"The γ table, like every figure of this cell, is over the verdict's "
+                f"{basis.n_used} non-degenerate prompts ({basis.n_degenerate_excluded} of {n}"
+                if basis.n_used
+                else f"The γ table is over all {n} prompts, the {basis.n_degenerate_excluded}"
+            ) in section
             sets = {r["prompts"]: r for r in _table(section, "prompts")}
             counted = sets["all prompts, degenerate counted"]["verdict"]
             assert counted == "–" or counted.startswith("(would be "), counted
@@ -173,7 +178,8 @@ def test_an_engine_cell_without_a_verdict_shows_no_speedup(tmp_path: Path) -> No
     """docs/example-engine-run: both cells NOT MEASURED (too few non-degenerate answers), one
     with a best measured setting in results.json. Neither the console's own-pool table nor the
     documents' shows a speedup for them, the cost prices the baseline alone, and the engine's
-    concurrency table says it is over every prompt, degenerate included."""
+    concurrency table says which prompts it is over: the one non-degenerate prompt left, or
+    every prompt, degenerate included, where none is left."""
     run = tmp_path / "run"
     shutil.copytree(ROOT / "docs" / "example-engine-run", run)
     res = runner.invoke(app, ["report", str(run), "--gpu-hour-usd", "2.5"])
@@ -196,5 +202,10 @@ def test_an_engine_cell_without_a_verdict_shows_no_speedup(tmp_path: Path) -> No
         assert basis is not None and basis.prompts == "non_degenerate"
         n = basis.n_used + basis.n_degenerate_excluded
         section = engine[engine.index(f"### {key[0]} (T = {key[1]})") :]
-        note = f"The concurrency table is over all {n} prompts"
+        note = (
+            f"The concurrency table, like every figure of this cell, is over the verdict's "
+            f"{basis.n_used} non-degenerate prompt"
+            if basis.n_used
+            else f"The concurrency table is over all {n} prompts"
+        )
         assert section.index(note) < section.index("| concurrency |")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from specbench.analysis.documents.results_model_base import (
     AlphaJSON,
     DecisionNumbers,
@@ -126,6 +128,17 @@ class VerdictBasis(ResultsModel):
     prompts: Literal["all", "non_degenerate"]
     n_used: int
     n_degenerate_excluded: int
+
+
+class FiguresBasis(ResultsModel):
+    """Which prompts a cell's figures (γ table, ITL, TTFT, tails, engine concurrency and load
+    tables, cost) cover: the verdict's (docs/theory.md §13), or every prompt where no
+    non-degenerate prompt is left; `all_prompts` names the figures that have no per-prompt split
+    (an engine's batch counters) and so stay over every prompt."""
+
+    prompts: Literal["all", "non_degenerate"]
+    n_prompts: int
+    all_prompts: list[str] = Field(default_factory=list)
 
 
 class Recommendation(DecisionNumbers):
@@ -306,6 +319,7 @@ class WorkloadResult(ResultsModel):
     per_prompt_alpha: PerPromptAlpha | None = None  # transformers runs
     per_position_detail: list[PositionDetail] | None = None  # transformers runs
     content: ContentCheck | None = None
+    figures_basis: FiguresBasis | None = None  # older results.json: every prompt
     recommendation: Recommendation
     engine: EngineSection | None = None  # engine runs
     failed_units: int

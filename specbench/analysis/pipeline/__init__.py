@@ -4,4 +4,5 @@ entry it builds per workload × temperature for each backend.
 - `pipeline.results`: the whole document
 - `pipeline.transformers_results`, `pipeline.acceptance_detail`: an entry of specbench's own decoding
 - `pipeline.serving_results`, `pipeline.schedule_section`: an entry of an engine run
+- `pipeline.prompt_basis`: which prompts a cell's figures cover (the verdict's, docs/theory.md §13)
 """

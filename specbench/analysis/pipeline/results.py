@@ -49,6 +49,11 @@ from specbench.analysis.estimators.groups import (
 from specbench.analysis.estimators.latency import pair
 from specbench.analysis.estimators.request_mix import request_mix
 from specbench.analysis.estimators.tables import SettingKey
+from specbench.analysis.pipeline.prompt_basis import (
+    excluded_prompts,
+    records_without,
+    without_prompts,
+)
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
@@ -100,6 +105,8 @@ def build_results(
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
+    excluded: dict[tuple[str, float], set[str]] = {}
+    fig_groups: dict[tuple[str, float], Group] = dict(groups)
     for (workload, temp), grp in sorted(
         groups.items(), key=lambda kv: (s.rank(kv[0][0]), kv[0][1])
     ):
@@ -109,6 +116,9 @@ def build_results(
             continue
         body, base1, settings1 = analysed
         body["failed_units"] = len(grp["failed"])
+        # the cell's other figures over the prompts of its verdict (`prompt_basis`)
+        excluded[(workload, temp)] = excluded_prompts(body)
+        fig_groups[(workload, temp)] = without_prompts(grp, excluded[(workload, temp)])
         spec_all = [r for recs in grp["spec"].values() for r in recs]
         if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)
             body["adaptive"] = adaptive_summary(grp["baseline"], spec_all, config, grp["failed"])
@@ -116,7 +126,7 @@ def build_results(
         if mix is not None:
             body["request_sampling"] = mix
         add_tails(
-            body, cast(dict[str, Any], grp), s.primary_drafter
+            body, cast(dict[str, Any], fig_groups[(workload, temp)]), s.primary_drafter
         )  # p50/p90/p99 latency (analysis.serving.serving_cost)
         weight = s.weight(workload)
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
@@ -132,7 +142,8 @@ def build_results(
                     own,
                 )
             )
-    attach_load(entries, records, config, s.ci_level, s.n_boot)  # tails, goodput per load point
+    # tails, goodput per load point; a cell's load table over the prompts of its verdict, too
+    attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
     out = {
         "schema": RESULTS_SCHEMA,
         "run": run_header(config, s),
@@ -142,7 +153,7 @@ def build_results(
         "economics": with_memory(
             economics_section(
                 entries,
-                cast(dict[tuple[str, float], dict[str, Any]], groups),
+                cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
                 config.get("economics"),
                 env.get("device"),
             ),
@@ -151,7 +162,7 @@ def build_results(
         "failures": failures,
     }
     predicted = batch_prediction(
-        batch_timing or [], groups, s.primary_drafter, s.n_boot, s.ci_level
+        batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
         out["batch_prediction"] = json_safe(predicted)

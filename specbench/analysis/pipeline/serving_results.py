@@ -34,6 +34,12 @@ from specbench.analysis.estimators.groups import Group, Record
 from specbench.analysis.estimators.latency import pooled_itl, tokens_per_s
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.estimators.tables import SettingKey
+from specbench.analysis.pipeline.prompt_basis import (
+    engine_counter_figures,
+    excluded_prompts,
+    figures_basis,
+    without_prompts,
+)
 from specbench.analysis.pipeline.schedule_section import schedule_parts
 from specbench.analysis.serving.serving_acceptance import (
     concurrency_of,
@@ -241,11 +247,21 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
     setting (method × γ), the concurrency at which the chosen one stops paying, and the baseline
     and settings its verdict rests on."""
     body, base1, settings1 = analyse_engine_group(grp["baseline"], grp["spec"], grp["metrics"], s)
+    n_own = len(body["warnings"])
     decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
     # content validity from the stored answers (docs/theory.md §13); may remake the decision
     base1, settings1 = engine_validity(
         body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
     )
+    restricted = bool(body["recommendation"]["basis"]["prompts"] == "non_degenerate" and base1)
+    body["figures_basis"] = figures_basis(body["n_prompts"], restricted)
+    if restricted:  # every figure over the verdict's prompts, every concurrency (prompt_basis)
+        clean = without_prompts(grp, excluded_prompts(body))
+        own, _, _ = analyse_engine_group(clean["baseline"], clean["spec"], clean["metrics"], s)
+        added = body["warnings"][n_own:]  # the decision's and the content checks' warnings
+        body.update({k: v for k, v in own.items() if k not in ("recommendation", "content")})
+        body["warnings"] = list(dict.fromkeys([*own["warnings"], *added]))
+        body["figures_basis"] = figures_basis(own["n_prompts"], True, engine_counter_figures(own))
     rec, eng = body["recommendation"], body["engine"]
     # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
     # when none is left it shows every prompt, and no row clears: there is no verdict

@@ -40,6 +40,7 @@ from specbench.analysis.estimators.latency import measured_latency, pooled_itl, 
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.estimators.tables import SettingKey, rounds_frame
 from specbench.analysis.pipeline.acceptance_detail import add_acceptance_detail
+from specbench.analysis.pipeline.prompt_basis import figures_basis
 from specbench.analysis.stats.resampling import coefficient_of_variation, mean_ci
 from specbench.analysis.stats.serialize import est_json, json_num
 
@@ -209,6 +210,15 @@ def rank_methods(
     return rows
 
 
+def _primary(
+    settings: dict[SettingKey, list[Record]], s: AnalysisSettings
+) -> dict[int, list[Record]]:
+    """The primary drafter's fixed-γ runs, by γ."""
+    return {
+        g: recs for (d, p, g), recs in settings.items() if d == s.primary_drafter and p == "fixed"
+    }
+
+
 def transformers_entry(
     grp: Group, s: AnalysisSettings
 ) -> tuple[dict[str, Any], list[Record], dict[SettingKey, list[Record]]] | None:
@@ -218,17 +228,23 @@ def transformers_entry(
     base, settings = grp["baseline"], grp["spec"]
     if not base:
         return None
-    primary = {
-        g: recs for (d, p, g), recs in settings.items() if d == s.primary_drafter and p == "fixed"
-    }
-    body = analyse_group(base, primary, s)
-    body["methods"] = rank_methods(base, settings, s.n_boot, s.ci_level)
-    # content validity (docs/theory.md §13): the verdict never rests on degenerate answers
+    primary = _primary(settings, s)
+    # content validity (docs/theory.md §13): the verdict never rests on degenerate answers, and
+    # every figure of the cell is over the verdict's prompts (`prompt_basis`)
     validity = assess(base, settings)
-    add_acceptance_detail(body, primary, validity, s.n_boot, s.ci_level)
     base1, settings1 = base, settings
     if validity.degenerate:
         base1, settings1 = validity.clean_base, validity.clean_settings
+    restricted = bool(validity.degenerate and validity.clean_base)
+    fig_base, fig_settings = base, settings
+    if restricted:
+        fig_base = validity.clean_base
+        fig_settings = {k: rs for k, rs in validity.clean_settings.items() if rs}
+    body = analyse_group(fig_base, _primary(fig_settings, s), s)
+    body["methods"] = rank_methods(fig_base, fig_settings, s.n_boot, s.ci_level)
+    body["figures_basis"] = figures_basis(body["n_prompts"], restricted)
+    # the per-prompt α marks the degenerate prompts: it compares the two sets (content section)
+    add_acceptance_detail(body, primary, validity, s.n_boot, s.ci_level)
     decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
     restrict_verdict(validity, body, s.n_boot, s.ci_level)
     compare_clean(validity, body, base, primary, settings, s.margin, s.ci_level, s.n_boot)

@@ -1,0 +1,88 @@
+"""One prompt set per cell (docs/theory.md §13): when a cell's verdict sets degenerate prompts
+aside, every figure of that cell — the γ table, ITL, TTFT, latency tails, the engine concurrency
+and load tables, the cost line — is computed over the same non-degenerate prompts. Only the
+workload's content section (`content.all_prompts` beside `content.non_degenerate`, the per-prompt
+α with its degenerate marks) compares the two prompt sets.
+
+A figure without a per-prompt split (an engine's batch spec-decode counters) cannot be restricted:
+it stays over every prompt and `figures_basis.all_prompts` names it. A cell with no non-degenerate
+prompt left has no verdict and keeps its figures over every prompt, labelled ("all").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from specbench.analysis.estimators.groups import Group, Record
+
+# acceptance sources (`analysis.serving.serving_acceptance.counter_units`) read per request
+PER_REQUEST_SOURCES = ("per_request_counters", "per_request_response")
+
+
+def excluded_prompts(body: dict[str, Any]) -> set[str]:
+    """The prompt ids an analysed entry's figures leave out (none when they cover every prompt)."""
+    if (body.get("figures_basis") or {}).get("prompts") != "non_degenerate":
+        return set()
+    content = body.get("content") or {}
+    return {str(d["prompt_id"]) for d in content.get("degenerate_prompts") or []}
+
+
+def keep_prompts(recs: Sequence[Record], excluded: set[str]) -> list[Record]:
+    """The records whose prompt is not excluded (records without a prompt, e.g. batch counters,
+    are kept: they have no per-prompt split)."""
+    return [r for r in recs if "prompt_id" not in r or str(r["prompt_id"]) not in excluded]
+
+
+def records_without(
+    records: Sequence[Record], excluded: dict[tuple[str, float], set[str]]
+) -> list[Record]:
+    """The run's records less those of each cell's excluded prompts (by workload × temperature)."""
+    if not any(excluded.values()):
+        return list(records)
+    out = []
+    for r in records:
+        if "prompt_id" in r and r.get("temperature") is not None:
+            cell = excluded.get((str(r.get("workload")), float(r["temperature"])), set())
+            if str(r["prompt_id"]) in cell:
+                continue
+        out.append(r)
+    return out
+
+
+def without_prompts(grp: Group, excluded: set[str]) -> Group:
+    """The group restricted to the prompts not excluded (failed units kept as they are: they
+    count the run's failures, not a figure)."""
+    if not excluded:
+        return grp
+    spec = {k: keep_prompts(rs, excluded) for k, rs in grp["spec"].items()}
+    return Group(
+        baseline=keep_prompts(grp["baseline"], excluded),
+        spec={k: rs for k, rs in spec.items() if rs},
+        failed=grp["failed"],
+        metrics=grp["metrics"],
+    )
+
+
+def figures_basis(
+    n_prompts: int, restricted: bool, all_prompts: Sequence[str] = ()
+) -> dict[str, Any]:
+    """results.json's `figures_basis` of an entry."""
+    return {
+        "prompts": "non_degenerate" if restricted else "all",
+        "n_prompts": n_prompts,
+        "all_prompts": list(all_prompts) if restricted else [],
+    }
+
+
+def engine_counter_figures(body: dict[str, Any]) -> list[str]:
+    """The figures of an engine entry read from per-batch records (no per-prompt split)."""
+    eng = body.get("engine") or {}
+    sources = eng.get("acceptance_source")
+    sources = sources if isinstance(sources, list) else [sources]
+    out = []
+    if eng.get("per_gamma") and any(s not in PER_REQUEST_SOURCES for s in sources if s):
+        out.append("α, τ and the predictions (the engine's batch spec-decode counters)")
+    if eng.get("concurrency"):
+        out.append("output tokens/s, requests/s and the cost per 10⁶ tokens (per batch)")
+    return out
