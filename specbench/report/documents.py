@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.batch_sections import (
@@ -20,8 +20,10 @@ from specbench.report.batch_sections import (
 )
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
+from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.load_sections import load_blocks
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
+from specbench.report.summary_csv import summary_frame, write_csv
 from specbench.report.text import entry_slug
 from specbench.report.workload_sections import appendix_blocks, workload_blocks
 
@@ -77,8 +79,7 @@ def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]
     return made
 
 
-def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -> list[Block]:
-    results = as_results(results)
+def build_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
     blocks: list[Block] = header_blocks(results) + decision_blocks(results)
     blocks += [
         Image(images["alpha"], "α by workload"),
@@ -101,13 +102,19 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     return blocks + appendix_blocks(results)
 
 
-def write_documents(
-    run_dir: Path, results: RunResults | dict[str, Any], records: list[dict[str, Any]]
-) -> None:
-    """Write plots/, report.md and report.html of a run from its results (validated here)."""
-    results = as_results(results)
+def write_documents(run_dir: Path, results: RunResults, records: list[dict[str, Any]]) -> None:
+    """Write plots/, report.md and report.html of a run from its typed results."""
     images = make_plots(run_dir, results, records)
     blocks = build_blocks(results, images)
     (run_dir / "report.md").write_text(to_markdown(blocks))
     title = f"specbench report: {results.run.name}"
     (run_dir / "report.html").write_text(to_html(blocks, run_dir, title))
+
+
+def write_run_files(run_dir: Path, results: RunResults, records: list[dict[str, Any]]) -> None:
+    """Everything a run directory shows beside results.json: summary.csv, the load cells' CSV
+    (engine runs), plots/, report.md and report.html."""
+    write_csv(run_dir / "summary.csv", summary_frame(results))
+    if (load := load_frame(results)) is not None:  # engine runs: one row per load cell
+        write_csv(run_dir / LOAD_CSV, load)
+    write_documents(run_dir, results, records)

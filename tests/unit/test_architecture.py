@@ -47,6 +47,9 @@ FORBIDDEN_FOR_PURE = (
     *HEAVY,
 )
 FORBIDDEN_FOR_REPORT = ("specbench.records", "specbench.harness")
+# The harness turns decoding into records and results.json; rendering them (report/) and the
+# commands (cli/) sit above it: `cli.report.write_reports` calls the harness, then report/.
+FORBIDDEN_FOR_HARNESS = ("specbench.report", "specbench.cli")
 # The one exception: the γ policies (and the round record they read) are the decoding loop's own
 # code and pure; `specbench simulate` (analysis/simulate/replay.py) replays the very same policies on
 # recorded acceptance traces, so its predictions use what `run` runs. Both must stay torch-free
@@ -396,6 +399,14 @@ def test_allowed_spec_modules_are_torch_free() -> None:
 def test_report_reads_analysis_results_not_records_or_the_harness() -> None:
     bad = _violations(("specbench.report",), FORBIDDEN_FOR_REPORT)
     assert not bad, "report/ renders typed analysis results only:\n" + "\n".join(bad)
+
+
+def test_the_harness_imports_neither_report_nor_cli() -> None:
+    bad = _violations(("specbench.harness",), FORBIDDEN_FOR_HARNESS)
+    assert not bad, (
+        "harness/ writes records and results.json; cli/ calls report/ to render them:\n"
+        + "\n".join(bad)
+    )
 
 
 def test_analysis_and_report_reach_no_torch_when_imported() -> None:
