@@ -30,8 +30,8 @@ def write_reports(
     from specbench.harness.rundir import write_results
     from specbench.report.documents import write_run_files
 
-    results, records, notes = write_results(run_dir, economics)
-    write_run_files(run_dir, results, records)
+    results, latency, notes = write_results(run_dir, economics)
+    write_run_files(run_dir, results, latency)
     return results, notes
 
 

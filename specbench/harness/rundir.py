@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config import MAX_BOOTSTRAP
@@ -179,9 +180,9 @@ def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str
 
 def write_results(
     run_dir: Path, economics: dict[str, Any] | None = None
-) -> tuple[RunResults, list[dict[str, Any]], list[str]]:
-    """Write results.json; return it typed (validated once, here), the closed-loop records the
-    documents plot, and warnings met while reading. `economics` ({gpu_hour_usd, gpus}; None
+) -> tuple[RunResults, dict[tuple[str, float], LatencyDistribution], list[str]]:
+    """Write results.json; return it typed (validated once, here), each workload ×
+    temperature's per-request latency the documents plot, and warnings met while reading. `economics` ({gpu_hour_usd, gpus}; None
     values ignored) overrides the stored config's."""
     records, config, env, notes = load_run(run_dir)
     given = {k: v for k, v in (economics or {}).items() if v is not None}
@@ -201,5 +202,6 @@ def write_results(
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     # written from the built dict, whose key order results.json has always had
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    typed = RunResults.model_validate(results)
     # open-loop cells: results only, not plotted
-    return RunResults.model_validate(results), closed_loop(records), notes
+    return typed, latency_distributions(typed, closed_loop(records)), notes

@@ -424,6 +424,51 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
     )
 
 
+# --- typed data between layers (issue 30) ---------------------------------------------------------
+
+# report/ renders typed models; a public function taking or returning `dict[str, Any]` passes
+# untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
+# raise it (the ones left are JSON documents written out and the run loop's record events).
+REPORT_UNTYPED_SIGNATURES = 13
+
+
+def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not _private(node.name):
+            yield node
+        elif isinstance(node, ast.ClassDef) and not _private(node.name):
+            yield from _public_functions(node.body)
+
+
+def untyped_signatures(package: str) -> list[str]:
+    """Each annotation of a public function's (or public method's) argument or return in
+    `package` that holds `dict[str, Any]`, as `module:line name: annotation`."""
+    found = []
+    for mod, path in modules().items():
+        if not _in(mod, (package,)):
+            continue
+        for fn in _public_functions(tree(path).body):
+            a = fn.args
+            args = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            notes = [x.annotation for x in args if x is not None and x.annotation is not None]
+            for note in [*notes, *([fn.returns] if fn.returns is not None else [])]:
+                text = ast.unparse(note)
+                if "dict[str, Any]" in text:
+                    found.append(f"{mod}:{fn.lineno} {fn.name}: {text}")
+    return found
+
+
+def test_report_signatures_pass_typed_models_not_dicts() -> None:
+    found = untyped_signatures("specbench.report")
+    assert len(found) <= REPORT_UNTYPED_SIGNATURES, (
+        f"{len(found)} `dict[str, Any]` in report/'s public signatures, more than the "
+        f"{REPORT_UNTYPED_SIGNATURES} allowed; pass the typed model instead:\n" + "\n".join(found)
+    )
+    assert len(found) == REPORT_UNTYPED_SIGNATURES, (
+        f"only {len(found)} left: lower REPORT_UNTYPED_SIGNATURES to {len(found)} (a ratchet)"
+    )
+
+
 # --- analysis/ by concept, its sub-packages importing one way ------------------------------------
 
 ANALYSIS = "specbench.analysis"
