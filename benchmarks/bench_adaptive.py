@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specbench.cli.report import write_reports
 from specbench.config import deep_merge, parse_config, read_yaml
 from specbench.harness import runner
 from specbench.harness.adaptive import run_adaptive
-from specbench.harness.rundir import write_reports
 
 
 def verdicts(out_dir: Path) -> dict[tuple[str, float], dict[str, Any]]:

@@ -351,11 +351,11 @@ def accept(
     logged = AcceptData(data, fields, split, csv_list(buckets), max_requests)
     result = run_accept(logged, t_spec, d_spec, opts, timing, StderrEvents())
 
-    doc = render.to_json(result)
+    document = render.as_document(result)
     if report_dir is not None:
-        render.write_report(report_dir, result, doc)
+        render.write_report(report_dir, document)
     if as_json:
-        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        typer.echo(json.dumps(document.to_json(), indent=2, allow_nan=False))
         return
     console = make_console()
     render.render_console(console, result)

@@ -6,7 +6,7 @@
 
 Flags override the config file (flags > file > defaults); the run goes to harness/runner.py
 (transformers) or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
-harness/rundir.py.
+`cli.report.write_reports` (results.json by harness/rundir.py, the rest by report/).
 """
 
 from __future__ import annotations
@@ -189,12 +189,12 @@ def run(
 
     Exit codes: 0 measured; 2 bad input; 4 run incomplete (prompts failed beyond
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
+    from specbench.cli.report import write_reports
     from specbench.config import deep_merge, parse_config, read_yaml
     from specbench.harness import runner
     from specbench.harness.force import replacing
     from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
     from specbench.harness.plan import RunEvents
-    from specbench.harness.rundir import write_reports
     from specbench.report.console import make_console, render_summary
     from specbench.report.progress import RichRunEvents
 

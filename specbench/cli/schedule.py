@@ -217,13 +217,12 @@ def schedule(
     ] = None,
 ) -> None:
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
-    from specbench.analysis.documents.results_model import as_results
-    from specbench.analysis.pipeline.results import build_results
+    from specbench.analysis.pipeline.results import build_typed_results
     from specbench.harness.rundir import load_run
     from specbench.report import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
-    results = as_results(build_results(records, config, env))
+    results = build_typed_results(records, config, env)
     label, temp, sched = _pick(results, records, config, workload, temperature)
     ranges = [list(r) for r in sched.ranges]
     notes = [

@@ -122,6 +122,7 @@ def simulate(
     as_json: JsonOption = False,
 ) -> None:
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
+    from specbench.analysis.documents.simulation_model import Simulation
     from specbench.analysis.simulate.replay import simulate_run
     from specbench.harness.rundir import load_run
     from specbench.report.simulate import render_simulation
@@ -135,6 +136,8 @@ def simulate(
     results = simulate_run(records, specs, N_BOOT, ngram_drafters=ngram or frozenset({"ngram"}))
     if not results:
         raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
+    # validated once, here; simulation.json keeps the built dicts' key order
+    typed = [Simulation.model_validate(r) for r in results]
     document = {
         "schema": SIMULATION_SCHEMA,
         "kind": "simulation",
@@ -145,5 +148,5 @@ def simulate(
     if as_json:
         typer.echo(json.dumps(document, indent=2))
         return
-    render_simulation(make_console(), results)
+    render_simulation(make_console(), typed)
     make_console().print(f"written: {run_dir}/simulation.json")

@@ -1,9 +1,10 @@
 """A run directory's files: read records.jsonl, config.yaml and env.json back (checked, one-line
-errors), and regenerate every derived file from them — results.json (analysis), summary.csv and
-the documents (report).
+errors), and write results.json from them (analysis), returned as the typed `RunResults`.
 
-`specbench report DIR` and the end of `specbench run` both call `write_reports`. Nothing here
-loads a model or imports torch; all numbers come from `analysis.pipeline.results.build_results`.
+`specbench report DIR` and the end of `specbench run` both call `cli.report.write_reports`, which
+calls `write_results` here and then has report/ render summary.csv and the documents from the
+typed results (`report.documents.write_run_files`): the harness never imports report/. Nothing
+here loads a model or imports torch; all numbers come from `analysis.pipeline.results`.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config import MAX_BOOTSTRAP
 from specbench.errors import SpecbenchError
 from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
-from specbench.report.documents import write_documents
-from specbench.report.load_csv import LOAD_CSV, load_frame
-from specbench.report.summary_csv import summary_frame, write_csv
 
 
 def load_run(
@@ -178,11 +178,12 @@ def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str
     return check_prediction(engine, reference, str(reference_dir))
 
 
-def write_reports(
+def write_results(
     run_dir: Path, economics: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """Write results.json, summary.csv, report.md, report.html and plots/; return the results.
-    `economics` ({gpu_hour_usd, gpus}; None values ignored) overrides the stored config's."""
+) -> tuple[RunResults, dict[tuple[str, float], LatencyDistribution], list[str]]:
+    """Write results.json; return it typed (validated once, here), each workload ×
+    temperature's per-request latency the documents plot, and warnings met while reading. `economics` ({gpu_hour_usd, gpus}; None
+    values ignored) overrides the stored config's."""
     records, config, env, notes = load_run(run_dir)
     given = {k: v for k, v in (economics or {}).items() if v is not None}
     if given:
@@ -199,9 +200,8 @@ def write_reports(
             results["prediction_check"] = predicted
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
+    # written from the built dict, whose key order results.json has always had
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
-    write_csv(run_dir / "summary.csv", summary_frame(results))
-    if (load := load_frame(results)) is not None:  # engine runs: one row per load cell
-        write_csv(run_dir / LOAD_CSV, load)
-    write_documents(run_dir, results, closed_loop(records))  # open-loop cells: results only
-    return results, notes
+    typed = RunResults.model_validate(results)
+    # open-loop cells: results only, not plotted
+    return typed, latency_distributions(typed, closed_loop(records)), notes

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -46,11 +45,6 @@ from specbench.report.blocks import to_html, to_markdown
 def as_document(result: AcceptResult | AcceptResults) -> AcceptResults:
     """The accept.json document of an analysis result (a document is returned as it is)."""
     return result if isinstance(result, AcceptResults) else accept_results(result)
-
-
-def to_json(result: AcceptResult | AcceptResults) -> dict[str, Any]:
-    """accept.json as a dict (what `--json` prints and `write_report` writes)."""
-    return as_document(result).to_json()
 
 
 def render_console(console: Console, result: AcceptResult | AcceptResults) -> None:
@@ -117,14 +111,12 @@ def render_console(console: Console, result: AcceptResult | AcceptResults) -> No
         )
 
 
-def write_report(
-    out_dir: Path, result: AcceptResult | AcceptResults, doc: dict[str, Any] | None = None
-) -> None:
-    """accept.json (`doc`, default: `to_json(result)`), report.md, report.html and
+def write_report(out_dir: Path, result: AcceptResult | AcceptResults) -> None:
+    """accept.json (`AcceptResults.to_json`), report.md, report.html and
     plots/accept_profile.png in `out_dir`."""
     results = as_document(result)
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(results.to_json() if doc is None else doc, indent=2, allow_nan=False)
+    text = json.dumps(results.to_json(), indent=2, allow_nan=False)
     (out_dir / "accept.json").write_text(text + "\n")
     (out_dir / "plots").mkdir(exist_ok=True)
     plot_profile(out_dir / "plots" / "accept_profile.png", results)

@@ -8,14 +8,12 @@ module to import at start-up); they are re-exported here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.box import Box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.terminal import (
@@ -48,8 +46,7 @@ def _bold(text: str) -> str:
     return "".join(f"[bold]{p}[/bold]" if i % 2 else p for i, p in enumerate(parts))
 
 
-def render_summary(console: Console, results: RunResults | dict[str, Any]) -> None:
-    results = as_results(results)
+def render_summary(console: Console, results: RunResults) -> None:
     run = results.run
     engine = engine_header(results)
     if engine:

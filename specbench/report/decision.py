@@ -3,13 +3,10 @@ regime, each workload's own optimum, and the cost and latency tails at each work
 
 from __future__ import annotations
 
-from typing import Any
-
 from specbench.analysis.documents.results_model import (
     CostAtLoad,
     PoolDecision,
     RunResults,
-    as_results,
 )
 from specbench.analysis.documents.results_model_base import EstimateJSON, LatencyTails, Percentiles
 from specbench.analysis.documents.results_model_workload import WorkloadResult
@@ -101,10 +98,9 @@ def _own_row(e: WorkloadResult, pool: PoolDecision | None) -> list[str]:
     ]
 
 
-def decision_blocks(results: RunResults | dict[str, Any]) -> list[Block]:
+def decision_blocks(results: RunResults) -> list[Block]:
     """The first screen: the deployable decision per temperature regime, then each workload's own
     optimum ("if you route it to its own pool"), with counts of what was not measured or failed."""
-    results = as_results(results)
     run = results.run
     pools = results.global_.by_temperature
     items = []

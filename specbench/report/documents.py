@@ -7,11 +7,11 @@ thing: the first screen (`report.decision`), each workload's sections and the ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from specbench.analysis.documents.results_model import RunResults, as_results
-from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.estimators.latency import LatencyDistribution
 from specbench.report import plots
 from specbench.report.batch_sections import (
     batch_prediction_blocks,
@@ -20,24 +20,20 @@ from specbench.report.batch_sections import (
 )
 from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
 from specbench.report.decision import decision_blocks, header_blocks
+from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.load_sections import load_blocks
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
+from specbench.report.summary_csv import summary_frame, write_csv
 from specbench.report.text import entry_slug
 from specbench.report.workload_sections import appendix_blocks, workload_blocks
 
-
-def _latency_gamma(e: WorkloadResult) -> int:
-    """The γ whose latency the distribution plot shows: the verdict's, else its best measured
-    setting's — a verdict not measured (degenerate output) still shows its best setting's."""
-    rec = e.recommendation
-    best = rec.best_measured
-    st = e.content.speedup_setting if e.content else None
-    return rec.gamma or (best.gamma if best else None) or (st.gamma if st else 0)
+# per workload × temperature: the per-request TPOT the latency histogram draws
+LatencyDistributions = Mapping[tuple[str, float], LatencyDistribution]
 
 
-def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]) -> dict[str, str]:
-    """Write every PNG; return {name: relative path}. `records` (the run's records.jsonl lines, as
-    read by harness/rundir.py) give the per-request latency distributions."""
+def make_plots(run_dir: Path, results: RunResults, latency: LatencyDistributions) -> dict[str, str]:
+    """Write every PNG; return {name: relative path}. `latency`: each workload × temperature's
+    per-request TPOT (`analysis.estimators.latency.latency_distributions`)."""
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
     entries = results.workloads
@@ -55,30 +51,16 @@ def make_plots(run_dir: Path, results: RunResults, records: list[dict[str, Any]]
         if e.per_prompt_alpha and e.per_prompt_alpha.values:
             plots.plot_prompt_alpha(out / f"alpha_prompts_{slug}.png", e)
             made[f"alpha_prompts_{slug}"] = f"plots/alpha_prompts_{slug}.png"
-        gamma = _latency_gamma(e)
-        c_ref = e.engine.reference_concurrency if e.engine else 1
-        mine = [
-            r
-            for r in records
-            if r["kind"] in ("baseline", "spec")
-            and r["workload"] == e.workload
-            and float(r["temperature"]) == e.temperature
-            and r.get("concurrency", 1) == c_ref
-        ]
-        base = [r["tpot_ms"] for r in mine if r["kind"] == "baseline" and r.get("tpot_ms")]
-        spec = [
-            r["tpot_ms"]
-            for r in mine
-            if r["kind"] == "spec" and r["gamma"] == gamma and r.get("tpot_ms")
-        ]
-        plots.plot_latency_distribution(out / f"latency_{slug}.png", e, base, spec, gamma)
+        dist = latency[(e.workload, e.temperature)]
+        plots.plot_latency_distribution(
+            out / f"latency_{slug}.png", e, dist.baseline_ms, dist.setting_ms, dist.gamma
+        )
         made[f"latency_{slug}"] = f"plots/latency_{slug}.png"
     made.update(make_engine_plots(out, results))
     return made
 
 
-def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -> list[Block]:
-    results = as_results(results)
+def build_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
     blocks: list[Block] = header_blocks(results) + decision_blocks(results)
     blocks += [
         Image(images["alpha"], "α by workload"),
@@ -101,13 +83,19 @@ def build_blocks(results: RunResults | dict[str, Any], images: dict[str, str]) -
     return blocks + appendix_blocks(results)
 
 
-def write_documents(
-    run_dir: Path, results: RunResults | dict[str, Any], records: list[dict[str, Any]]
-) -> None:
-    """Write plots/, report.md and report.html of a run from its results (validated here)."""
-    results = as_results(results)
-    images = make_plots(run_dir, results, records)
+def write_documents(run_dir: Path, results: RunResults, latency: LatencyDistributions) -> None:
+    """Write plots/, report.md and report.html of a run from its typed results."""
+    images = make_plots(run_dir, results, latency)
     blocks = build_blocks(results, images)
     (run_dir / "report.md").write_text(to_markdown(blocks))
     title = f"specbench report: {results.run.name}"
     (run_dir / "report.html").write_text(to_html(blocks, run_dir, title))
+
+
+def write_run_files(run_dir: Path, results: RunResults, latency: LatencyDistributions) -> None:
+    """Everything a run directory shows beside results.json: summary.csv, the load cells' CSV
+    (engine runs), plots/, report.md and report.html."""
+    write_csv(run_dir / "summary.csv", summary_frame(results))
+    if (load := load_frame(results)) is not None:  # engine runs: one row per load cell
+        write_csv(run_dir / LOAD_CSV, load)
+    write_documents(run_dir, results, latency)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 
 LOAD_CSV = "load_summary.csv"
@@ -49,9 +49,9 @@ def _ends(prefix: str, est: EstimateJSON | None) -> dict[str, Any]:
     return {prefix: est.value, f"{prefix}_lo": est.ci95[0], f"{prefix}_hi": est.ci95[1]}
 
 
-def load_frame(results: RunResults | dict[str, Any]) -> pd.DataFrame | None:
+def load_frame(results: RunResults) -> pd.DataFrame | None:
     rows = []
-    for e in as_results(results).workloads:
+    for e in results.workloads:
         for c in (e.engine.load if e.engine else None) or []:
             row: dict[str, Any] = {
                 "workload": e.workload,

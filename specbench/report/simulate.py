@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.simulation_model import Simulation
 from specbench.report.terminal import compact_box
 from specbench.report.text import num_text
 
 
-def _speedup(est: dict[str, Any] | None) -> str:
+def _speedup(e: EstimateJSON | None) -> str:
     """ "1.81× 1.75–1.88": a speedup and its interval, compact (the table must fit 80 columns)."""
-    e = EstimateJSON.model_validate(est) if est is not None else None
     if e is None or e.value is None:
         return "–"
     lo, hi = e.ci95
@@ -23,8 +21,7 @@ def _speedup(est: dict[str, Any] | None) -> str:
     return f"{e.value:.2f}× {num_text(lo, '{:.2f}')}–{num_text(hi, '{:.2f}')}"
 
 
-def _value(est: dict[str, Any] | None) -> str:
-    e = EstimateJSON.model_validate(est) if est is not None else None
+def _value(e: EstimateJSON | None) -> str:
     return num_text(e.value if e is not None else None, "{:.2f}")
 
 
@@ -35,12 +32,12 @@ _LEGEND = (
 )
 
 
-def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
+def render_simulation(console: Console, results: list[Simulation]) -> None:
     """One table per workload × temperature × drafter, one line per policy at 80 columns."""
     for entry in results:
         table = Table(
-            title=f"{entry['workload']} T={entry['temperature']:g}, drafter {entry['drafter']} "
-            f"(trace at γ={entry['trace_gamma']})",
+            title=f"{entry.workload} T={entry.temperature:g}, drafter {entry.drafter} "
+            f"(trace at γ={entry.trace_gamma})",
             title_justify="left",
             box=compact_box(console),
             show_edge=False,
@@ -50,23 +47,23 @@ def render_simulation(console: Console, results: list[dict[str, Any]]) -> None:
         table.add_column("policy", overflow="fold")
         for col in ("max", "mean\nγ", "ā\nsim", "speedup\nsim", "ā\nrun", "speedup\nrun", "error"):
             table.add_column(col, justify="right", no_wrap=True)
-        for row in entry["policies"]:
-            err = row.get("speedup_error")
+        for row in entry.policies:
+            err = row.speedup_error
             table.add_row(
-                row["policy"],
-                str(row["gamma"]),
-                f"{row['mean_gamma']:.2f}",
-                _value(row["predicted_tokens_per_round"]),
-                _speedup(row["predicted_speedup"]),
-                _value(row["measured_tokens_per_round"]),
-                _speedup(row["measured_speedup"]),
+                row.policy,
+                str(row.gamma),
+                f"{row.mean_gamma:.2f}",
+                _value(row.predicted_tokens_per_round),
+                _speedup(row.predicted_speedup),
+                _value(row.measured_tokens_per_round),
+                _speedup(row.measured_speedup),
                 "–" if err is None else f"{err:+.1%}",
             )
         console.print(table)
-        if entry.get("not_replayed"):
+        if entry.not_replayed:
             console.print(
-                f"not replayed (beyond the trace's γ={entry['trace_gamma']}): "
-                + ", ".join(entry["not_replayed"])
+                f"not replayed (beyond the trace's γ={entry.trace_gamma}): "
+                + ", ".join(entry.not_replayed)
             )
     if results:
         console.print(_LEGEND, markup=False, highlight=False)

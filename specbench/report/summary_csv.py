@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults
 
 CSV_FIELDS = [
     "workload",
@@ -36,11 +36,11 @@ CSV_FIELDS = [
 ]
 
 
-def summary_frame(results: RunResults | dict[str, Any]) -> pd.DataFrame:
+def summary_frame(results: RunResults) -> pd.DataFrame:
     """One row per γ of each entry's γ table, with the entry's α, the row's measured and
     predicted speedups, whether it is the recommended γ, and the prompts the row covers."""
     rows = []
-    for e in as_results(results).workloads:
+    for e in results.workloads:
         rec = e.recommendation
         alpha_ci = e.alpha.ci95 if e.alpha else (None, None)
         # which prompts the row's figures cover (docs/theory.md §13; older results: every one)

@@ -11,12 +11,12 @@ import pytest
 
 from specbench.analysis.decide.adaptive_summary import cell_decision, sequence_settings
 from specbench.analysis.stats.sequential import FUTILITY_FROM, MIN_PROMPTS
+from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
 from specbench.harness import runner
 from specbench.harness.adaptive import PILOT_PROMPTS, predictions, run_adaptive
 from specbench.harness.plan import DecodingSetting, Unit
-from specbench.harness.rundir import write_reports
 from specbench.records import UnitKey, read_records
 
 

@@ -4,14 +4,15 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
 import pytest
 
+from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.harness import runner
-from specbench.harness.rundir import write_reports
 from specbench.records import BatchTimingRecord, read_records, read_typed_records
 from tests.harness.test_runner import tiny_config
 
@@ -48,7 +49,8 @@ def test_batch_timing_records_resume_and_prediction(tmp_path: Path, session) -> 
     assert len(again) == 4
     assert sorted((r["batch_size"], r["repeat"]) for r in again) == [(1, 0), (1, 1), (2, 0), (2, 1)]
 
-    results, _ = write_reports(tmp_path)
+    write_reports(tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text())
     (entry,) = results["batch_prediction"]["entries"]
     assert entry["gamma_max"] == 3 and entry["repeats"] == 2
     cells = {(c["batch_size"], c["gamma"]): c for c in entry["cells"]}

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from specbench.cli.report import write_reports
 from specbench.config import parse_config
-from specbench.harness.rundir import write_reports
 from specbench.harness.serving.driver import run_engine
 from specbench.records import read_records
 from tests.load_server import LoadServer
@@ -142,7 +142,8 @@ def test_buffered_stream_is_flagged_and_an_honest_one_is_not(tmp_path: Path) -> 
     assert sum(r["buffered"] for r in reqs if r["gamma"] == 2) >= 6
     assert sum(r["buffered"] for r in reqs if r["gamma"] == 0) <= 2
     assert all(r["chunks"] == [12] for r in reqs)  # one event per token either way
-    results, _ = write_reports(tmp_path / "out")
+    write_reports(tmp_path / "out")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
     cells = cells_of(results)
     assert cells[(2, "closed", 2)]["tpot_meaningless"]
     assert not cells[(0, "closed", 2)]["tpot_meaningless"]
@@ -169,7 +170,8 @@ def test_a_rate_the_server_cannot_sustain_ends_at_the_time_bound(tmp_path: Path)
     assert m["waited_for_slot"] > 0
     assert any("does not sustain this load" in w for w in outcome.warnings)
     assert not outcome.failures  # requests cut at the bound are the load's result, not failures
-    results, _ = write_reports(tmp_path / "out")
+    write_reports(tmp_path / "out")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
     cell = cells_of(results)[(0, "rate=40", None)]
     assert cell["hit_bound"] and cell["not_sent"] == m["not_sent"]
 
@@ -203,7 +205,8 @@ def test_unreachable_concurrency_is_warned_and_stored(tmp_path: Path) -> None:
     assert note in outcome.warnings
     env = json.loads((tmp_path / "out" / "env.json").read_text())
     assert env["load_warnings"] == [note]
-    results, _ = write_reports(tmp_path / "out")
+    write_reports(tmp_path / "out")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
     prose = next(e for e in results["workloads"] if e["workload"] == "tiny_prose")
     cells = {(c["gamma"], c["load"], c["concurrency"]): c for c in prose["engine"]["load"]}
     assert cells[(0, "closed", 4)]["effective_concurrency"] == 2
@@ -236,5 +239,6 @@ def test_killed_open_loop_batch_is_rerun_whole_on_resume(tmp_path: Path) -> None
     assert len(rerun) == N  # the whole batch again, not its rest
     closed = Counter(r["prompt_id"] for r in requests(recs) if not r.get("load"))
     assert len(closed) == N and set(closed.values()) == {1}  # the closed loop not rerun
-    results, _ = write_reports(out)
+    write_reports(out)
+    results = json.loads((out / "results.json").read_text())
     assert cells_of(results)[(0, "rate=30", None)]["n"] == N  # the killed attempt left out

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from specbench.analysis.serving.spec_counters import SpecCounters
-from specbench.harness.rundir import write_reports
+from specbench.cli.report import write_reports
 from tests.unit.test_engine_metrics import _metrics, _minimal, _req, synthetic_engine_run
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -147,7 +147,7 @@ def test_engine_run_first_screen_prices_and_tails_each_concurrency(tmp_path: Pat
     100 → 200 at c=1, 600 → 570 at c=8): cost per load from the batch throughput, tails per load."""
     import yaml
 
-    from specbench.harness.rundir import write_reports
+    from specbench.cli.report import write_reports
     from tests.unit.test_engine_metrics import synthetic_engine_run
 
     (tmp_path / "records.jsonl").write_text(
@@ -168,7 +168,8 @@ def test_engine_run_first_screen_prices_and_tails_each_concurrency(tmp_path: Pat
         json.dumps({"backend": "vllm", "vllm": "0.32.0", "device": "cpu",
                     "engine_args": {"enforce_eager": True}})
     )  # fmt: skip
-    results, _ = write_reports(tmp_path)
+    write_reports(tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text())
     loads = results["economics"]["by_workload"][0]["loads"]
     assert [x["concurrency"] for x in loads] == [1, 8]
     # $1/h-equivalent: $0.001/s ÷ (tokens/s) × 10⁶

@@ -47,6 +47,9 @@ FORBIDDEN_FOR_PURE = (
     *HEAVY,
 )
 FORBIDDEN_FOR_REPORT = ("specbench.records", "specbench.harness")
+# The harness turns decoding into records and results.json; rendering them (report/) and the
+# commands (cli/) sit above it: `cli.report.write_reports` calls the harness, then report/.
+FORBIDDEN_FOR_HARNESS = ("specbench.report", "specbench.cli")
 # The one exception: the γ policies (and the round record they read) are the decoding loop's own
 # code and pure; `specbench simulate` (analysis/simulate/replay.py) replays the very same policies on
 # recorded acceptance traces, so its predictions use what `run` runs. Both must stay torch-free
@@ -398,6 +401,14 @@ def test_report_reads_analysis_results_not_records_or_the_harness() -> None:
     assert not bad, "report/ renders typed analysis results only:\n" + "\n".join(bad)
 
 
+def test_the_harness_imports_neither_report_nor_cli() -> None:
+    bad = _violations(("specbench.harness",), FORBIDDEN_FOR_HARNESS)
+    assert not bad, (
+        "harness/ writes records and results.json; cli/ calls report/ to render them:\n"
+        + "\n".join(bad)
+    )
+
+
 def test_analysis_and_report_reach_no_torch_when_imported() -> None:
     """The static form of the startup check below, naming the import chain to cut."""
     found = []
@@ -410,6 +421,51 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
                 found.append(" → ".join(chains[heavy]))
     assert not found, "module-level import chains from analysis/report to torch:\n" + "\n".join(
         sorted(found)
+    )
+
+
+# --- typed data between layers (issue 30) ---------------------------------------------------------
+
+# report/ renders typed models; a public function taking or returning `dict[str, Any]` passes
+# untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
+# raise it (the ones left are JSON documents written out and the run loop's record events).
+REPORT_UNTYPED_SIGNATURES = 10
+
+
+def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not _private(node.name):
+            yield node
+        elif isinstance(node, ast.ClassDef) and not _private(node.name):
+            yield from _public_functions(node.body)
+
+
+def untyped_signatures(package: str) -> list[str]:
+    """Each annotation of a public function's (or public method's) argument or return in
+    `package` that holds `dict[str, Any]`, as `module:line name: annotation`."""
+    found = []
+    for mod, path in modules().items():
+        if not _in(mod, (package,)):
+            continue
+        for fn in _public_functions(tree(path).body):
+            a = fn.args
+            args = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            notes = [x.annotation for x in args if x is not None and x.annotation is not None]
+            for note in [*notes, *([fn.returns] if fn.returns is not None else [])]:
+                text = ast.unparse(note)
+                if "dict[str, Any]" in text:
+                    found.append(f"{mod}:{fn.lineno} {fn.name}: {text}")
+    return found
+
+
+def test_report_signatures_pass_typed_models_not_dicts() -> None:
+    found = untyped_signatures("specbench.report")
+    assert len(found) <= REPORT_UNTYPED_SIGNATURES, (
+        f"{len(found)} `dict[str, Any]` in report/'s public signatures, more than the "
+        f"{REPORT_UNTYPED_SIGNATURES} allowed; pass the typed model instead:\n" + "\n".join(found)
+    )
+    assert len(found) == REPORT_UNTYPED_SIGNATURES, (
+        f"only {len(found)} left: lower REPORT_UNTYPED_SIGNATURES to {len(found)} (a ratchet)"
     )
 
 

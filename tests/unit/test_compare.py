@@ -39,7 +39,8 @@ from specbench.analysis.compare.samples import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
-from specbench.analysis.pipeline.results import build_results
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.pipeline.results import build_results, build_typed_results
 from specbench.report.compare import to_dict, to_markdown
 from specbench.report.compare_junit import to_junit
 
@@ -158,8 +159,13 @@ def side(
 ) -> Side:
     cfg = cfg or config()
     env = env if env is not None else ENV
-    results = build_results(records, cfg, env) if with_results else None
+    results = build_typed_results(records, cfg, env) if with_results else None
     return side_from_records(records, cfg, env, label, results)
+
+
+def from_results(doc: dict[str, Any], label: str) -> Side:
+    """A side from a results document edited as a dict here, read as results.json is read."""
+    return side_from_results(RunResults.model_validate(doc), label)
 
 
 def row(c: Any, metric: str) -> Any:
@@ -407,7 +413,7 @@ def test_unstable_timing_is_noted_and_no_longer_blocks_speedup(
     base_speed = results["workloads"][0]["gammas"][3]["measured_speedup"]["value"]
     assert base_speed > 2.4
     gate_speedup = Thresholds(run_to_run_cv=0.0, gate=("speedup",))  # the speedup @γ rows gate
-    c = compare(side_from_results(shaky, "a"), side_from_results(slow, "b"), gate_speedup)
+    c = compare(from_results(shaky, "a"), from_results(slow, "b"), gate_speedup)
     assert row(c, "speedup@4").status == REGRESSED and c.exit_code == 1
     assert any("flagged unstable timing in w T=1" in n for n in c.notes)
 
@@ -419,14 +425,14 @@ def test_results_json_only_uses_stored_cis_and_says_so(
     new = make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
     base_res = build_results(base_records, config(), ENV)
     new_res = build_results(new, config(), ENV)
-    c = compare(side_from_results(base_res, "a"), side_from_results(new_res, "b"), STEADY)
+    c = compare(from_results(base_res, "a"), from_results(new_res, "b"), STEADY)
     assert c.mode == "stored CIs (normal approximation)"
     assert any("normal approximation" in n for n in c.notes)
     alpha = row(c, "alpha")
     assert alpha.status == REGRESSED and alpha.method == "normal approximation from stored CIs"
     assert row(c, "speedup@4").status == REGRESSED
     # a run directory against a results.json: also the normal approximation
-    mixed = compare(side(base_records, "a"), side_from_results(new_res, "b"), STEADY)
+    mixed = compare(side(base_records, "a"), from_results(new_res, "b"), STEADY)
     assert mixed.mode == c.mode and row(mixed, "alpha").status == REGRESSED
 
 
@@ -445,7 +451,7 @@ def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regr
     assert results["workloads"][0]["recommendation"]["verdict"] == "on"
     # a flip on noise: same speedup at the recommended γ in both runs → listed, not a regression
     noise = compare(
-        side_from_results(results, "a"), side_from_results(_turned_off(results), "b"), Thresholds()
+        from_results(results, "a"), from_results(_turned_off(results), "b"), Thresholds()
     )
     verdict = row(noise, "verdict")
     assert (verdict.base, verdict.new) == ("ON γ=4", "OFF (best measured γ=4)")
@@ -459,22 +465,16 @@ def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regr
     # a gate that can see its minimum effect (no run-to-run noise, a 30 % minimum drop, within
     # the stored CIs' reach) judges the same flip: near its threshold, not a regression
     sized = Thresholds(run_to_run_cv=0.0, speedup_drop=0.3)
-    steady = compare(
-        side_from_results(results, "a"), side_from_results(_turned_off(results), "b"), sized
-    )
+    steady = compare(from_results(results, "a"), from_results(_turned_off(results), "b"), sized)
     assert steady.exit_code == 0
     assert row(steady, "verdict").status == NOT_SIGNIFICANT
     assert "near its threshold" in row(steady, "verdict").note
     # a flip behind which the speedup really dropped (α − 0.05, +0.3 ms a round): a regression
     worse = build_results(make_records(seed=101, alpha_shift=-0.05, overhead=0.3), config(), ENV)
-    real = compare(
-        side_from_results(results, "a"), side_from_results(_turned_off(worse), "b"), STEADY
-    )
+    real = compare(from_results(results, "a"), from_results(_turned_off(worse), "b"), STEADY)
     assert row(real, "speedup_recommended").status == REGRESSED
     assert row(real, "verdict").status == REGRESSED and real.exit_code == 1
-    back = compare(
-        side_from_results(_turned_off(worse), "a"), side_from_results(results, "b"), STEADY
-    )
+    back = compare(from_results(_turned_off(worse), "a"), from_results(results, "b"), STEADY)
     assert row(back, "verdict").status == IMPROVED
 
 

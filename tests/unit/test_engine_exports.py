@@ -222,15 +222,14 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     holds only recorded SpeculativeConfig keys."""
     from rich.console import Console
 
-    from specbench.analysis.documents.results_model import as_results
-    from specbench.analysis.pipeline.results import build_results
+    from specbench.analysis.pipeline.results import build_typed_results
     from specbench.report.console import render_summary
     from specbench.report.decision import decision_blocks
     from specbench.report.text import paste_line
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = as_results(build_results(recs, cfg, {}))
+    results = build_typed_results(recs, cfg, {})
     console = Console(record=True, width=400)
     render_summary(console, results)
     line = next(x for x in console.export_text().splitlines() if "paste (T=0)" in x)
@@ -242,11 +241,11 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
     # an openai run whose servers name no method: no line rather than a guessed one
     env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}
-    plain = as_results(build_results(recs, {**cfg, "backend": "openai"}, env))
+    plain = build_typed_results(recs, {**cfg, "backend": "openai"}, env)
     g = plain.global_.by_temperature[0]
     assert g.verdict == "on" and paste_line(plain, g) is None
     env["servers"][0] |= {"label": g.drafter, "method": "eagle3"}
-    named = as_results(build_results(recs, {**cfg, "backend": "openai"}, env))
+    named = build_typed_results(recs, {**cfg, "backend": "openai"}, env)
     line = paste_line(named, named.global_.by_temperature[0])
     assert line is not None and '"method": "eagle3"' in line
 

@@ -384,7 +384,7 @@ def _minimal() -> dict[str, Any]:
 
 @pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_report_renders_an_engine_run(tmp_path: Path) -> None:
-    from specbench.harness.rundir import write_reports
+    from specbench.cli.report import write_reports
 
     run = tmp_path / "run"
     run.mkdir()
@@ -399,9 +399,9 @@ def test_report_renders_an_engine_run(tmp_path: Path) -> None:
         "decision": {"bootstrap": 300},
     }
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
-    results, _ = write_reports(run)
+    results, _ = write_reports(run)  # the typed RunResults
     md = (run / "report.md").read_text()
     assert "## Engine: speedup against concurrency" in md
     assert "γ=3 stops paying at concurrency 8 (pays at 1)" in md
     assert (run / "plots" / "concurrency_w_T0.png").stat().st_size > 0
-    assert results["workloads"][0]["recommendation"]["gamma"] == 3
+    assert results.workloads[0].recommendation.gamma == 3

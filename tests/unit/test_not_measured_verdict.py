@@ -29,13 +29,16 @@ def test_baseline_only_run_is_not_measured_in_every_table() -> None:
 def test_a_cell_without_a_verdict_shows_no_speedup_in_the_own_pool_table() -> None:
     """A measured cell whose verdict is then withdrawn (e.g. too few non-degenerate prompts
     left, analysis/decide/validity.py) shows neither its best nor the pool's speedup."""
+    from specbench.analysis.documents.results_model import RunResults
     from specbench.report.blocks import TableBlock
     from specbench.report.decision import decision_blocks
 
     results = build_results(make_records(seed=4, n_prompts=8, n_rounds=6), config(), ENV)
 
     def own_row(doc: dict[str, object]) -> list[str]:
-        tables = [b for b in decision_blocks(doc) if isinstance(b, TableBlock)]
+        tables = [
+            b for b in decision_blocks(RunResults.model_validate(doc)) if isinstance(b, TableBlock)
+        ]
         return list(tables[0].rows[0])
 
     measured = own_row(results)

@@ -122,15 +122,17 @@ def test_bad_run_dirs_and_choices_are_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_engine_report_has_the_schedule_section_and_plot(tmp_path: Path) -> None:
-    from specbench.harness.rundir import write_reports
+    from specbench.cli.report import write_reports
 
     run = _run_dir(tmp_path)
     results, _ = write_reports(run)
     md = (run / "report.md").read_text()
     assert "### γ schedule by concurrency: w (T = 0)" in md
-    sched = results["workloads"][0]["engine"]["schedule"]
-    lo_k = sched["ranges"][0][2]
-    s = sched["boundaries"][0]["at"]
+    engine = results.workloads[0].engine
+    assert engine is not None and engine.schedule is not None
+    sched = engine.schedule
+    lo_k = sched.ranges[0][2]
+    s = sched.boundaries[0].at
     assert lo_k == 3 and f"schedule [lo, hi, k]: 1–{s - 1}: γ=3; {s}+: off" in md
     assert "leave-one-out" in md
     assert (run / "plots" / "schedule_w_T0.png").stat().st_size > 0

@@ -16,7 +16,7 @@ from specbench.analysis.compare.samples import (
     speedup_samples,
     sum_by_key,
 )
-from specbench.analysis.documents.results_model import RunResults, as_results
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 
@@ -174,10 +174,10 @@ def tokenizer_identity(env: dict[str, Any]) -> dict[str, Any]:
     return {f"{role} tokenizer": tok.get(role) for role in ("target", "draft")}
 
 
-def side_from_results(results: RunResults | dict[str, Any], label: str) -> Side:
-    """A side known only by its results.json (stored CIs, no per-prompt values), validated into
-    the typed document once (a malformed file raises pydantic's ValidationError, a ValueError)."""
-    doc = as_results(results)
+def side_from_results(results: RunResults, label: str) -> Side:
+    """A side known only by its results.json (stored CIs, no per-prompt values), read as the
+    typed document (`analysis.documents.results_read`)."""
+    doc = results
     groups = {}
     for e in doc.workloads:
         # the recommendation names its drafter when ON; the run's primary drafter otherwise
@@ -210,10 +210,10 @@ def side_from_records(
     config: dict[str, Any],
     env: dict[str, Any],
     label: str,
-    results: RunResults | dict[str, Any] | None = None,
+    results: RunResults | None = None,
 ) -> Side:
     """A side from a run's records (per-prompt values), with its results (recommendation) when
-    given — `build_results(records, config, env)` computes them."""
+    given — `build_typed_results(records, config, env)` computes them."""
     draft = config.get("draft") or {}
     label_primary = draft.get("name") or draft.get("method", "model")
     primary = f"{label_primary}/fixed"
@@ -240,7 +240,7 @@ def side_from_records(
             if rec.get("method"):  # an engine setting labelled by its method
                 methods = grp.setdefault("methods", {})
                 methods[setting_key(setting, int(rec["gamma"]))] = str(rec["method"])
-    doc = as_results(results) if results is not None else None
+    doc = results
     entries = {(e.workload, e.temperature): e for e in (doc.workloads if doc else [])}
     groups = {}
     for key, grp in by_group.items():

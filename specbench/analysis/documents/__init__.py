@@ -6,6 +6,7 @@ stored config.
   `_batch`): results.json, schema 2
 - `documents.results_read`: reading a results.json back
 - `documents.accept_model`: accept.json
+- `documents.simulation_model`: simulation.json's entries
 - `documents.schemas`: the JSON Schemas shipped in docs/schema/
 - `documents.settings`: `AnalysisSettings`, the stored config's keys the analysis reads
 """

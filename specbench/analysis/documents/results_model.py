@@ -229,10 +229,3 @@ class RunResults(ResultsModel):
     conformance: Conformance | None = None  # engine runs with conformance.reference_run
     batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§18)
     prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
-
-
-def as_results(results: RunResults | dict[str, Any]) -> RunResults:
-    """The typed document of a results.json dict (as built or as read back); a model passes."""
-    if isinstance(results, RunResults):
-        return results
-    return RunResults.model_validate(results)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.stats import signflip
 from specbench.analysis.stats.crossed import MIN_STARTS, crossed_ratio_ci
 from specbench.analysis.stats.resampling import Estimate, cluster_sums, ratio_ci
@@ -161,3 +163,49 @@ def measured_latency(
             speedup_of(pair(base, recs, end_to_end=True), n_boot, level)
         ),
     }
+
+
+@dataclass(frozen=True)
+class LatencyDistribution:
+    """Per-request TPOT (ms) of one workload × temperature at its reference concurrency: the
+    baseline's and the shown setting's (γ = `gamma`), what the report's histogram draws."""
+
+    gamma: int
+    baseline_ms: list[float]
+    setting_ms: list[float]
+
+
+def shown_gamma(e: WorkloadResult) -> int:
+    """The γ whose latency the distribution shows: the verdict's, else its best measured
+    setting's — a verdict not measured (degenerate output) still shows its best setting's."""
+    rec = e.recommendation
+    best = rec.best_measured
+    st = e.content.speedup_setting if e.content else None
+    return rec.gamma or (best.gamma if best else None) or (st.gamma if st else 0)
+
+
+def latency_distributions(
+    results: RunResults, records: list[dict[str, Any]]
+) -> dict[tuple[str, float], LatencyDistribution]:
+    """Each workload × temperature's per-request TPOT, baseline and shown setting, from the
+    closed-loop records (open-loop cells are in results.json only)."""
+    out = {}
+    for e in results.workloads:
+        gamma = shown_gamma(e)
+        c_ref = e.engine.reference_concurrency if e.engine else 1
+        mine = [
+            r
+            for r in records
+            if r["kind"] in ("baseline", "spec")
+            and r["workload"] == e.workload
+            and float(r["temperature"]) == e.temperature
+            and r.get("concurrency", 1) == c_ref
+        ]
+        base = [r["tpot_ms"] for r in mine if r["kind"] == "baseline" and r.get("tpot_ms")]
+        spec = [
+            r["tpot_ms"]
+            for r in mine
+            if r["kind"] == "spec" and r["gamma"] == gamma and r.get("tpot_ms")
+        ]
+        out[(e.workload, e.temperature)] = LatencyDistribution(gamma, base, spec)
+    return out

@@ -37,6 +37,7 @@ from typing import Any, cast
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.validity import degenerate_only
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
 from specbench.analysis.estimators.groups import (
@@ -167,6 +168,17 @@ def build_results(
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
         out["batch_prediction"] = json_safe(predicted)
     return out
+
+
+def build_typed_results(
+    records: list[Record],
+    config: dict[str, Any],
+    env: dict[str, Any],
+    batch_timing: list[Record] | None = None,
+) -> RunResults:
+    """The results document as the typed model every reader takes, validated once here.
+    results.json itself is written from `build_results`' dict, whose key order it keeps."""
+    return RunResults.model_validate(build_results(records, config, env, batch_timing))
 
 
 def global_recommendation(
