@@ -29,6 +29,7 @@ from specbench.cli.canary import canary
 from specbench.cli.compare import compare
 from specbench.cli.exit_codes import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_CODES_HELP,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -138,6 +139,9 @@ class _Group(TyperGroup):
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except (typer.Exit, typer.Abort):
             raise
+        except BrokenPipeError:  # `specbench … | head` closed the pipe: not a fault
+            _drop_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as exc:  # a bug (or the environment's fault): one line, its code
             line, code = _internal_error(exc)
             typer.echo(line, err=True)
@@ -212,6 +216,18 @@ def run_cli(args: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except BrokenPipeError:  # `specbench … | head` closed the pipe: not a fault, stop quietly
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    except SystemExit as exc:  # rich's and typer's own answer to a closed pipe is exit 1, our
+        # verdict code: rich raises it while handling the BrokenPipeError, typer after wrapping
+        # stdout in click's PacifyFlushWrapper
+        if isinstance(exc.__context__, BrokenPipeError) or isinstance(
+            sys.stdout, click.utils.PacifyFlushWrapper
+        ):
+            _drop_stdout()
+            return EXIT_BROKEN_PIPE
+        raise
     except click.exceptions.ClickException as exc:  # usage: an unknown command or option
         typer.echo(_usage_error(exc), err=True)
         return EXIT_BAD_INPUT
@@ -223,6 +239,17 @@ def run_cli(args: Sequence[str]) -> int:
         typer.echo(line, err=True)
         return code
     return rv if isinstance(rv, int) else EXIT_OK
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's flush at exit does not raise
+    a second BrokenPipeError (the recipe of Python's `signal` documentation, "Note on SIGPIPE")."""
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout (a test's capture)
+        pass
 
 
 def main() -> None:

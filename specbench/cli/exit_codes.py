@@ -13,6 +13,8 @@
     10   `canary`: keep watching (not settled yet; 0 is promote)
     11   `canary`: roll back (a guard crossed its margin)
     130  interrupted (Ctrl-C); the records written so far are kept
+    141  the output's reader went away (`specbench … | head`): the rest of the output is dropped
+         quietly, as a program killed by SIGPIPE would (128 + 13); records written so far are kept
 
 `cli/app.py` enforces them (a SpecbenchError → 2, an OSError of the environment → 2 or 4,
 anything unexpected → 3); the commands import
@@ -25,6 +27,7 @@ EXIT_OK, EXIT_VERDICT, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2,
 EXIT_INCONCLUSIVE = 5
 EXIT_CANARY_WATCH, EXIT_CANARY_ROLLBACK = 10, 11
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, the shells' code for it
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success (no regression, lossless); 1 a verdict (compare: regression, verify: "
@@ -32,7 +35,8 @@ EXIT_CODES_HELP = (
     "log file named on stderr); 4 run incomplete (failures beyond --max-failure-rate, or a full "
     "disk mid-run; records kept, --resume finishes it); "
     "5 compare inconclusive (a gating row cannot detect its minimum effect); "
-    "10 canary: keep watching (0: promote); 11 canary: roll back; 130 interrupted."
+    "10 canary: keep watching (0: promote); 11 canary: roll back; 130 interrupted; "
+    "141 the output's reader went away (| head)."
 )
 
 

@@ -52,3 +52,21 @@ def test_fewer_prompts_than_asked_is_a_warning_and_strict_fails(tmp_path: Path) 
     assert res.exit_code == 0 and "asks for 500 prompts, its dataset has" in res.stderr
     res = runner.invoke(app, ["validate", str(path), "--strict"])
     assert res.exit_code == 2 and "(--strict)" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["schema", "--help"], ["roi", "--alpha", "0.6"]])
+def test_a_closed_output_pipe_stops_quietly_with_141(args: list[str]) -> None:
+    """`specbench … | head`: the reader is gone before the command writes (the pipe is closed
+    before the interpreter has even imported specbench), so its first write fails with EPIPE.
+    Not a fault and not a verdict: no line on stderr, exit 141 (128 + SIGPIPE), not 1 or 3."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == b""
