@@ -2,10 +2,16 @@
 which open-loop batches a run has, which are complete, and one batch run and recorded.
 
 An open-loop batch is one setting × workload × temperature × load point × repeat: every prompt
-of the workload (as many as the trace has arrivals, for `trace`), sent at its arrival time.
+of the workload (as many as the trace has arrivals, for `trace`), sent at its arrival time. With
+`load.duration_s` / `load.requests` (a *steady-state* batch, docs/serving.md "Steady state") the
+arrivals go on for that long instead, each sending a prompt drawn with replacement (seeded, the
+same draws at every setting), and every request's line says its `phase`: `warmup` (arrived
+before the window's start), `steady` (arrived in the window and done by its end) or `drain`
+(arrived in the window, done after its end or cut at the time bound).
 Records: each request's line as it completes (with `load`, `rate`, `attempt`, `arrival_s`,
-`queue_ms`), then the batch's `engine_metrics` line with what the arrivals did (`n_sent`,
-`not_sent`, `cut_at_bound`, `waited_for_slot`, `hit_bound`).
+`queue_ms`, `draw`/`phase`/`done_s` in a steady-state batch), then the batch's `engine_metrics`
+line with what the arrivals did (`n_sent`, `not_sent`, `cut_at_bound`, `waited_for_slot`,
+`hit_bound`, and `steady_window_s` [start, end]).
 
 `--resume`: an open-loop batch is complete once its `engine_metrics` line is on disk; a batch a
 kill interrupted is run again *whole*, under a new `attempt` id. Its requests cannot be
@@ -16,19 +22,23 @@ so the analysis keeps only the requests of the attempt that completed (`analysis
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
 from specbench.data import Prompt
-from specbench.harness.plan import RunEvents, RunOutcome, workload_temperatures
+from specbench.harness.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
 from specbench.harness.serving.arrivals import (
     CLOSED,
     LoadPoint,
+    SteadyWindow,
     batch_arrivals,
+    draw_prompts,
     open_points,
     read_trace,
+    steady_arrivals,
+    steady_window,
 )
 from specbench.harness.serving.base import Conversation, ConversationResult, EngineSetting
 from specbench.harness.serving.engine_records import (
@@ -51,6 +61,7 @@ class OpenPlan:
     batches: list[OpenBatchId] = field(default_factory=list)
     done: set[BatchKey] = field(default_factory=set)  # batches whose metrics line is on disk
     trace: list[float] | None = None
+    steady_n: dict[OpenBatchId, int] = field(default_factory=dict)  # arrivals per steady batch
 
     def key(self, setting: EngineSetting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
         workload, temp, point, rep = batch
@@ -62,6 +73,8 @@ class OpenPlan:
         return [b for b in self.batches if self.key(setting, b, cfg) not in self.done]
 
     def n_requests(self, batch: OpenBatchId, prompts: dict[str, list[Prompt]]) -> int:
+        if batch in self.steady_n:
+            return self.steady_n[batch]
         n = len(prompts[batch[0]])
         return n if self.trace is None or batch[2].rate is not None else min(n, len(self.trace))
 
@@ -81,7 +94,12 @@ def plan_open(
         for point in points
         for rep in range(cfg.repeats)
     ]
-    return OpenPlan(batches, completed_open_batches(out_dir / RECORDS_FILE), trace)
+    steady_n = (
+        {b: len(steady_arrivals(cfg, b[2], b[0], b[1], b[3], trace)) for b in batches}
+        if cfg.load.steady
+        else {}
+    )
+    return OpenPlan(batches, completed_open_batches(out_dir / RECORDS_FILE), trace, steady_n)
 
 
 def completed_open_batches(records: Path) -> set[BatchKey]:
@@ -109,8 +127,19 @@ def run_open_batch(
     workload, temp, point, rep = batch
     if not isinstance(session, OpenLoopSession):
         raise TypeError(f"{type(session).__name__} cannot run open-loop batches")
-    arrivals = batch_arrivals(cfg, point, len(convs), workload, temp, rep, trace)
-    convs = convs[: len(arrivals)]
+    window: SteadyWindow | None = None
+    draws: list[int] = []
+    if cfg.load.steady:
+        arrivals = steady_arrivals(cfg, point, workload, temp, rep, trace)
+        window = steady_window(cfg, arrivals)
+        draws = draw_prompts(cfg, point, workload, temp, rep, len(convs), len(arrivals))
+        # each draw its own sampling seed: a prompt drawn twice is two users' requests
+        convs = [
+            replace(convs[i], seed=unit_seed(convs[i].seed, "draw", j)) for j, i in enumerate(draws)
+        ]
+    else:
+        arrivals = batch_arrivals(cfg, point, len(convs), workload, temp, rep, trace)
+        convs = convs[: len(arrivals)]
     attempt = uuid.uuid4().hex[:12]
     head = {**head, "load": point.name, "rate": point.rate, "attempt": attempt}
     ev.unit_started(workload, temp, f"{head['drafter'] or 'baseline'} {point.name}", "")
@@ -118,6 +147,9 @@ def run_open_batch(
     def write(i: int, res: ConversationResult) -> None:
         rec = request_record(head, convs[i], res, True)
         rec["arrival_s"] = round(arrivals[i], 6)
+        if window is not None:
+            rec["draw"] = i
+            rec.update(phase_of(rec, arrivals[i], window, res.error == IN_FLIGHT_AT_BOUND))
         if rec["kind"] == "failed" and res.error != IN_FLIGHT_AT_BOUND:
             outcome.failures.append(rec)
         writer.write(rec)
@@ -147,6 +179,9 @@ def run_open_batch(
             "max_queue_ms": round(max(out.queue_ms), 3) if out.queue_ms else None,
         }
     )
+    if window is not None:
+        mrec["steady_window_s"] = [round(window.start, 6), round(window.end, 6)]
+        mrec["offered_rate"] = point.rate if point.rate is not None else mrec["offered_rate"]
     writer.write(mrec)
     if out.hit_bound:
         outcome.warnings.append(
@@ -154,3 +189,16 @@ def run_open_batch(
             f"({cfg.load.max_duration_s:g} s) passed with {out.not_sent} requests not sent and "
             f"{out.cut_at_bound} in flight; the server does not sustain this load"
         )
+
+
+def phase_of(
+    rec: dict[str, Any], arrival_s: float, window: SteadyWindow, cut: bool
+) -> dict[str, Any]:
+    """A steady-state request's `phase` (module docstring) and, when it succeeded, `done_s`:
+    when its last token came, in s from the batch's start (arrival + client wait + latency)."""
+    if arrival_s < window.start:
+        return {"phase": "warmup"}
+    if rec["kind"] == "failed":
+        return {"phase": "drain" if cut else "steady"}
+    done = arrival_s + (float(rec.get("queue_ms") or 0.0) + float(rec["wall_ms"])) / 1000.0
+    return {"phase": "steady" if done <= window.end else "drain", "done_s": round(done, 6)}

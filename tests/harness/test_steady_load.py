@@ -1,0 +1,155 @@
+"""Steady-state open loop (`load.duration_s` / `load.requests`, docs/serving.md "Steady state")
+against tests/load_server.py on 127.0.0.1: arrivals for a duration with prompts drawn with
+replacement (more requests than prompts), every request's phase recorded, the warm-up left out,
+the achieved rate beside the offered one, and the kept-up flag: a fast server keeps up, one
+several times slower than the offered rate is flagged. No timed assertions: the margins are
+structural (a server 5× too slow vs one ~50× faster than needed)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specbench.config import parse_config
+from specbench.errors import SpecbenchError
+from specbench.harness.rundir import write_reports
+from specbench.harness.serving.driver import run_engine
+from specbench.records import read_records
+from tests.harness.test_load_openai import N, config, requests
+from tests.load_server import LoadServer
+
+
+def steady_cell(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    results, _ = write_reports(out)
+    (cell,) = [c for c in results["workloads"][0]["engine"]["load"] if c["load"] != "closed"]
+    return results, cell
+
+
+def test_a_fast_server_keeps_up_for_the_duration(tmp_path: Path) -> None:
+    """20 requests/s for 2 s (about 40 arrivals over 8 prompts), default warm-up (the first
+    10 %: 0.2 s): a server answering in ~10 ms keeps up."""
+    with LoadServer(step_s=0.002) as srv:
+        cfg = config(
+            tmp_path,
+            [{"url": srv.url, "gamma": 0}],
+            concurrency=[1],
+            max_new_tokens=4,
+            load={"rates": [20], "duration_s": 2.0, "max_in_flight": 16},
+        )
+        outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    assert not outcome.failures
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    reqs = [r for r in requests(recs) if r.get("load")]
+    (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load")]
+    assert m["steady_window_s"] == [pytest.approx(0.2), 2.0] and m["offered_rate"] == 20
+    assert len(reqs) == m["n_planned"] == m["n_sent"] > N  # not capped at the prompt count
+    assert max(Counter(r["prompt_id"] for r in reqs).values()) > 1  # drawn with replacement
+    assert sorted(r["draw"] for r in reqs) == list(range(len(reqs)))
+    assert len({r["seed"] for r in reqs}) == len(reqs)  # each draw its own sampling seed
+    assert all(r["arrival_s"] < 2.0 for r in reqs)
+    phases = Counter(r["phase"] for r in reqs)
+    warm = [r for r in reqs if r["arrival_s"] < 0.2]
+    assert phases["warmup"] == len(warm) and phases["steady"] > 0
+    for r in reqs:
+        if r["phase"] != "warmup":
+            assert (r["phase"] == "steady") == (r["done_s"] <= 2.0)
+
+    results, cell = steady_cell(tmp_path / "out")
+    st = cell["steady"]
+    assert st["steady_duration_s"] == pytest.approx(1.8)
+    assert st["warmup_excluded"] == {"n": len(warm), "seconds": pytest.approx(0.2)}
+    assert cell["n"] == len(reqs) - len(warm)  # tails over the window's arrivals
+    assert st["n_drain"] == phases["drain"]
+    assert st["achieved_rate"] == pytest.approx(phases["steady"] / 1.8)
+    assert st["arrival_rate"] == pytest.approx((len(reqs) - len(warm)) / 1.8)
+    assert cell["requests_per_s"] == pytest.approx(st["achieved_rate"])
+    assert st["kept_up"] is True and not st["queueing_growth"]["growing"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "steady state 1.8 s, warm-up excluded" in report and "kept up" in report
+    assert "did NOT keep up" not in report
+    assert results["workloads"][0]["engine"]["load"]  # the closed loop's cell beside it
+
+
+def test_a_server_too_slow_for_the_rate_is_flagged(tmp_path: Path) -> None:
+    """30 requests/s for 1 s (`requests` bounds it too) at one in flight to a server taking
+    ~160 ms a request (about 6/s): the client-side queue grows through the window, the cell says
+    the server did not keep up, and the achieved rate is below the offered one."""
+    with LoadServer(step_s=0.02) as slow:
+        cfg = config(
+            tmp_path,
+            [{"url": slow.url, "gamma": 0}],
+            concurrency=[1],
+            load={
+                "rates": [30],
+                "duration_s": 1.0,
+                "requests": 60,
+                "warmup_s": 0.0,
+                "max_in_flight": 1,
+                "max_duration_s": 60.0,
+            },
+        )
+        outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    assert not outcome.failures
+    results, cell = steady_cell(tmp_path / "out")
+    st = cell["steady"]
+    assert st["kept_up"] is False and st["queueing_growth"]["growing"]
+    assert st["warmup_excluded"]["n"] == 0
+    assert st["achieved_rate"] < st["arrival_rate"] / 2
+    assert st["n_drain"] > st["warmup_excluded"]["n"]
+    warned = " ".join(results["workloads"][0]["warnings"])
+    assert "baseline rate=30: the server did not keep up" in warned
+    assert "did NOT keep up" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_request_count_and_warm_up_count(tmp_path: Path) -> None:
+    """`requests: 12` sends exactly 12, the first 3 (`warmup_requests`) are warm-up; the same
+    arrivals and draws at every setting."""
+    with LoadServer(step_s=0.001) as a, LoadServer(step_s=0.001) as b:
+        cfg = config(
+            tmp_path,
+            [{"url": a.url, "gamma": 0}, {"url": b.url, "gamma": 2, "label": "b"}],
+            concurrency=[1],
+            max_new_tokens=2,
+            load={"rates": [40], "requests": 12, "warmup_requests": 3},
+        )
+        run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    reqs = [r for r in requests(read_records(tmp_path / "out" / "records.jsonl")) if r.get("load")]
+    by = {
+        g: sorted(
+            (r["draw"], r["prompt_id"], r["arrival_s"], r["phase"]) for r in reqs if r["gamma"] == g
+        )
+        for g in (0, 2)
+    }
+    assert len(by[0]) == 12 and [x[:3] for x in by[0]] == [x[:3] for x in by[2]]
+    assert [x[3] for x in by[0]][:3] == ["warmup"] * 3
+    assert all(x[3] != "warmup" for x in by[0][3:])
+    _, _ = write_reports(tmp_path / "out")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    cells = [c for c in results["workloads"][0]["engine"]["load"] if c["load"] == "rate=40"]
+    assert all(c["steady"]["warmup_excluded"]["n"] == 3 for c in cells)
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        ({"rates": [2], "duration_s": 0}, "duration_s"),
+        ({"rates": [2], "duration_s": 700}, "must be below load.max_duration_s"),
+        ({"rates": [2], "requests": 10**6}, "requests"),
+        ({"rates": [2], "requests": 1}, "requests"),
+        ({"duration_s": 5}, "need load.rates or load.trace"),
+        ({"rates": [2], "warmup_s": 1}, "need load.duration_s or load.requests"),
+        ({"rates": [2], "duration_s": 5, "warmup_s": 5}, "warmup_s"),
+        ({"rates": [2], "requests": 10, "warmup_requests": 9}, "at least 2"),
+    ],
+)
+def test_bad_steady_settings_are_one_line(
+    tmp_path: Path, load: dict[str, Any], message: str
+) -> None:
+    cfg = config(tmp_path, [{"url": "http://127.0.0.1:9", "gamma": 0}], load=load)
+    with pytest.raises(SpecbenchError, match=message) as err:
+        parse_config(cfg, "test")
+    assert "\n" not in str(err.value)
