@@ -186,9 +186,7 @@ class MeasuredRecord(UnitRecord):
     buffered: bool | None = None
     arrival_s: float | None = None
     queue_ms: float | None = None
-    # steady-state open loop (load.duration_s / load.requests; docs/serving.md "Steady state"):
-    # the draw's index, warm-up / steady / drain, and when it completed (s from the batch start)
-    draw: int | None = None
+    draw: int | None = None  # steady state (docs/serving.md): the draw, its phase, when done
     phase: Literal["warmup", "steady", "drain"] | None = None
     done_s: float | None = None
 
@@ -270,7 +268,7 @@ class EngineMetricsRecord(Record):
     attempt: str | None = None
     not_sent: int | None = None  # open loop: requests not sent before load.max_duration_s
     hit_bound: bool | None = None
-    steady_window_s: list[float] | None = None  # steady state: [warm-up end, end of arrivals]
+    steady_window_s: list[float] | None = None  # steady state: [warm-up end, end]
 
 
 class BatchTimingRecord(Record):

@@ -42,8 +42,9 @@ class LoadSpec(StrictModel):
     # in the batch's record), and requests still in flight then are recorded as failed
     max_duration_s: float = Field(default=600.0, gt=0.0, le=MAX_DURATION_S)
     # steady state (docs/serving.md "Steady state"): arrivals go on for `duration_s` seconds
-    # and/or `requests` requests (whichever ends first), prompts drawn with replacement; unset,
-    # a batch sends each prompt of the workload once
+    # and/or `requests` requests (whichever ends first), prompts drawn with replacement, and
+    # each concurrency c also runs `steady c=C` (c clients drawing until the end); unset, a
+    # batch sends each prompt of the workload once
     duration_s: float | None = Field(default=None, gt=0.0, le=MAX_DURATION_S)
     requests: int | None = Field(default=None, ge=2, le=MAX_STEADY_REQUESTS)
     # the warm-up left out of the statistics: arrivals before `warmup_s` seconds and/or the first
@@ -75,8 +76,6 @@ class LoadSpec(StrictModel):
                     "load.warmup_s / load.warmup_requests need load.duration_s or load.requests"
                 )
             return self
-        if not self.open_loop:
-            raise ValueError("load.duration_s / load.requests need load.rates or load.trace")
         if self.duration_s is not None and self.duration_s >= self.max_duration_s:
             raise ValueError(
                 f"load.duration_s ({self.duration_s:g} s) must be below load.max_duration_s "

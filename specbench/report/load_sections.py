@@ -50,6 +50,7 @@ def steady_text(c: LoadCell) -> str | None:
         return None
     kept = {True: "kept up", False: "⚠ did NOT keep up", None: "kept up: too few requests to tell"}
     g = st.queueing_growth
+    offered = f" of {c.offered_rate:.2f}/s offered" if c.offered_rate is not None else ""
     why = ""
     if st.kept_up is False:
         why = (
@@ -60,7 +61,7 @@ def steady_text(c: LoadCell) -> str | None:
     return (
         f"{c.drafter or 'baseline'} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
         f"warm-up excluded {st.warmup_excluded.n} requests ({st.warmup_excluded.seconds or 0:.1f} s), "
-        f"achieved {st.achieved_rate or 0:.2f}/s of {c.offered_rate or 0:.2f}/s offered "
+        f"achieved {st.achieved_rate or 0:.2f}/s{offered} "
         f"(arrivals {st.arrival_rate or 0:.2f}/s, {st.n_drain} finished after the window); "
         f"{kept[st.kept_up]}{why}"
     )

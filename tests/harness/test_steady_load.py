@@ -23,9 +23,9 @@ from tests.harness.test_load_openai import N, config, requests
 from tests.load_server import LoadServer
 
 
-def steady_cell(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def steady_cell(out: Path, load: str) -> tuple[dict[str, Any], dict[str, Any]]:
     results, _ = write_reports(out)
-    (cell,) = [c for c in results["workloads"][0]["engine"]["load"] if c["load"] != "closed"]
+    (cell,) = [c for c in results["workloads"][0]["engine"]["load"] if c["load"] == load]
     return results, cell
 
 
@@ -43,8 +43,8 @@ def test_a_fast_server_keeps_up_for_the_duration(tmp_path: Path) -> None:
         outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
     assert not outcome.failures
     recs = read_records(tmp_path / "out" / "records.jsonl")
-    reqs = [r for r in requests(recs) if r.get("load")]
-    (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load")]
+    reqs = [r for r in requests(recs) if r.get("load") == "rate=20"]
+    (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load") == "rate=20"]
     assert m["steady_window_s"] == [pytest.approx(0.2), 2.0] and m["offered_rate"] == 20
     assert len(reqs) == m["n_planned"] == m["n_sent"] > N  # not capped at the prompt count
     assert max(Counter(r["prompt_id"] for r in reqs).values()) > 1  # drawn with replacement
@@ -58,7 +58,7 @@ def test_a_fast_server_keeps_up_for_the_duration(tmp_path: Path) -> None:
         if r["phase"] != "warmup":
             assert (r["phase"] == "steady") == (r["done_s"] <= 2.0)
 
-    results, cell = steady_cell(tmp_path / "out")
+    results, cell = steady_cell(tmp_path / "out", "rate=20")
     st = cell["steady"]
     assert st["steady_duration_s"] == pytest.approx(1.8)
     assert st["warmup_excluded"] == {"n": len(warm), "seconds": pytest.approx(0.2)}
@@ -94,7 +94,7 @@ def test_a_server_too_slow_for_the_rate_is_flagged(tmp_path: Path) -> None:
         )
         outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
     assert not outcome.failures
-    results, cell = steady_cell(tmp_path / "out")
+    results, cell = steady_cell(tmp_path / "out", "rate=30")
     st = cell["steady"]
     assert st["kept_up"] is False and st["queueing_growth"]["growing"]
     assert st["warmup_excluded"]["n"] == 0
@@ -117,7 +117,8 @@ def test_request_count_and_warm_up_count(tmp_path: Path) -> None:
             load={"rates": [40], "requests": 12, "warmup_requests": 3},
         )
         run_engine(parse_config(cfg, "test"), tmp_path / "out")
-    reqs = [r for r in requests(read_records(tmp_path / "out" / "records.jsonl")) if r.get("load")]
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    reqs = [r for r in requests(recs) if r.get("load") == "rate=40"]
     by = {
         g: sorted(
             (r["draw"], r["prompt_id"], r["arrival_s"], r["phase"]) for r in reqs if r["gamma"] == g
@@ -140,7 +141,6 @@ def test_request_count_and_warm_up_count(tmp_path: Path) -> None:
         ({"rates": [2], "duration_s": 700}, "must be below load.max_duration_s"),
         ({"rates": [2], "requests": 10**6}, "requests"),
         ({"rates": [2], "requests": 1}, "requests"),
-        ({"duration_s": 5}, "need load.rates or load.trace"),
         ({"rates": [2], "warmup_s": 1}, "need load.duration_s or load.requests"),
         ({"rates": [2], "duration_s": 5, "warmup_s": 5}, "warmup_s"),
         ({"rates": [2], "requests": 10, "warmup_requests": 9}, "at least 2"),
@@ -153,3 +153,50 @@ def test_bad_steady_settings_are_one_line(
     with pytest.raises(SpecbenchError, match=message) as err:
         parse_config(cfg, "test")
     assert "\n" not in str(err.value)
+
+
+def test_steady_closed_loop_is_not_capped_at_the_prompt_count(tmp_path: Path) -> None:
+    """`concurrency: [1, 12]` over 8 prompts with `duration_s: 1.5`: the plain closed loop still
+    reaches only 8 in flight (warned, "effective 8"), while `steady c=12` keeps 12 clients busy
+    drawing prompts with replacement until the end; nothing is sent after it, the requests in
+    flight then complete (drain), and the cell has no offered rate."""
+    with LoadServer(step_s=0.02, max_requests=2000) as srv:
+        cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[1, 12])
+        cfg["load"] = {"duration_s": 1.5}
+        outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
+        assert srv.max_in_flight == 12
+    assert not outcome.failures
+    assert any("effective concurrency 8" in w for w in outcome.warnings)
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    steady = [r for r in requests(recs) if r.get("load") == "steady c=12"]
+    assert len(steady) > N and all(r["concurrency"] == 12 for r in steady)
+    assert all(r["arrival_s"] < 1.5 and "queue_ms" not in r for r in steady)
+    phases = Counter(r["phase"] for r in steady)
+    assert phases["warmup"] == sum(r["arrival_s"] < 0.15 for r in steady) > 0
+    assert phases["steady"] > N
+    (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load") == "steady c=12"]
+    assert m["steady_window_s"] == [pytest.approx(0.15), 1.5] and not m["hit_bound"]
+    assert m["n_sent"] == len(steady) and m["not_sent"] == 0
+    results, _ = write_reports(tmp_path / "out")
+    cells = {c["load"]: c for c in results["workloads"][0]["engine"]["load"]}
+    assert set(cells) == {"closed", "steady c=1", "steady c=12"}  # closed: c=1 and c=12 keys
+    cell = cells["steady c=12"]
+    assert cell["offered_rate"] is None and cell["max_in_flight"] == 12
+    assert cell["steady"]["achieved_rate"] == pytest.approx(phases["steady"] / 1.35)
+    assert cell["steady"]["kept_up"] is True
+    assert "steady c=12" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_steady_closed_loop_by_request_count(tmp_path: Path) -> None:
+    """`requests: 20` at c=3: exactly 20 requests per steady batch, the first 2 (10 %) warm-up,
+    the window ending at the last completion (no drain)."""
+    with LoadServer(step_s=0.001) as srv:
+        cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[3], max_new_tokens=2)
+        cfg["load"] = {"requests": 20}
+        run_engine(parse_config(cfg, "test"), tmp_path / "out")
+    reqs = [r for r in requests(read_records(tmp_path / "out" / "records.jsonl")) if r.get("load")]
+    assert len(reqs) == 20 and {r["load"] for r in reqs} == {"steady c=3"}
+    assert sorted(r["draw"] for r in reqs if r["phase"] == "warmup") == [0, 1]
+    assert Counter(r["phase"] for r in reqs)["drain"] == 0
+    _, cell = steady_cell(tmp_path / "out", "steady c=3")
+    assert cell["steady"]["warmup_excluded"]["n"] == 2 and cell["n"] == 18

@@ -45,7 +45,8 @@ def _order(key: CellKey) -> tuple[Any, ...]:
     g, label, load, c = key
     rate = float(load.split("=", 1)[1]) if load.startswith("rate=") else None
     kind = 0 if load == CLOSED else (1 if rate is not None else 2)
-    return (g, label, kind, c if kind == 0 else 0, rate or 0.0)
+    kind = 3 if load.startswith("steady c=") else kind  # a steady closed loop, by its c
+    return (g, label, kind, c if kind in (0, 3) else 0, rate or 0.0)
 
 
 def slo_of(config: dict[str, Any]) -> Slo:
@@ -84,7 +85,11 @@ def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
     windows = {int(m.get("repeat", 0)): m["steady_window_s"] for m in metrics}
     span = sum(end - start for start, end in windows.values())
     warm = [r for r in recs if r.get("phase") == "warmup"]
-    inside = [r for r in recs if r.get("phase") in ("steady", "drain")]
+    inside = [
+        r
+        for r in recs
+        if r.get("phase") in ("steady", "drain") and int(r.get("repeat", 0)) in windows
+    ]
     ok = [r for r in inside if r.get("kind") != "failed" and r.get("ttft_ms")]
     done = [r for r in ok if r.get("phase") == "steady"]
     t = [float(r["arrival_s"]) - windows[int(r.get("repeat", 0))][0] for r in ok]
@@ -202,7 +207,9 @@ def cell_entry(
 
 
 def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> str:
-    rates = f"achieved {steady['achieved_rate'] or 0:.2f}/s of {offered or 0:.2f}/s offered"
+    rates = f"achieved {steady['achieved_rate'] or 0:.2f}/s" + (
+        f" of {offered:.2f}/s offered" if offered is not None else ""
+    )
     g = steady["queueing_growth"]
     why = (
         f"latency from arrival rose {g['rise_ms']:.0f} ms across the steady state "

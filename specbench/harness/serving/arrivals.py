@@ -5,6 +5,8 @@ loop: a finished conversation is replaced at once), `rate=R` (Poisson arrivals a
 second: independent exponential inter-arrival times of mean 1/R, seeded per workload ×
 temperature × rate × repeat, so every engine setting sees the same arrival times), or `trace`
 (the timestamps of a logged trace, relative to its first request, divided by `trace_speed`).
+With `load.duration_s` / `load.requests` each closed-loop level c also gets `steady c=C`: c
+clients drawing prompts with replacement until the end (not capped at the workload's prompts).
 Arrivals are offsets in seconds from the batch's start; the first request is sent at 0.
 """
 
@@ -25,14 +27,16 @@ from specbench.harness.plan import unit_seed
 
 CLOSED = "closed"
 TRACE = "trace"
+STEADY_CLOSED = "steady c="
 
 
 @dataclass(frozen=True)
 class LoadPoint:
     """One open-loop load point: a Poisson rate, or the trace (rate None)."""
 
-    name: str  # "rate=2" or "trace": the records' `load`
+    name: str  # "rate=2", "trace" or "steady c=4": the records' `load`
     rate: float | None
+    concurrency: int | None = None  # a steady closed loop: this many clients
 
 
 def rate_name(rate: float) -> str:
@@ -43,6 +47,8 @@ def open_points(cfg: RunConfig) -> list[LoadPoint]:
     points = [LoadPoint(rate_name(r), r) for r in cfg.load.rates]
     if cfg.load.trace is not None:
         points.append(LoadPoint(TRACE, None))
+    if cfg.load.steady:
+        points += [LoadPoint(f"{STEADY_CLOSED}{c}", None, c) for c in cfg.concurrency]
     return points
 
 
@@ -151,6 +157,8 @@ def steady_arrivals(
     MAX_STEADY_REQUESTS). Seeded as `batch_arrivals`, so every setting sees the same ones."""
     end = cfg.load.duration_s if cfg.load.duration_s is not None else math.inf
     cap = min(cfg.load.requests or MAX_STEADY_REQUESTS, MAX_STEADY_REQUESTS)
+    if point.concurrency is not None:  # a closed loop: each draw sent when a client is free
+        return [0.0] * cap
     if point.rate is None:
         return [t for t in (trace or []) if t < end][:cap]
     rng = np.random.default_rng(arrival_seed(cfg.seed, workload, temp, point, repeat))

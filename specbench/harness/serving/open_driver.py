@@ -21,12 +21,14 @@ so the analysis keeps only the requests of the attempt that completed (`analysis
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
+from specbench.config.load import WARMUP_SHARE
 from specbench.data import Prompt
 from specbench.harness.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
 from specbench.harness.serving.arrivals import (
@@ -49,7 +51,7 @@ from specbench.harness.serving.engine_records import (
     metrics_record,
     request_record,
 )
-from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenLoopSession
+from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
 
 # one open-loop batch: (workload, temperature, load point, repeat)
@@ -66,7 +68,7 @@ class OpenPlan:
     def key(self, setting: EngineSetting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
         workload, temp, point, rep = batch
         return BatchKey(
-            setting.gamma, setting.label, workload, temp, cfg.load.max_in_flight, rep, point.name
+            setting.gamma, setting.label, workload, temp, in_flight(cfg, point), rep, point.name
         )
 
     def todo(self, setting: EngineSetting, cfg: RunConfig) -> list[OpenBatchId]:
@@ -77,6 +79,12 @@ class OpenPlan:
             return self.steady_n[batch]
         n = len(prompts[batch[0]])
         return n if self.trace is None or batch[2].rate is not None else min(n, len(self.trace))
+
+
+def in_flight(cfg: RunConfig, point: LoadPoint) -> int:
+    """The most requests a batch keeps in flight: a steady closed loop's clients, else
+    `load.max_in_flight` (the records' `concurrency`)."""
+    return point.concurrency if point.concurrency is not None else cfg.load.max_in_flight
 
 
 def plan_open(
@@ -129,9 +137,10 @@ def run_open_batch(
         raise TypeError(f"{type(session).__name__} cannot run open-loop batches")
     window: SteadyWindow | None = None
     draws: list[int] = []
+    closed = point.concurrency is not None
     if cfg.load.steady:
         arrivals = steady_arrivals(cfg, point, workload, temp, rep, trace)
-        window = steady_window(cfg, arrivals)
+        window = closed_window(cfg, len(arrivals)) if closed else steady_window(cfg, arrivals)
         draws = draw_prompts(cfg, point, workload, temp, rep, len(convs), len(arrivals))
         # each draw its own sampling seed: a prompt drawn twice is two users' requests
         convs = [
@@ -144,12 +153,20 @@ def run_open_batch(
     head = {**head, "load": point.name, "rate": point.rate, "attempt": attempt}
     ev.unit_started(workload, temp, f"{head['drafter'] or 'baseline'} {point.name}", "")
 
+    k_warm = closed_warmup_count(cfg, len(arrivals)) if closed else 0
+    sent_at: dict[int, float] = {}
+
     def write(i: int, res: ConversationResult) -> None:
         rec = request_record(head, convs[i], res, True)
-        rec["arrival_s"] = round(arrivals[i], 6)
+        at = arrivals[i]
+        if closed:  # a client's next request: sent when free, no client-side wait to count
+            at = (rec.pop("queue_ms", None) or 0.0) / 1000.0
+            sent_at[i] = at
+        rec["arrival_s"] = round(at, 6)
         if window is not None:
             rec["draw"] = i
-            rec.update(phase_of(rec, arrivals[i], window, res.error == IN_FLIGHT_AT_BOUND))
+            cut = res.error == IN_FLIGHT_AT_BOUND
+            rec.update({"phase": "warmup"} if i < k_warm else phase_of(rec, at, window, cut))
         if rec["kind"] == "failed" and res.error != IN_FLIGHT_AT_BOUND:
             outcome.failures.append(rec)
         writer.write(rec)
@@ -157,7 +174,14 @@ def run_open_batch(
         ev.unit_finished(rec)
 
     before = session.snapshot()
-    out = session.run_open(convs, arrivals, cfg.load.max_in_flight, cfg.load.max_duration_s, write)
+    out = session.run_open(
+        convs,
+        arrivals,
+        in_flight(cfg, point),
+        cfg.load.max_duration_s,
+        write,
+        cfg.load.duration_s if closed else None,
+    )
     after = session.snapshot()
     results = [r for r in out.results if r is not None]
     max_tokens = max((c.params.max_tokens for c in convs), default=0)
@@ -179,11 +203,21 @@ def run_open_batch(
             "max_queue_ms": round(max(out.queue_ms), 3) if out.queue_ms else None,
         }
     )
+    if closed:  # the draws left unsent at the end are the pool's rest, not a missed load
+        mrec.update(
+            {
+                "not_sent": 0,
+                "hit_bound": out.cut_at_bound > 0,
+                "max_in_flight": point.concurrency,
+                "offered_rate": None,
+            }
+        )
+        window = closed_window_after(window, sent_at, k_warm, records_done(out, sent_at))
     if window is not None:
         mrec["steady_window_s"] = [round(window.start, 6), round(window.end, 6)]
         mrec["offered_rate"] = point.rate if point.rate is not None else mrec["offered_rate"]
     writer.write(mrec)
-    if out.hit_bound:
+    if mrec["hit_bound"]:
         outcome.warnings.append(
             f"{workload} {point.name} ({head['drafter'] or 'baseline'}): load.max_duration_s "
             f"({cfg.load.max_duration_s:g} s) passed with {out.not_sent} requests not sent and "
@@ -202,3 +236,52 @@ def phase_of(
         return {"phase": "drain" if cut else "steady"}
     done = arrival_s + (float(rec.get("queue_ms") or 0.0) + float(rec["wall_ms"])) / 1000.0
     return {"phase": "steady" if done <= window.end else "drain", "done_s": round(done, 6)}
+
+
+def closed_warmup_count(cfg: RunConfig, n: int) -> int:
+    """A steady closed loop's warm-up by count: `warmup_requests`, or with no warm-up setting
+    and no duration the first 10 % of `requests` (with a duration, the first 10 % of it)."""
+    load = cfg.load
+    if load.warmup_requests is not None:
+        return load.warmup_requests
+    if load.warmup_s is None and load.duration_s is None:
+        return math.ceil(WARMUP_SHARE * n)
+    return 0
+
+
+def closed_window(cfg: RunConfig, n: int) -> SteadyWindow:
+    """A steady closed loop's window as far as known before it runs: the warm-up's time (or
+    10 % of the duration) to the duration (a request count's end is its last completion)."""
+    load = cfg.load
+    end = load.duration_s if load.duration_s is not None else math.inf
+    start = load.warmup_s
+    if start is None:
+        start = (
+            WARMUP_SHARE * end
+            if load.duration_s is not None and load.warmup_requests is None
+            else 0.0
+        )
+    return SteadyWindow(start, end)
+
+
+def records_done(out: OpenBatch, sent_at: dict[int, float]) -> float:
+    """The last completion of a batch, s from its start (its requests' send time + latency)."""
+    return max(
+        (sent_at[i] + sum(t.e2e_ms for t in r.turns) / 1000.0
+         for i, r in enumerate(out.results) if r is not None and r.turns and i in sent_at),
+        default=0.0,
+    )  # fmt: skip
+
+
+def closed_window_after(
+    window: SteadyWindow | None, sent_at: dict[int, float], k_warm: int, last_done: float
+) -> SteadyWindow | None:
+    """The window once the closed loop ran: it starts at the warm-up's time or the first send
+    after the warm-up's count, whichever is later, and a request count's ends at the last
+    completion."""
+    if window is None:
+        return None
+    after = [t for i, t in sent_at.items() if i >= k_warm]
+    start = max(window.start, min(after)) if k_warm and after else window.start
+    end = window.end if math.isfinite(window.end) else last_done
+    return SteadyWindow(min(start, end), end)
