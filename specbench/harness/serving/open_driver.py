@@ -102,8 +102,16 @@ def plan_open(
         for point in points
         for rep in range(cfg.repeats)
     ]
+    # a steady closed loop by duration only sends as many as the server completes: not known
+    # before it runs (0 here; the progress counts them as they come)
+    unknown = cfg.load.requests is None
     steady_n = (
-        {b: len(steady_arrivals(cfg, b[2], b[0], b[1], b[3], trace)) for b in batches}
+        {
+            b: 0
+            if b[2].concurrency is not None and unknown
+            else len(steady_arrivals(cfg, b[2], b[0], b[1], b[3], trace))
+            for b in batches
+        }
         if cfg.load.steady
         else {}
     )
@@ -185,8 +193,9 @@ def run_open_batch(
     after = session.snapshot()
     results = [r for r in out.results if r is not None]
     max_tokens = max((c.params.max_tokens for c in convs), default=0)
+    n_planned = out.sent if closed else len(arrivals)  # a closed loop's pool is not a plan
     mrec = metrics_record(
-        head, before, after, out.wall_ms, results, len(arrivals), max_tokens, in_flight_cap(cfg)
+        head, before, after, out.wall_ms, results, n_planned, max_tokens, in_flight_cap(cfg)
     )
     span = arrivals[-1] if arrivals else 0.0
     mrec.update(
