@@ -194,7 +194,11 @@ def test_steady_closed_loop_by_request_count(tmp_path: Path) -> None:
         cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[3], max_new_tokens=2)
         cfg["load"] = {"requests": 20}
         run_engine(parse_config(cfg, "test"), tmp_path / "out")
-    reqs = [r for r in requests(read_records(tmp_path / "out" / "records.jsonl")) if r.get("load")]
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    reqs = [r for r in requests(recs) if r.get("load")]
+    (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load")]
+    last = max(r["done_s"] for r in reqs if "done_s" in r)
+    assert m["steady_window_s"][1] == pytest.approx(last, abs=1e-3)  # ends at the last completion
     assert len(reqs) == 20 and {r["load"] for r in reqs} == {"steady c=3"}
     assert sorted(r["draw"] for r in reqs if r["phase"] == "warmup") == [0, 1]
     assert Counter(r["phase"] for r in reqs)["drain"] == 0

@@ -221,7 +221,8 @@ def run_open_batch(
                 "offered_rate": None,
             }
         )
-        window = closed_window_after(window, sent_at, k_warm, records_done(out, sent_at))
+        done = records_done(out, sent_at)
+        window = closed_window_after(window, sent_at, k_warm, done, out.not_sent == 0)
     if window is not None:
         mrec["steady_window_s"] = [round(window.start, 6), round(window.end, 6)]
         mrec["offered_rate"] = point.rate if point.rate is not None else mrec["offered_rate"]
@@ -283,14 +284,18 @@ def records_done(out: OpenBatch, sent_at: dict[int, float]) -> float:
 
 
 def closed_window_after(
-    window: SteadyWindow | None, sent_at: dict[int, float], k_warm: int, last_done: float
+    window: SteadyWindow | None,
+    sent_at: dict[int, float],
+    k_warm: int,
+    last_done: float,
+    all_sent: bool,
 ) -> SteadyWindow | None:
     """The window once the closed loop ran: it starts at the warm-up's time or the first send
-    after the warm-up's count, whichever is later, and a request count's ends at the last
-    completion."""
+    after the warm-up's count, whichever is later, and ends at the duration or, when the
+    request count ran out first, at the last completion (so no idle tail dilutes the rate)."""
     if window is None:
         return None
     after = [t for i, t in sent_at.items() if i >= k_warm]
     start = max(window.start, min(after)) if k_warm and after else window.start
-    end = window.end if math.isfinite(window.end) else last_done
+    end = min(window.end, last_done) if all_sent or math.isinf(window.end) else window.end
     return SteadyWindow(min(start, end), end)
