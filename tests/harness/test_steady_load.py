@@ -3,7 +3,7 @@ against tests/load_server.py on 127.0.0.1: arrivals for a duration with prompts 
 replacement (more requests than prompts), every request's phase recorded, the warm-up left out,
 the achieved rate beside the offered one, and the kept-up flag: a fast server keeps up, one
 several times slower than the offered rate is flagged. No timed assertions: the margins are
-structural (a server 5× too slow vs one ~50× faster than needed)."""
+structural (a server 5× too slow vs one with ~20× the capacity needed)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,11 @@ def steady_cell(out: Path, load: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_a_fast_server_keeps_up_for_the_duration(tmp_path: Path) -> None:
     """20 requests/s for 2 s (about 40 arrivals over 8 prompts), default warm-up (the first
-    10 %: 0.2 s): a server answering in ~10 ms keeps up."""
-    with LoadServer(step_s=0.002) as srv:
+    10 %: 0.2 s): a server answering in ~40 ms (4 tokens, 10 ms apart) keeps up. The rule
+    flags a rise of 3× the first quarter's median TTFT (measured ~16 ms: ~50 ms here, against a
+    measured rise of 0.2 ms): a stall of the loaded test machine would have to last through the
+    window's second half to flag it."""
+    with LoadServer(step_s=0.01) as srv:
         cfg = config(
             tmp_path,
             [{"url": srv.url, "gamma": 0}],
