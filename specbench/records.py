@@ -186,6 +186,9 @@ class MeasuredRecord(UnitRecord):
     buffered: bool | None = None
     arrival_s: float | None = None
     queue_ms: float | None = None
+    draw: int | None = None  # steady state (docs/serving.md): the draw, its phase, when done
+    phase: Literal["warmup", "steady", "drain"] | None = None
+    done_s: float | None = None
 
 
 # What the transformers backend's analyses index (engine lines name their `backend`): required,
@@ -265,6 +268,7 @@ class EngineMetricsRecord(Record):
     attempt: str | None = None
     not_sent: int | None = None  # open loop: requests not sent before load.max_duration_s
     hit_bound: bool | None = None
+    steady_window_s: list[float] | None = None  # steady state: [warm-up end, end]
 
 
 class BatchTimingRecord(Record):

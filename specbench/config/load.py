@@ -11,7 +11,7 @@ Every size a user can type is bounded here (rates, in-flight bound, duration, tr
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from specbench.config.sections import StrictModel
 
@@ -21,6 +21,8 @@ MAX_IN_FLIGHT = 4_096
 MAX_DURATION_S = 86_400.0
 MAX_TRACE_ROWS = 100_000
 MAX_SLO_MS = 3_600_000.0
+MAX_STEADY_REQUESTS = 100_000  # arrivals of one steady-state open-loop batch
+WARMUP_SHARE = 0.1  # default warm-up: the first 10 % of the arrival window (docs/serving.md)
 
 
 class LoadSpec(StrictModel):
@@ -39,6 +41,16 @@ class LoadSpec(StrictModel):
     # wall-clock bound of one open-loop batch: requests not sent by then are not sent (counted
     # in the batch's record), and requests still in flight then are recorded as failed
     max_duration_s: float = Field(default=600.0, gt=0.0, le=MAX_DURATION_S)
+    # steady state (docs/serving.md "Steady state"): arrivals go on for `duration_s` seconds
+    # and/or `requests` requests (whichever ends first), prompts drawn with replacement, and
+    # each concurrency c also runs `steady c=C` (c clients drawing until the end); unset, a
+    # batch sends each prompt of the workload once
+    duration_s: float | None = Field(default=None, gt=0.0, le=MAX_DURATION_S)
+    requests: int | None = Field(default=None, ge=2, le=MAX_STEADY_REQUESTS)
+    # the warm-up left out of the statistics: arrivals before `warmup_s` seconds and/or the first
+    # `warmup_requests` arrivals (the later of the two); neither: the first 10 % of the window
+    warmup_s: float | None = Field(default=None, ge=0.0, le=MAX_DURATION_S)
+    warmup_requests: int | None = Field(default=None, ge=0, le=MAX_STEADY_REQUESTS)
 
     @field_validator("rates")
     @classmethod
@@ -56,9 +68,39 @@ class LoadSpec(StrictModel):
             raise ValueError("load.arrival: only 'poisson' is offered (use load.trace to replay)")
         return v
 
+    @model_validator(mode="after")
+    def _steady(self) -> LoadSpec:
+        if not self.steady:
+            if self.warmup_s is not None or self.warmup_requests is not None:
+                raise ValueError(
+                    "load.warmup_s / load.warmup_requests need load.duration_s or load.requests"
+                )
+            return self
+        if self.duration_s is not None and self.duration_s >= self.max_duration_s:
+            raise ValueError(
+                f"load.duration_s ({self.duration_s:g} s) must be below load.max_duration_s "
+                f"({self.max_duration_s:g} s), which leaves the requests in flight time to drain"
+            )
+        if self.duration_s is not None and (self.warmup_s or 0.0) >= self.duration_s:
+            raise ValueError(
+                f"load.warmup_s ({self.warmup_s:g} s) must be below load.duration_s "
+                f"({self.duration_s:g} s)"
+            )
+        if self.requests is not None and (self.warmup_requests or 0) >= self.requests - 1:
+            raise ValueError(
+                f"load.warmup_requests ({self.warmup_requests}) must leave at least 2 of "
+                f"load.requests ({self.requests}) in the steady state"
+            )
+        return self
+
     @property
     def open_loop(self) -> bool:
         return bool(self.rates) or self.trace is not None
+
+    @property
+    def steady(self) -> bool:
+        """Open-loop batches run for a duration / request count (prompts with replacement)."""
+        return self.duration_s is not None or self.requests is not None
 
 
 class SloSpec(StrictModel):

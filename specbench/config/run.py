@@ -148,7 +148,9 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _load(self) -> RunConfig:
-        if self.backend == "transformers" and (self.load.open_loop or self.slo.any):
+        if self.backend == "transformers" and (
+            self.load.open_loop or self.load.steady or self.slo.any
+        ):
             raise ValueError("load and slo need an engine backend (backend: vllm or openai)")
         return self
 

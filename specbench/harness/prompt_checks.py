@@ -42,8 +42,8 @@ def concurrency_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> li
 
 def check_concurrency(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> None:
     """One clear error when a concurrency level cannot be reached by any workload."""
-    if cfg.backend not in ("vllm", "openai") or not prompts:
-        return
+    if cfg.backend not in ("vllm", "openai") or not prompts or cfg.load.steady:
+        return  # a steady state's closed loop draws with replacement: any level is reached
     most = max(len(p) for p in prompts.values())
     over = [c for c in cfg.concurrency if c > most]
     if over:

@@ -40,6 +40,13 @@ LOAD_FIELDS = [
     "goodput_requests_per_s_hi",
     "goodput_tokens_per_s",
     "goodput_share",
+    # steady-state cells (load.duration_s / load.requests), empty otherwise
+    "steady_duration_s",
+    "warmup_excluded_n",
+    "warmup_excluded_s",
+    "arrival_rate",
+    "achieved_rate",
+    "kept_up",
 ]
 
 
@@ -66,5 +73,12 @@ def load_frame(results: RunResults) -> pd.DataFrame | None:
             tok = gp.output_tokens_per_s if gp else None
             row["goodput_tokens_per_s"] = tok.value if tok else None
             row["goodput_share"] = gp.share.value if gp else None
+            st = c.steady
+            row["steady_duration_s"] = st.steady_duration_s if st else None
+            row["warmup_excluded_n"] = st.warmup_excluded.n if st else None
+            row["warmup_excluded_s"] = st.warmup_excluded.seconds if st else None
+            row["arrival_rate"] = st.arrival_rate if st else None
+            row["achieved_rate"] = st.achieved_rate if st else None
+            row["kept_up"] = st.kept_up if st else None
             rows.append(row)
     return pd.DataFrame(rows, columns=LOAD_FIELDS, dtype=object) if rows else None

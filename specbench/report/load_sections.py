@@ -1,7 +1,9 @@
 """Report section of an engine run's load cells (`engine.load`, `analysis.serving.load_cells`): per
 setting × load point (closed loop at each concurrency, open-loop rates, trace replay) the p50 /
 p99 of TTFT, TPOT and end-to-end latency with their order-statistic intervals, goodput under the
-SLO, the concurrency actually reached, and buffered streams."""
+SLO, the concurrency actually reached, and buffered streams; for a steady-state cell its
+window's length, the warm-up left out, the achieved rate beside the offered one and whether the
+server kept up (docs/theory.md §21)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,45 @@ def load_text(c: LoadCell) -> str:
         )
         return f"closed c={c.concurrency}{reached}"
     offered = f", offered {c.offered_rate:.2f}/s" if c.offered_rate is not None else ""
+    if c.steady is not None and c.steady.achieved_rate is not None:
+        offered += f", achieved {c.steady.achieved_rate:.2f}/s"
     return f"{c.load}{offered} (≤ {c.max_in_flight} in flight)"
+
+
+def steady_text(c: LoadCell) -> str | None:
+    """How long a steady-state cell's steady state lasted, what warm-up it left out, and whether
+    the server kept up (None: not a steady-state cell)."""
+    st = c.steady
+    if st is None:
+        return None
+    kept = {True: "kept up", False: "⚠ did NOT keep up", None: "kept up: too few requests to tell"}
+    g = st.queueing_growth
+    offered = f" of {c.offered_rate:.2f}/s offered" if c.offered_rate is not None else ""
+    why = ""
+    if st.kept_up is False:
+        why = (
+            f" (latency from arrival rose {g.rise_ms or 0:.0f} ms from {g.baseline_ms or 0:.0f} ms)"
+            if g is not None and g.growing
+            else " (the time bound passed)"
+        )
+    return (
+        f"{c.drafter or 'baseline'} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
+        f"warm-up excluded {st.warmup_excluded.n} request(s) ({st.warmup_excluded.seconds or 0:.1f} s), "
+        f"achieved {st.achieved_rate or 0:.2f}/s{offered} "
+        f"(arrivals {st.arrival_rate or 0:.2f}/s, {st.n_drain} finished after the window); "
+        f"{kept[st.kept_up]}{why}"
+    )
+
+
+def steady_lines(results: RunResults) -> list[str]:
+    """One line per steady-state cell, for the first screen."""
+    return [
+        f"{e.workload} T={e.temperature:g} {line}"
+        for e in results.workloads
+        if e.engine is not None
+        for c in e.engine.load or []
+        if (line := steady_text(c)) is not None
+    ]
 
 
 def slo_text(slo: SloJSON | None) -> str:
@@ -99,7 +139,10 @@ def load_blocks(results: RunResults) -> list[Block]:
             "(docs/theory.md §16; p99 needs 100 requests for a value and about 370 for an upper "
             "bound, shown ∞ before). Goodput: requests (and their output tokens) per second that "
             "meet every SLO, as vLLM's benchmark_serving counts them; Clopper–Pearson interval "
-            "on the share meeting it."
+            "on the share meeting it. A steady-state rate (`load.duration_s` / `load.requests`) "
+            "leaves its warm-up out, counts its tails over the requests that arrived in the "
+            "window, and its req/s are the completions inside the window per second of it "
+            '(the achieved rate; docs/serving.md "Steady state").'
         ),
     ]
     for e, eng in entries:
@@ -111,6 +154,8 @@ def load_blocks(results: RunResults) -> list[Block]:
         if tag:
             notes.append("prompts: " + tag)
         for c in cells:
+            if (line := steady_text(c)) is not None:
+                notes.append(line)
             if c.tpot_meaningless:
                 notes.append(
                     f"{c.drafter or 'baseline'} {load_text(c)}: {c.buffered_requests}/{c.n} "

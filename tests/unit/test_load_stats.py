@@ -91,6 +91,10 @@ BASE = {
             {"backend": "transformers", "draft": {"model": "y"}, "load": {"rates": [1]}},
             "engine backend",
         ),
+        (
+            {"backend": "transformers", "draft": {"model": "y"}, "load": {"requests": 10}},
+            "engine backend",
+        ),
     ],
 )
 def test_load_config_bounds(extra: dict[str, object], message: str) -> None:

@@ -32,6 +32,39 @@ class SloJSON(ResultsModel):
     e2e_ms: Num = None
 
 
+class WarmupExcluded(ResultsModel):
+    n: int  # requests that arrived in the warm-up
+    seconds: Num  # warm-up length, summed over the repeats
+
+
+class QueueingGrowth(ResultsModel):
+    """Latency from arrival (client wait + TTFT) against arrival time across the steady state:
+    Kendall's τ (one-sided p) and the Theil–Sen rise; `growing` by docs/theory.md §21's rule."""
+
+    n: int
+    tau: Num
+    p_value: Num
+    slope_ms_per_s: Num
+    rise_ms: Num
+    baseline_ms: Num
+    growing: bool
+
+
+class SteadyState(ResultsModel):
+    """A steady-state open-loop cell (`load.duration_s` / `load.requests`): the window's length,
+    the warm-up left out, arrivals and completions per second of it, and whether the server kept
+    up (None: too few requests to tell)."""
+
+    steady_duration_s: Num
+    warmup_excluded: WarmupExcluded
+    arrival_rate: Num
+    achieved_rate: Num
+    achieved_tokens_per_s: Num
+    n_drain: int
+    queueing_growth: QueueingGrowth | None
+    kept_up: bool | None
+
+
 class LoadCell(ResultsModel):
     """One setting at one load point: closed loop at `concurrency`, or open loop (`rate=R`,
     `trace`) with at most `max_in_flight` in flight."""
@@ -57,3 +90,4 @@ class LoadCell(ResultsModel):
     buffered_requests: int
     tpot_meaningless: bool
     goodput: Goodput | None
+    steady: SteadyState | None = None

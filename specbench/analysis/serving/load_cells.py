@@ -8,6 +8,13 @@ repeats pooled. Open-loop requests count only from the attempt whose batch compl
 `engine_metrics` line names the `attempt`): a batch a kill interrupted is run again whole under a
 new attempt, and its earlier requests are left out. In an open-loop cell a request's TTFT and
 end-to-end latency include `queue_ms` (how late it was sent after its scheduled arrival).
+
+A steady-state cell (`load.duration_s` / `load.requests`: its batches' metrics carry
+`steady_window_s`) leaves its warm-up requests out of everything; its tails and goodput are over
+the requests that arrived in the window (steady and drain: dropping those still in flight at the
+end would drop the slowest exactly when the server falls behind), its achieved rate counts the
+completions inside the window only, and `kept_up` is the queueing-growth rule of
+`analysis.stats.steady_state` (docs/theory.md §21) or the time bound hit.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 from specbench.analysis.serving.buffering import buffered_cell
 from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
 from specbench.analysis.stats.serialize import json_num
+from specbench.analysis.stats.steady_state import queueing_growth
 
 Record = dict[str, Any]
 CLOSED = "closed"
@@ -37,7 +45,8 @@ def _order(key: CellKey) -> tuple[Any, ...]:
     g, label, load, c = key
     rate = float(load.split("=", 1)[1]) if load.startswith("rate=") else None
     kind = 0 if load == CLOSED else (1 if rate is not None else 2)
-    return (g, label, kind, c if kind == 0 else 0, rate or 0.0)
+    kind = 3 if load.startswith("steady c=") else kind  # a steady closed loop, by its c
+    return (g, label, kind, c if kind in (0, 3) else 0, rate or 0.0)
 
 
 def slo_of(config: dict[str, Any]) -> Slo:
@@ -60,13 +69,60 @@ def _kept(recs: Sequence[Record]) -> tuple[list[Record], list[Record]]:
 
 
 def _failed(recs: list[Record], ok: list[Record]) -> list[Record]:
-    """Failed requests not made good by a later success of the same unit (closed loop)."""
-    done = {(r["prompt_id"], r.get("repeat", 0)) for r in ok}
+    """Failed requests not made good by a later success of the same unit (closed loop; an
+    open-loop attempt is whole, its failures stand)."""
+    done = {(r["prompt_id"], r.get("repeat", 0)) for r in ok if _load(r) == CLOSED}
     return [
         r
         for r in recs
         if r.get("kind") == "failed" and (r["prompt_id"], r.get("repeat", 0)) not in done
     ]
+
+
+def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
+    """A steady-state cell's window, rates and kept-up verdict (module docstring), repeats
+    pooled: durations and counts summed, arrival times taken from each batch's window start."""
+    windows = {int(m.get("repeat", 0)): m["steady_window_s"] for m in metrics}
+    span = sum(end - start for start, end in windows.values())
+    warm = [r for r in recs if r.get("phase") == "warmup"]
+    inside = [
+        r
+        for r in recs
+        if r.get("phase") in ("steady", "drain") and int(r.get("repeat", 0)) in windows
+    ]
+    ok = [r for r in inside if r.get("kind") != "failed" and r.get("ttft_ms")]
+    done = [r for r in ok if r.get("phase") == "steady"]
+    t = [float(r["arrival_s"]) - windows[int(r.get("repeat", 0))][0] for r in ok]
+    lat = [float(r.get("queue_ms") or 0.0) + float(r["ttft_ms"][0]) for r in ok]
+    mean_len = span / len(windows) if windows else 0.0
+    g = queueing_growth(t, lat, 0.0, mean_len)
+    hit = any(m.get("hit_bound") for m in metrics)
+    growth = None
+    if g is not None:
+        growth = {
+            "n": g.n,
+            "tau": json_num(g.tau),
+            "p_value": json_num(g.p_value),
+            "slope_ms_per_s": json_num(g.slope_ms_per_s),
+            "rise_ms": json_num(g.rise_ms),
+            "baseline_ms": json_num(g.baseline_ms),
+            "growing": g.growing,
+        }
+    return {
+        "steady_duration_s": json_num(span),
+        "warmup_excluded": {
+            "n": len(warm),
+            "seconds": json_num(sum(start for start, _ in windows.values())),
+        },
+        "arrival_rate": json_num(len(inside) / span) if span > 0 else None,
+        "achieved_rate": json_num(len(done) / span) if span > 0 else None,
+        "achieved_tokens_per_s": json_num(sum(int(r.get("new_tokens") or 0) for r in done) / span)
+        if span > 0
+        else None,
+        "n_drain": sum(r.get("phase") == "drain" for r in inside),
+        "queueing_growth": growth,
+        "kept_up": False if hit or (g is not None and g.growing) else (None if g is None else True),
+    }
 
 
 def _sum(ms: list[Record], field: str) -> float:
@@ -77,6 +133,13 @@ def cell_entry(
     key: CellKey, recs: list[Record], metrics: list[Record], slo: Slo, level: float, n_boot: int
 ) -> tuple[dict[str, Any], list[str]]:
     g, label, load, conc = key
+    steady = (
+        steady_fields(recs, metrics)
+        if metrics and all(m.get("steady_window_s") for m in metrics)
+        else None
+    )
+    if steady is not None:  # the warm-up is measured and kept, but counts nowhere
+        recs = [r for r in recs if r.get("phase") != "warmup"]
     ok = [r for r in recs if r.get("status", "ok") == "ok" and r.get("kind") != "failed"]
     failed = _failed(recs, ok)
     q = [float(r.get("queue_ms") or 0.0) for r in ok]
@@ -86,6 +149,9 @@ def cell_entry(
     wall_s = _sum(metrics, "batch_wall_ms") / 1000.0
     rps = _sum(metrics, "n_requests") / wall_s if wall_s > 0 else None
     tps = _sum(metrics, "output_tokens") / wall_s if wall_s > 0 else None
+    if steady is not None:  # completions inside the window per second of it
+        wall_s = steady["steady_duration_s"] or 0.0
+        rps, tps = steady["achieved_rate"], steady["achieved_tokens_per_s"]
     n_buf, meaningless = buffered_cell(ok)
     planned = max((int(m.get("n_planned") or 0) for m in metrics), default=0)
     where = f"{label or 'baseline'} {load if load != CLOSED else f'c={conc}'}"
@@ -112,6 +178,7 @@ def cell_entry(
         "buffered_requests": n_buf,
         "tpot_meaningless": meaningless,
         "goodput": None,
+        "steady": steady,
     }
     if load != CLOSED:
         offered = [m["offered_rate"] for m in metrics if m.get("offered_rate") is not None]
@@ -134,7 +201,23 @@ def cell_entry(
             f"{where}: load.max_duration_s passed with {body['not_sent']} requests not sent: "
             "the server did not sustain this load"
         )
+    if steady is not None and steady["kept_up"] is False:
+        notes.append(steady_note(where, steady, body["offered_rate"]))
     return body, notes
+
+
+def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> str:
+    rates = f"achieved {steady['achieved_rate'] or 0:.2f}/s" + (
+        f" of {offered:.2f}/s offered" if offered is not None else ""
+    )
+    g = steady["queueing_growth"]
+    why = (
+        f"latency from arrival rose {g['rise_ms']:.0f} ms across the steady state "
+        f"(from {g['baseline_ms']:.0f} ms; Kendall p = {g['p_value']:.1e})"
+        if g is not None and g["growing"]
+        else "the time bound passed with requests not sent or in flight"
+    )
+    return f"{where}: the server did not keep up ({rates}; {why}; docs/theory.md §21)"
 
 
 def load_section(

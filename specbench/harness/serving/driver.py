@@ -75,7 +75,7 @@ from specbench.harness.serving.engine_records import (
     prepare_engine_dir,
     request_record,
 )
-from specbench.harness.serving.open_driver import OpenPlan, plan_open, run_open_batch
+from specbench.harness.serving.open_driver import OpenPlan, in_flight, plan_open, run_open_batch
 from specbench.records import RECORDS_FILE, RecordWriter
 
 # one batch: (workload, temperature, concurrency, repeat)
@@ -220,7 +220,7 @@ def _measure(
                         wl, t, _, r = ob
                         run_open_batch(
                             cfg, session,
-                            _head(cfg, setting, wl, t, cfg.load.max_in_flight, r),
+                            _head(cfg, setting, wl, t, in_flight(cfg, ob[2]), r),
                             _conversations(cfg, prompts[wl], wl, t, setting, r),
                             ob, open_plan.trace, writer, ev, outcome,
                         )  # fmt: skip

@@ -55,6 +55,7 @@ class OpenLoopSession(Protocol):
         max_in_flight: int,
         max_duration_s: float,
         on_result: OnResult | None = None,
+        stop_s: float | None = None,
     ) -> OpenBatch: ...
 
 
@@ -65,15 +66,18 @@ def run_open_threaded(
     max_in_flight: int,
     max_duration_s: float,
     on_result: OnResult | None = None,
+    stop_s: float | None = None,
 ) -> OpenBatch:
     """Send `items[i]` at `arrivals[i]` s after the start, each in its own daemon thread (as
     `closed_loop.run_threaded`, so Ctrl-C drops only the requests in flight); deliver each
-    result to `on_result` in the caller's thread as it completes."""
+    result to `on_result` in the caller's thread as it completes. `stop_s` (a steady closed
+    loop's end): nothing is sent after it, those in flight complete until `max_duration_s`."""
     n = len(arrivals)
     out = OpenBatch(results=[None] * len(items))
     done: queue.SimpleQueue[tuple[int, ConversationResult | BaseException]] = queue.SimpleQueue()
     t0 = time.perf_counter()
     deadline = t0 + max_duration_s
+    stop = min(deadline, t0 + stop_s) if stop_s is not None else deadline
     inflight: set[int] = set()
     last = t0
 
@@ -113,7 +117,7 @@ def run_open_threaded(
     while nxt < n:
         now = time.perf_counter()
         due = t0 + arrivals[nxt]
-        if now >= deadline or due >= deadline:
+        if now >= stop or due >= stop:
             break
         if now < due:
             drain(due - now)

@@ -187,9 +187,12 @@ class OpenAISession:
         max_in_flight: int,
         max_duration_s: float,
         on_result: OnResult | None = None,
+        stop_s: float | None = None,
     ) -> OpenBatch:
         work = lambda c: self._conversation(c, False)  # noqa: E731
-        return run_open_threaded(work, convs, arrivals, max_in_flight, max_duration_s, on_result)
+        return run_open_threaded(
+            work, convs, arrivals, max_in_flight, max_duration_s, on_result, stop_s
+        )
 
 
 class OpenAIBackend:

@@ -89,11 +89,13 @@ class VllmSession:
         max_in_flight: int,
         max_duration_s: float,
         on_result: OnResult | None = None,
+        stop_s: float | None = None,
     ) -> OpenBatch:
         """An open-loop batch (`open_loop.py`): conversation i enters the engine at arrivals[i]
-        s (late when `max_in_flight` are in it); none enters after `max_duration_s`, and those
-        still in the engine then are aborted and recorded failed."""
-        return self._run(convs, max_in_flight, on_result, arrivals, max_duration_s)
+        s (late when `max_in_flight` are in it); none enters after `max_duration_s` (or after
+        `stop_s`, a steady closed loop's end), and those still in the engine at
+        `max_duration_s` are aborted and recorded failed."""
+        return self._run(convs, max_in_flight, on_result, arrivals, max_duration_s, stop_s)
 
     def _run(
         self,
@@ -102,6 +104,7 @@ class VllmSession:
         on_result: OnResult | None,
         arrivals: list[float] | None,
         max_duration_s: float,
+        stop_s: float | None = None,
     ) -> OpenBatch:
         results = [ConversationResult() for _ in convs]
         answers: list[list[str]] = [[] for _ in convs]
@@ -155,6 +158,9 @@ class VllmSession:
                     batch.cut_at_bound += 1
                     finish(cut.conv)
                 break
+            if stop_s is not None and pending and now - t0 >= stop_s:
+                batch.not_sent = len(pending)  # a steady closed loop's end: no more are sent
+                pending.clear()
             while pending and active < concurrency:
                 if arrivals is not None and now - t0 < arrivals[pending[0]]:
                     break
