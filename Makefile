@@ -35,7 +35,7 @@ test: $(STAMP)
 test-long: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "long and not vllm"
 
-# The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the spec
+# The unit tests alone (tests/unit, under 30 s): pure tests, no model, no torch outside the decoding
 # tensor-math tests; the few marked slow (seeded simulations of seconds) run in `make test` only.
 # tests/unit/conftest.py fails a unit test that opens a model file or starts a process;
 # tests/unit/test_architecture.py says which unit tests may import torch (tests/README.md).

@@ -34,19 +34,19 @@ from specbench.analysis import rollout
 from specbench.config import ModelSpec
 from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames
-from specbench.harness.accept import AcceptOptions, measure_requests, tokenize_requests
-from specbench.models import check_pair_compatible, load_model
-from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter
-from specbench.spec.generate import fixed_gamma, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.teacher_forced import (
+from specbench.decoding.drafters import ModelDrafter
+from specbench.decoding.generate import fixed_gamma, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.teacher_forced import (
     ScoredSequence,
     default_batch_tokens,
     plan_sequences,
     score_sequences,
 )
-from specbench.spec.timing import Clock
+from specbench.decoding.timing import Clock
+from specbench.harness.accept import AcceptOptions, measure_requests, tokenize_requests
+from specbench.models import check_pair_compatible, load_model
+from specbench.sampling_params import SamplingParams
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,12 +23,12 @@ import torch
 
 from specbench.config import DatasetSpec, ModelSpec, WorkloadSpec
 from specbench.data import load_workload
+from specbench.decoding.drafters import ModelDrafter
+from specbench.decoding.generate import baseline_generate, fixed_gamma, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.timing import Clock
 from specbench.models import check_pair_compatible, load_model
 from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter
-from specbench.spec.generate import baseline_generate, fixed_gamma, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.timing import Clock
 
 
 def main() -> None:

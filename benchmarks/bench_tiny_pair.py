@@ -28,8 +28,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from specbench.decoding.pairstats import decode_step_latencies, latency_summary
 from specbench.models.tinypair import tiny_model_dir
-from specbench.spec.pairstats import decode_step_latencies, latency_summary
 
 
 def measure(

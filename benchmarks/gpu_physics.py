@@ -232,7 +232,7 @@ class DualTimer:
     def __init__(self, device: Any) -> None:
         import torch
 
-        from specbench.spec.timing import Clock
+        from specbench.decoding.timing import Clock
 
         self.clock = Clock(device)
         self.cuda = device.type == "cuda"

@@ -31,11 +31,11 @@ sys.path.insert(0, str(REPO))
 
 from specbench.config import DatasetSpec, ModelSpec, WorkloadSpec  # noqa: E402
 from specbench.data import build_context_ids, load_workload  # noqa: E402
+from specbench.decoding.generate import baseline_generate  # noqa: E402
+from specbench.decoding.lm import CachedLM  # noqa: E402
+from specbench.decoding.sampling import SamplingParams  # noqa: E402
+from specbench.decoding.timing import Clock  # noqa: E402
 from specbench.models import eos_token_ids, load_model  # noqa: E402
-from specbench.spec.generate import baseline_generate  # noqa: E402
-from specbench.spec.lm import CachedLM  # noqa: E402
-from specbench.spec.sampling import SamplingParams  # noqa: E402
-from specbench.spec.timing import Clock  # noqa: E402
 
 
 def main() -> None:

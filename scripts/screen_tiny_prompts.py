@@ -5,7 +5,7 @@ For each prompt of a JSONL file ({"id", "prompt", ...} per line) the tiny target
 (--max-new-tokens, cut at the first EOS, as `specbench run` generates it at T = 0) is checked with
 the same content checks the analysis applies (specbench.analysis.estimators.content.answer_checks: an answer
 that loops is degenerate and set aside, docs/theory.md §13), and scored with the draft along that
-answer (specbench.spec.pairstats.teacher_forced_stats: greedy agreement, mean exact β at T = 1).
+answer (specbench.decoding.pairstats.teacher_forced_stats: greedy agreement, mean exact β at T = 1).
 One JSON line per prompt goes to --out (the input record plus those figures), and a summary per
 prompt-id prefix to stderr.
 
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from specbench.analysis.estimators.content import answer_checks  # noqa: E402
-from specbench.spec.pairstats import greedy_continuation, teacher_forced_stats  # noqa: E402
+from specbench.decoding.pairstats import greedy_continuation, teacher_forced_stats  # noqa: E402
 
 
 def screen(target: Any, draft: Any, tok: Any, prompt: str, n_new: int) -> dict[str, Any]:

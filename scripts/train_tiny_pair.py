@@ -17,7 +17,7 @@ Steps (all seeded; fp32 weights, optional bf16 autocast for the matmuls while tr
    loss = --kl-weight · KL(p_target ‖ q_draft) + --ce-weight · CE, at temperature 1;
 4. both saved in Hugging Face format (+ tokenizer), reloaded from disk in fp32, measured (decode-step
    latencies on --threads threads; acceptance figures on the tiny workloads with
-   specbench.spec.pairstats), and described in manifest.json.
+   specbench.decoding.pairstats), and described in manifest.json.
 
 Run from the repository root:  .venv/bin/python scripts/train_tiny_pair.py
 """
@@ -51,8 +51,8 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from specbench.decoding.pairstats import acceptance_figures  # noqa: E402
 from specbench.models.tinypair import MODEL_NAMES  # noqa: E402
-from specbench.spec.pairstats import acceptance_figures  # noqa: E402
 
 EOT = "<|endoftext|>"
 EXCLUDED_DIRS = (
@@ -846,7 +846,7 @@ def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
         "files": {"sha256": weights, "total_bytes_excluding_manifest": total_bytes},
         "latency": {
             "what": "one decode step (1 token, KV cache, batch 1, fp32, incl. the argmax), target "
-            "and draft interleaved (specbench.spec.pairstats.decode_step_latencies) by "
+            "and draft interleaved (specbench.decoding.pairstats.decode_step_latencies) by "
             "benchmarks/bench_tiny_pair.py in a subprocess; 'blocked': turns of `block` "
             "consecutive steps per model (like a draft round) — the headline figures; "
             "'alternating': one step each in turn (the draft always right after a target step, "
@@ -878,7 +878,7 @@ def measure_pair(args: argparse.Namespace) -> dict[str, Any]:
             "beta = sum_x min(p, q) with p, q = process_logits(logits, SamplingParams(temperature="
             "1.0)) (docs/theory.md §2 estimator (a)); pooled over all positions of the workload; "
             "target_self_agreement = mean[argmax p == continuation token] (1.0 unless the cached "
-            "and full forwards disagree on a near-tie). specbench.spec.pairstats.acceptance_figures; "
+            "and full forwards disagree on a near-tie). specbench.decoding.pairstats.acceptance_figures; "
             "all prompts of each dataset are used (tests/test_tiny_pair.py recomputes exactly "
             "these).",
             **acc,

@@ -1,7 +1,7 @@
 """How a request is sampled: temperature, top-k, top-p — a plain value, no torch.
 
 Every layer names a request's sampling with it (logged rows in data/, the runner, verify, accept);
-spec/sampling.py turns it into probabilities.
+decoding/sampling.py turns it into probabilities.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ def test_device_map_auto_loads_the_tiny_pair_on_cuda() -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_accept_batches_16384_tokens_on_cuda() -> None:
-    from specbench.spec.teacher_forced import default_batch_tokens
+    from specbench.decoding.teacher_forced import default_batch_tokens
 
     assert default_batch_tokens(torch.device("cuda")) == 16384
     assert default_batch_tokens(torch.device("cpu")) == 1024
@@ -257,12 +257,12 @@ def test_syncs_per_round_on_cuda_stay_within_the_design(monkeypatch: pytest.Monk
     import warnings
 
     from specbench.config import ModelSpec
+    from specbench.decoding import generate
+    from specbench.decoding.drafters import ModelDrafter
+    from specbench.decoding.lm import CachedLM
+    from specbench.decoding.timing import Clock
     from specbench.models import check_pair_compatible, load_model
     from specbench.sampling_params import SamplingParams
-    from specbench.spec import generate
-    from specbench.spec.drafters import ModelDrafter
-    from specbench.spec.lm import CachedLM
-    from specbench.spec.timing import Clock
 
     t = load_model(ModelSpec(model="tiny-target", dtype="bfloat16", device="cuda"))
     d = load_model(ModelSpec(model="tiny-draft", dtype="bfloat16", device="cuda"))

@@ -1,5 +1,5 @@
 """The shipped tiny target/draft pair: files, hashes, loading offline, sizes, and the acceptance
-figures recorded in its manifest (recomputed here with specbench.spec.pairstats; nothing is retrained).
+figures recorded in its manifest (recomputed here with specbench.decoding.pairstats; nothing is retrained).
 
 Tolerance: fp32 inference on CPU at batch 1 is deterministic (same result with 1 or 2 threads), so
 the recomputed figures must match the manifest to 1e-4; the target's greedy continuations must
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import torch
 
+from specbench.decoding.pairstats import acceptance_figures, teacher_forced_stats
 from specbench.models.tinypair import MODEL_NAMES, TINY_PAIR_DIR, load_manifest, tiny_model_dir
-from specbench.spec.pairstats import acceptance_figures, teacher_forced_stats
 
 REPO = Path(__file__).resolve().parents[1]
 TOL = 1e-4

@@ -78,7 +78,7 @@ class DraftSpec(ModelSpec):
 
 
 class PolicySpec(StrictModel):
-    """A γ policy (docs/theory.md §5; see specbench/spec/policies.py). Options not used by a policy are
+    """A γ policy (docs/theory.md §5; see specbench/decoding/policies.py). Options not used by a policy are
     ignored. `gamma` is the starting γ (adaptive, heuristic) or the base γ (fixed, temperature)."""
 
     name: str

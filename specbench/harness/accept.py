@@ -2,7 +2,7 @@
 per bucket.
 
 β depends only on the two models' distributions, so α is measured teacher-forced: one forward of
-the target and one of the draft over each logged prompt + response (spec/teacher_forced.py),
+the target and one of the draft over each logged prompt + response (decoding/teacher_forced.py),
 then per bucket α with a bootstrap CI over requests, its profile along the response, and the
 predicted ā(γ), optimal γ, speedup CI and ON/OFF verdict (analysis/rollout/accept_summary.py,
 analysis/rollout.py). `run_accept` is the whole command without its options and its console:
@@ -172,7 +172,7 @@ def measure_requests(
     on_progress: Progress | None = None,
 ) -> rollout.AcceptResult:
     """Score `requests` with the loaded pair (`models.LoadedModel`s) and plan every bucket."""
-    from specbench.spec.teacher_forced import (
+    from specbench.decoding.teacher_forced import (
         default_batch_tokens,
         plan_sequences,
         score_sequences,
@@ -298,7 +298,7 @@ def run_accept(
     measured = None
     if timing.measure:
         with events.stage("timing batch-1 forwards of both models…"):
-            from specbench.spec.timing import measure_forward_latency
+            from specbench.decoding.timing import measure_forward_latency
 
             measured = measure_forward_latency(
                 t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing.reps

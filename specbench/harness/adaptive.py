@@ -50,6 +50,7 @@ from specbench.analysis.simulate.replay import replay
 from specbench.analysis.stats.sequential import SequentialDecision
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt
+from specbench.decoding.policies import Policy
 from specbench.harness.plan import (
     DecodingSetting,
     RunEvents,
@@ -61,7 +62,6 @@ from specbench.harness.plan import (
 )
 from specbench.harness.runner import Session, measure_unit, start_run
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
-from specbench.spec.policies import Policy
 
 PILOT_PROMPTS = 2
 NEIGHBOUR_TOL = 0.05  # a setting predicted within 5 % of the best is measured too

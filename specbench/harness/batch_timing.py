@@ -90,7 +90,7 @@ def run_batch_timing(
 ) -> int:
     """Measure every (workload, b, repetition) not yet recorded, appending each record at
     once; return how many were written."""
-    from specbench.spec.batch_timing import batch_contexts, time_batched_forwards
+    from specbench.decoding.batch_timing import batch_contexts, time_batched_forwards
 
     spec = cfg.batch_timing
     if spec is None:

@@ -20,9 +20,9 @@ import yaml
 from specbench.config import PolicySpec, RunConfig, WorkloadSpec, dump_config
 from specbench.data import Prompt, load_workload
 from specbench.data.privacy import ID_SALT_ENV, private_prompts
+from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
 from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_truncated_tail
-from specbench.spec.policies import Policy
 
 DERIVED_FILES = (
     "results.json",

@@ -23,6 +23,17 @@ from specbench.analysis.estimators.content import answer_checks
 from specbench.config import PolicySpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
 from specbench.data.privacy import answer_fields, privacy_note, prompt_texts, withhold
+from specbench.decoding.drafters import Drafter, ModelDrafter, NgramDrafter
+from specbench.decoding.generate import (
+    Generation,
+    StopCheck,
+    baseline_generate,
+    speculative_generate,
+)
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.policies import Policy
+from specbench.decoding.rounds import Rounds
+from specbench.decoding.timing import Clock
 from specbench.errors import SpecbenchError
 from specbench.harness.batch_timing import run_batch_timing, timed_pair
 from specbench.harness.env import pair_facts, transformers_environment, write_env
@@ -40,17 +51,6 @@ from specbench.harness.plan import (
 )
 from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
 from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
-from specbench.spec.generate import (
-    Generation,
-    StopCheck,
-    baseline_generate,
-    speculative_generate,
-)
-from specbench.spec.lm import CachedLM
-from specbench.spec.policies import Policy
-from specbench.spec.rounds import Rounds
-from specbench.spec.timing import Clock
 
 
 def make_stop_check(tokenizer: Any, stop: list[str]) -> StopCheck | None:

@@ -14,8 +14,8 @@ Forwards are memoized by token history (`spec.lm.MemoizedLM`), so n samples cost
 calls; on a miss the live KV cache is cropped and extended exactly as in decoding.
 `memoize=False` runs every forward.
 
-Where the rest lives: the acceptance rules in spec/acceptance_rules.py, the oracle distributions
-and the repeated rounds in spec/lossless.py, the statistics in analysis/verify/lossless_tests.py.
+Where the rest lives: the acceptance rules in decoding/acceptance_rules.py, the oracle distributions
+and the repeated rounds in decoding/lossless.py, the statistics in analysis/verify/lossless_tests.py.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ import torch
 from specbench.analysis.verify.verify_results import SamplingCheck, VerifyReport
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt, build_context_ids, conversation_messages
+from specbench.decoding.acceptance_rules import LossyRule
+from specbench.decoding.drafters import Drafter, ModelDrafter, NgramDrafter
+from specbench.decoding.generate import baseline_generate
+from specbench.decoding.lm import CachedLM, MemoizedLM
+from specbench.decoding.timing import Clock
 from specbench.errors import SpecbenchError
 from specbench.harness.plan import load_prompts
 from specbench.harness.runner import Session, load_session
@@ -41,11 +46,6 @@ from specbench.harness.verify_checks import (
     greedy_check,
 )
 from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import LossyRule
-from specbench.spec.drafters import Drafter, ModelDrafter, NgramDrafter
-from specbench.spec.generate import baseline_generate
-from specbench.spec.lm import CachedLM, MemoizedLM
-from specbench.spec.timing import Clock
 
 CONTEXT_STRIDE = 8  # answer offsets of successive passes over the prompts (plus 4 on odd contexts)
 

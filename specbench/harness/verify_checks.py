@@ -5,7 +5,7 @@
   logit margin between the two tokens there. In fp32 any difference fails; in fp16/bf16 a flip
   whose margin is within the dtype's rounding tolerance is a near-tie flip: reported, not failed.
 - `check_context` (T > 0): one speculative round is run n times from the same state at a context
-  (spec/lossless.py). Every emitted position j of the round (1..γ+1, the bonus token included) is
+  (decoding/lossless.py). Every emitted position j of the round (1..γ+1, the bonus token included) is
   tested on the rounds that reached it against the target's processed p(· | context, e_1..e_{j−1})
   from separate target forwards: position 1 by χ² on the token counts, later positions by the
   pooled probability integral transform (analysis/verify/lossless_tests.py).
@@ -25,20 +25,20 @@ import torch
 
 from specbench.analysis.verify.lossless_tests import PositionTest, goodness_of_fit, pit_test
 from specbench.analysis.verify.verify_results import ContextCheck, GreedyCheck, GreedyMismatch
-from specbench.errors import SpecbenchError
-from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import AcceptanceRule
-from specbench.spec.drafters import Drafter
-from specbench.spec.generate import baseline_generate, fixed_gamma, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.lossless import (
+from specbench.decoding.acceptance_rules import AcceptanceRule
+from specbench.decoding.drafters import Drafter
+from specbench.decoding.generate import baseline_generate, fixed_gamma, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.lossless import (
     RoundSample,
     context_distribution,
     first_token_expectation,
     prefix_distributions,
     sample_rounds,
 )
-from specbench.spec.timing import Clock
+from specbench.decoding.timing import Clock
+from specbench.errors import SpecbenchError
+from specbench.sampling_params import SamplingParams
 
 GREEDY = SamplingParams()
 # Logit margin (units of logits) under which a greedy flip counts as a rounding near-tie.

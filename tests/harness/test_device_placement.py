@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 import torch
 
+from specbench.decoding.acceptance_rules import RoundDecision, accept_draft
+from specbench.decoding.drafters import ModelDrafter, NgramDrafter
+from specbench.decoding.generate import speculative_round
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.lossless import prefix_distributions
+from specbench.decoding.teacher_forced import ScoredSequence, score_batch
+from specbench.decoding.timing import Clock
 from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import RoundDecision, accept_draft
-from specbench.spec.drafters import ModelDrafter, NgramDrafter
-from specbench.spec.generate import speculative_round
-from specbench.spec.lm import CachedLM
-from specbench.spec.lossless import prefix_distributions
-from specbench.spec.teacher_forced import ScoredSequence, score_batch
-from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 

@@ -4,7 +4,7 @@ number (docs/performance.md "Host synchronisations per round").
 On CUDA a device→host read (`.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `int(t)`, `float(t)`,
 `bool(t)`, `t.__index__`) waits for every queued kernel; so does building a device tensor from a
 Python list (`torch.tensor(..., device=cuda)`, a pageable copy that PyTorch synchronises), and
-`Clock.now()` synchronises on purpose around each timed interval (spec/timing.py). On a CPU the
+`Clock.now()` synchronises on purpose around each timed interval (decoding/timing.py). On a CPU the
 same calls are made, so counting them here counts what a GPU round would wait for — every tensor
 of the round lives on the model's device, so every such read is a device read there.
 
@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import torch
 
-import specbench.spec.generate as generate
+import specbench.decoding.generate as generate
+from specbench.decoding.drafters import ModelDrafter, NgramDrafter
+from specbench.decoding.generate import fixed_gamma, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.timing import Clock
 from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter, NgramDrafter
-from specbench.spec.generate import fixed_gamma, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.timing import Clock
 
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 

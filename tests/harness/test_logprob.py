@@ -9,14 +9,14 @@ import pytest
 import torch
 from scipy.special import log_softmax
 
-from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter
-from specbench.spec.generate import (
+from specbench.decoding.drafters import ModelDrafter
+from specbench.decoding.generate import (
     Generation,
     baseline_generate,
     fixed_gamma,
     speculative_generate,
 )
+from specbench.sampling_params import SamplingParams
 from tests.harness.test_speculative import CLOCK, lms, tiny_prompts
 
 

@@ -2,7 +2,7 @@
 GPU (models/load.py `pick_dtype`), through the speculative loop, verify's checks and accept's β.
 
 The model's forward runs in the low dtype; `process_logits` upcasts the logits to float32 before
-temperature, softmax, top-k/top-p and every acceptance decision (spec/sampling.py), as on CUDA. So
+temperature, softmax, top-k/top-p and every acceptance decision (decoding/sampling.py), as on CUDA. So
 the only thing the dtype changes is the logits themselves, and it changes them differently along
 two paths that are equal in exact arithmetic: the batched verify forward over γ + 1 tokens and the
 one-token decode step (or the fresh forward verify's oracle uses). The tolerances below are
@@ -30,6 +30,11 @@ from scipy import stats
 from specbench.analysis.verify.lossless_tests import bonferroni
 from specbench.config import DatasetSpec, ModelSpec, WorkloadSpec
 from specbench.data import load_workload
+from specbench.decoding.acceptance_rules import exact_beta
+from specbench.decoding.lm import CachedLM, MemoizedLM
+from specbench.decoding.sampling import process_logits
+from specbench.decoding.teacher_forced import ScoredSequence, score_batch
+from specbench.decoding.timing import Clock
 from specbench.harness.verify import model_drafter_factory
 from specbench.harness.verify_checks import (
     NEAR_TIE_TOLERANCE,
@@ -39,11 +44,6 @@ from specbench.harness.verify_checks import (
 )
 from specbench.models import check_pair_compatible, load_model
 from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import exact_beta
-from specbench.spec.lm import CachedLM, MemoizedLM
-from specbench.spec.sampling import process_logits
-from specbench.spec.teacher_forced import ScoredSequence, score_batch
-from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 HOT = SamplingParams(temperature=1.0)

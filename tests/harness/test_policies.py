@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 
 from specbench.config import PolicySpec
+from specbench.decoding.drafters import NgramDrafter
+from specbench.decoding.generate import baseline_generate, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.policies import Policy
+from specbench.decoding.timing import Clock
 from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import NgramDrafter
-from specbench.spec.generate import baseline_generate, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.policies import Policy
-from specbench.spec.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 
@@ -33,7 +33,7 @@ def test_ngram_drafting_is_lossless_under_greedy(tiny_pair) -> None:  # type: ig
 
 @torch.inference_mode()
 def test_policy_run_uses_the_policy_gammas(tiny_pair) -> None:  # type: ignore[no-untyped-def]
-    from specbench.spec.drafters import ModelDrafter
+    from specbench.decoding.drafters import ModelDrafter
 
     tok = tiny_pair.target.tokenizer
     v = tiny_pair.vocab.real_vocab_size

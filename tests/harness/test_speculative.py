@@ -11,19 +11,19 @@ from scipy import stats
 
 from specbench.config import DatasetSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.harness.runner import make_stop_check
-from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter
-from specbench.spec.generate import (
+from specbench.decoding.drafters import ModelDrafter
+from specbench.decoding.generate import (
     baseline_generate,
     fixed_gamma,
     speculative_generate,
     speculative_round,
 )
-from specbench.spec.lm import CachedLM
-from specbench.spec.rounds import Rounds
-from specbench.spec.sampling import process_logits
-from specbench.spec.timing import Clock
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.rounds import Rounds
+from specbench.decoding.sampling import process_logits
+from specbench.decoding.timing import Clock
+from specbench.harness.runner import make_stop_check
+from specbench.sampling_params import SamplingParams
 
 CLOCK = Clock(torch.device("cpu"))
 GREEDY = SamplingParams()

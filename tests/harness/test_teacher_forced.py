@@ -1,4 +1,4 @@
-"""Teacher-forced β (spec/teacher_forced.py) on the tiny pair: batching, padding and chunking
+"""Teacher-forced β (decoding/teacher_forced.py) on the tiny pair: batching, padding and chunking
 change no logit; β matches the unbatched oracle; and α measured offline on target-generated
 responses agrees with α measured by `run` (docs/theory.md §2 (a) both ways). The planning and the
 rollout arithmetic it feeds: tests/unit/tensors/test_teacher_forced_planning.py, tests/unit/test_rollout.py."""
@@ -15,14 +15,14 @@ import torch
 from specbench.analysis import rollout
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import build_context_ids, load_workload
-from specbench.sampling_params import SamplingParams
-from specbench.spec.pairstats import teacher_forced_stats
-from specbench.spec.teacher_forced import (
+from specbench.decoding.pairstats import teacher_forced_stats
+from specbench.decoding.teacher_forced import (
     ScoredSequence,
     plan_sequences,
     score_sequences,
 )
-from specbench.spec.timing import measure_forward_latency
+from specbench.decoding.timing import measure_forward_latency
+from specbench.sampling_params import SamplingParams
 
 T1 = SamplingParams(1.0)
 GREEDY = SamplingParams(0.0)
@@ -144,12 +144,12 @@ def test_accept_alpha_agrees_with_run_on_target_generated_responses(
     positions) on the same prompts at T=1: the two intervals must overlap."""
     from specbench.analysis.estimators.acceptance import estimate_alpha
     from specbench.data.logged_rows import LoggedRequest
+    from specbench.decoding.generate import baseline_generate
+    from specbench.decoding.lm import CachedLM
+    from specbench.decoding.timing import Clock
     from specbench.harness import runner
     from specbench.harness.accept import AcceptOptions, measure_requests
     from specbench.records import read_records
-    from specbench.spec.generate import baseline_generate
-    from specbench.spec.lm import CachedLM
-    from specbench.spec.timing import Clock
 
     n_new = 40
     prompts = load_workload(

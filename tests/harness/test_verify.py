@@ -24,20 +24,20 @@ from specbench.analysis.verify.verify_results import ContextCheck
 from specbench.cli.app import app
 from specbench.config import DatasetSpec, DraftSpec, WorkloadSpec
 from specbench.data import load_workload
-from specbench.harness.verify import model_drafter_factory, ngram_drafter_factory
-from specbench.harness.verify_checks import Context, check_context, greedy_check
-from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import (
+from specbench.decoding.acceptance_rules import (
     LossyRule,
     RoundDecision,
     accept_draft,
     exact_beta,
 )
-from specbench.spec.drafters import NgramDrafter
-from specbench.spec.generate import baseline_generate
-from specbench.spec.lm import CachedLM, MemoizedLM
-from specbench.spec.sampling import process_logits, sample
-from specbench.spec.timing import Clock
+from specbench.decoding.drafters import NgramDrafter
+from specbench.decoding.generate import baseline_generate
+from specbench.decoding.lm import CachedLM, MemoizedLM
+from specbench.decoding.sampling import process_logits, sample
+from specbench.decoding.timing import Clock
+from specbench.harness.verify import model_drafter_factory, ngram_drafter_factory
+from specbench.harness.verify_checks import Context, check_context, greedy_check
+from specbench.sampling_params import SamplingParams
 
 CLOCK = Clock(torch.device("cpu"))
 HOT = SamplingParams(temperature=1.0)

@@ -23,16 +23,16 @@ import pytest
 import torch
 
 from specbench.config import ModelSpec, parse_config, read_yaml
+from specbench.decoding.drafters import ModelDrafter
+from specbench.decoding.generate import fixed_gamma, speculative_generate
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.timing import Clock
 from specbench.harness.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
 from specbench.models import load_model
 from specbench.models.load import offloaded
 from specbench.models.meta import build_on_meta
 from specbench.models.resolve import resolve_model_path
 from specbench.sampling_params import SamplingParams
-from specbench.spec.drafters import ModelDrafter
-from specbench.spec.generate import fixed_gamma, speculative_generate
-from specbench.spec.lm import CachedLM
-from specbench.spec.timing import Clock
 
 accelerate = pytest.importorskip("accelerate")  # the dev extra installs it
 

@@ -1,7 +1,7 @@
 """The shape of specbench, checked statically from its source (ast; nothing of specbench is
 imported here) plus a few short startup checks in a fresh interpreter.
 
-The rules (issue 13, shared/STYLE.md): imports flow one way, cli → harness → spec / analysis →
+The rules (issue 13, shared/STYLE.md): imports flow one way, cli → harness → decoding / analysis →
 records / config / data, and report only reads analysis results; no import cycle; no module
 reaches into another module's `_private` names; no module over 400 lines; `specbench.analysis`
 and `specbench.report` never import torch or transformers, so `roi`, `compare`, `report` and
@@ -39,7 +39,7 @@ PURE_LAYERS = ("specbench.analysis", "specbench.report")
 # specbench.commands is today's half of the CLI (it becomes specbench.cli); specbench.models
 # loads models with torch.
 FORBIDDEN_FOR_PURE = (
-    "specbench.spec",
+    "specbench.decoding",
     "specbench.harness",
     "specbench.cli",
     "specbench.commands",
@@ -54,12 +54,12 @@ FORBIDDEN_FOR_HARNESS = ("specbench.report", "specbench.cli")
 # code and pure; `specbench simulate` (analysis/simulate/replay.py) replays the very same policies on
 # recorded acceptance traces, so its predictions use what `run` runs. Both must stay torch-free
 # (test_allowed_spec_modules_are_torch_free).
-ALLOWED_FOR_PURE = ("specbench.spec.policies", "specbench.spec.rounds")
+ALLOWED_FOR_PURE = ("specbench.decoding.policies", "specbench.decoding.rounds")
 
-# Unit-test modules allowed to import torch: they test specbench.spec's tensor math on small
+# Unit-test modules allowed to import torch: they test specbench.decoding's tensor math on small
 # hand-made tensors. Every other unit test (analysis, report, data, config, cli) must run
 # without torch; no unit test loads a model (tests/unit/conftest.py enforces that at run time).
-# The unit tests that may import torch live in tests/unit/tensors/ (spec/ and models/ pieces on
+# The unit tests that may import torch live in tests/unit/tensors/ (decoding/ and models/ pieces on
 # small hand-made tensors: sampling, acceptance rules, the n-gram drafter, teacher-forced planning,
 # verify's statistics, devices and dtypes). `make test-fast` leaves that folder out: importing
 # torch costs each test process seconds, half the fast lane's collection.
@@ -382,7 +382,7 @@ def test_analysis_and_report_import_no_model_code_torch_or_transformers() -> Non
     )
 
 
-def test_allowed_spec_modules_are_torch_free() -> None:
+def test_allowed_decoding_modules_are_torch_free() -> None:
     for mod in ALLOWED_FOR_PURE:
         chains = runtime_closure(mod)
         assert not [h for h in HEAVY if h in chains], (

@@ -1,6 +1,6 @@
 """The end of the token budget (analysis/arithmetic/end_of_budget.py, docs/theory.md §3): the budget walk,
 the censored acceptance distribution, the turn split, and the seeded simulation that measures
-the γ predictions' bias against runs decoded as spec/generate.py decodes
+the γ predictions' bias against runs decoded as decoding/generate.py decodes
 (analysis/calibration/prediction_calibration.py)."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import pytest
 
 from specbench.analysis.simulate.replay import Timing, replay, replay_prompt
 from specbench.config import PolicySpec
+from specbench.decoding.policies import Policy
+from specbench.decoding.rounds import Rounds
 from specbench.errors import SpecbenchError
-from specbench.spec.policies import Policy
-from specbench.spec.rounds import Rounds
 
 
 def test_heuristic_policy_hand_sequence() -> None:

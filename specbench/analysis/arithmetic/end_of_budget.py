@@ -1,7 +1,7 @@
 """The end of the token budget: tokens per round when rounds near max_new_tokens are capped
 (docs/theory.md §3, "End of budget").
 
-The decoding loop (spec/generate.py) never drafts more than it can emit: a round that starts with
+The decoding loop (decoding/generate.py) never drafts more than it can emit: a round that starts with
 r tokens left in the turn's budget drafts g(r) = max(1, min(γ, r − 1)). A γ run and a γ_max run
 are capped at different rounds, so truncating each recorded round to γ on its own (a round that
 accepted A accepts min(A, γ)) is right only far from the budget: the γ run spends more rounds

@@ -3,7 +3,7 @@
 
 Per replicate, prompts with acceptance that varies across prompts (α_p ~ Beta, mean 0.6, sd 0.2)
 and within them (easy and hard stretches: β_t = α_p ± 0.25, switching with probability 0.1 per
-position) are decoded the way spec/generate.py decodes — a round that starts with r tokens left
+position) are decoded the way decoding/generate.py decodes — a round that starts with r tokens left
 drafts max(1, min(γ, r − 1)), the stopper keeps what fits — once at γ_max (the run predictions
 are made from) and once at every γ < γ_max (the truth: its measured tokens per round
 1 + Σ accepted / Σ rounds, `analysis.estimators.acceptance.estimate_alpha`'s τ). Sampled decoding draws
@@ -31,7 +31,7 @@ from specbench.analysis.arithmetic.timing_model import TimingModel
 from specbench.analysis.estimators.acceptance import iid_curve, prompt_truncation, truncation_curve
 from specbench.analysis.simulate.replay import replay
 from specbench.config import PolicySpec
-from specbench.spec.policies import Policy
+from specbench.decoding.policies import Policy
 
 METHODS = ("truncation", "iid", "replay", "old truncation", "old iid", "old replay")
 _TIMING = TimingModel(t_ar_ms=10.0, t_draft_ms=1.0, t0_ms=10.0, t1_ms=0.5)  # replay needs one
@@ -75,7 +75,7 @@ def _prompt(rng: np.random.Generator, tr: Traffic) -> _Prompt:
 def decode(
     rng: np.random.Generator, p: _Prompt, gamma: int, budget: int, round_sd: float = 0.0
 ) -> dict[str, Any]:
-    """One prompt decoded at fixed γ as spec/generate.py does; its record's analysed fields.
+    """One prompt decoded at fixed γ as decoding/generate.py does; its record's analysed fields.
     A prompt that stops at EOS has it at output position `length` − 1: a draft accepted there
     was the EOS, and the drafter stops proposing after it.
 

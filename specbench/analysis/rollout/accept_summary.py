@@ -1,7 +1,7 @@
 """From teacher-forced scores to `specbench accept`'s result: α per bucket and the rollout plan
 each implies (analysis/rollout.py), the timing model each bucket is planned with, and the
 labels under which the sampling settings are reported. numpy only: the scores come in from
-spec/teacher_forced.py, this module never imports torch.
+decoding/teacher_forced.py, this module never imports torch.
 """
 
 from __future__ import annotations

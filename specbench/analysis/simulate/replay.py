@@ -37,8 +37,8 @@ from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
 from specbench.analysis.stats.serialize import est_json
 from specbench.config import PolicySpec
+from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
-from specbench.spec.policies import Policy
 
 Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
 

@@ -1,4 +1,4 @@
-"""The acceptance rules on small hand-made tensors (spec/acceptance_rules.py, spec/sampling.py): the
+"""The acceptance rules on small hand-made tensors (decoding/acceptance_rules.py, decoding/sampling.py): the
 first emitted token's closed form, exact and under the labelled lossy rule, and the lossy rule's
 samples against it."""
 
@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from specbench.analysis.verify.lossless_tests import goodness_of_fit
-from specbench.spec.acceptance_rules import (
+from specbench.decoding.acceptance_rules import (
     LossyRule,
     accept_draft,
     exact_beta,
     first_token_distribution,
     lossy_accept,
 )
-from specbench.spec.sampling import sample
+from specbench.decoding.sampling import sample
 
 
 def test_first_token_closed_form_hand_values() -> None:

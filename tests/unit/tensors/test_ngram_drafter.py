@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from specbench.spec.drafters import NgramDrafter, Proposal
-from specbench.spec.timing import Clock
+from specbench.decoding.drafters import NgramDrafter, Proposal
+from specbench.decoding.timing import Clock
 
 CLOCK = Clock(torch.device("cpu"))
 

@@ -1,9 +1,9 @@
-"""Teacher forcing's planning without a model (spec/teacher_forced.py): windows and truncation of
+"""Teacher forcing's planning without a model (decoding/teacher_forced.py): windows and truncation of
 long requests, and batches within the token budget."""
 
 from __future__ import annotations
 
-from specbench.spec.teacher_forced import (
+from specbench.decoding.teacher_forced import (
     ScoredSequence,
     make_batches,
     plan_sequences,

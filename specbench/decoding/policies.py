@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.config import PolicySpec
-from specbench.spec.rounds import GammaForRound, Rounds
+from specbench.decoding.rounds import GammaForRound, Rounds
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import (
+from specbench.decoding.acceptance_rules import (
     AcceptanceRule,
     LossyRule,
     exact_beta,
     first_token_distribution,
 )
-from specbench.spec.drafters import Drafter
-from specbench.spec.generate import speculative_round
-from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import process_logits
-from specbench.spec.timing import Clock
+from specbench.decoding.drafters import Drafter
+from specbench.decoding.generate import speculative_round
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.sampling import process_logits
+from specbench.decoding.timing import Clock
+from specbench.sampling_params import SamplingParams
 
 PREFIX_BATCH = 64  # prefixes scored per batched forward
 

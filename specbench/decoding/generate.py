@@ -34,18 +34,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import (
+from specbench.decoding.acceptance_rules import (
     AcceptanceRule,
     accept_draft,
     drafted_beta,
     greedy_decision,
 )
-from specbench.spec.drafters import Drafter, Proposal
-from specbench.spec.lm import CachedLM
-from specbench.spec.rounds import GammaForRound, Rounds
-from specbench.spec.sampling import process_logits, sample
-from specbench.spec.timing import Clock
+from specbench.decoding.drafters import Drafter, Proposal
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.rounds import GammaForRound, Rounds
+from specbench.decoding.sampling import process_logits, sample
+from specbench.decoding.timing import Clock
+from specbench.sampling_params import SamplingParams
 
 # A stop check returns the number of generated tokens to keep when a stop string has appeared.
 StopCheck = Callable[[list[int]], int | None]

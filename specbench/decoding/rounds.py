@@ -1,7 +1,7 @@
 """What one speculative generation records per round, and the γ-policy callback that reads it.
 
-Plain data, no torch: the decoding loop (spec/generate.py) fills a `Rounds`, the γ policies
-(spec/policies.py) read it, and the trace-replay simulator (analysis/simulate/replay.py) replays the same
+Plain data, no torch: the decoding loop (decoding/generate.py) fills a `Rounds`, the γ policies
+(decoding/policies.py) read it, and the trace-replay simulator (analysis/simulate/replay.py) replays the same
 policies over recorded rounds without importing torch.
 """
 

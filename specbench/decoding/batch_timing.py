@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from specbench.spec.lm import cache_kwargs
-from specbench.spec.timing import Clock
+from specbench.decoding.lm import cache_kwargs
+from specbench.decoding.timing import Clock
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A round drafts y_1..y_k; the target's verify forward gives the processed distrib
 p_1..p_{k+1}, the drafter's q_1..q_k. An acceptance rule decides how many drafts are kept and which
 token is emitted after them (`RoundDecision`). Notation: p = p_target, q = q_draft (gpt-fast swaps
 the letters; we don't). p and q must be *processed* identically (temperature, top-k, top-p,
-spec/sampling.py) for the output to follow the target's processed distribution exactly.
+decoding/sampling.py) for the output to follow the target's processed distribution exactly.
 
 - `accept_draft` / `exact_rule` (docs/theory.md §1; Leviathan et al. 2023, arXiv 2211.17192,
   Alg. 1; Chen et al. 2023, arXiv 2302.01318): accept y_i with probability min(1, p_i(y_i) /
@@ -39,7 +39,7 @@ from typing import Protocol
 
 import torch
 
-from specbench.spec.sampling import sample
+from specbench.decoding.sampling import sample
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from specbench.decoding.acceptance_rules import exact_beta
+from specbench.decoding.lm import cache_kwargs
+from specbench.decoding.sampling import process_logits
 from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import exact_beta
-from specbench.spec.lm import cache_kwargs
-from specbench.spec.sampling import process_logits
 
 Overflow = Literal["window", "truncate"]
 ROW_BLOCK = 1024  # logits rows turned into probabilities at once (bounds memory for big vocabs)

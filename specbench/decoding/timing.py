@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from specbench.spec.lm import CachedLM
+from specbench.decoding.lm import CachedLM
 
 
 class Clock:

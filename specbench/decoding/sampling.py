@@ -1,7 +1,7 @@
 """Logits → processed probabilities (temperature, top-k, top-p), and sampling from them.
 
 Pure torch on tensors; no models. The target's p and the draft's q go through the same
-`process_logits`, which the exact acceptance rule needs (spec/acceptance_rules.py).
+`process_logits`, which the exact acceptance rule needs (decoding/acceptance_rules.py).
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from typing import Protocol
 
 import torch
 
+from specbench.decoding.lm import CachedLM
+from specbench.decoding.sampling import process_logits, sample
+from specbench.decoding.timing import Clock
 from specbench.sampling_params import SamplingParams
-from specbench.spec.lm import CachedLM
-from specbench.spec.sampling import process_logits, sample
-from specbench.spec.timing import Clock
 
 
 @dataclass

@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from specbench.decoding.acceptance_rules import exact_beta
+from specbench.decoding.lm import cache_kwargs
+from specbench.decoding.sampling import process_logits
 from specbench.sampling_params import SamplingParams
-from specbench.spec.acceptance_rules import exact_beta
-from specbench.spec.lm import cache_kwargs
-from specbench.spec.sampling import process_logits
 
 
 def _logits(model: Any, ids: Sequence[int]) -> torch.Tensor:
