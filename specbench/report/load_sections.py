@@ -10,6 +10,7 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_load import LoadCell, QuantilesCI, SloJSON
+from specbench.analysis.stats.steady_state import KEPT_UP_MIN_REQUESTS
 from specbench.report.blocks import Block, Bullets, Heading, Para, TableBlock
 from specbench.report.text import num_text, prompts_basis_tag
 
@@ -48,7 +49,13 @@ def steady_text(c: LoadCell) -> str | None:
     st = c.steady
     if st is None:
         return None
-    kept = {True: "kept up", False: "⚠ did NOT keep up", None: "kept up: too few requests to tell"}
+    n = st.queueing_growth.n if st.queueing_growth is not None else 0
+    kept = {
+        True: "kept up",
+        False: "⚠ did NOT keep up",
+        None: f"kept up: can't tell from {n} request(s) in the window (claimed from "
+        f"{KEPT_UP_MIN_REQUESTS}; run longer)",
+    }
     g = st.queueing_growth
     offered = f" of {c.offered_rate:.2f}/s offered" if c.offered_rate is not None else ""
     why = ""

@@ -11,7 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbench.analysis.stats.steady_state import MIN_REQUESTS, queueing_growth
+from specbench.analysis.stats.steady_state import (
+    KEPT_UP_MIN_REQUESTS,
+    MIN_REQUESTS,
+    kept_up,
+    queueing_growth,
+)
 
 N = 200  # requests in the window
 SEEDS = range(400)
@@ -60,3 +65,20 @@ def test_too_few_requests_or_no_window_gives_no_verdict() -> None:
     assert flat is not None and not flat.growing and flat.p_value == 1.0
     ramp = queueing_growth(t, [10.0 + 100.0 * x for x in t], 0.0, 19.0)  # a queue piling up
     assert ramp is not None and ramp.growing and ramp.rise_ms == pytest.approx(1900.0)
+
+
+def test_kept_up_is_claimed_only_at_the_size_its_power_was_measured() -> None:
+    """Three outcomes: growth (or the time bound) → False at any size; no growth → True only
+    from KEPT_UP_MIN_REQUESTS requests (the simulation's 200), else None: a short window cannot
+    tell a stable queue from a slowly growing one (docs/theory.md §21)."""
+    assert KEPT_UP_MIN_REQUESTS == N  # the claim rests on the power measured above
+    t, y = mm1(0.5, 0)
+    full = queueing_growth(t.tolist(), y.tolist(), float(t[0]), float(t[-1]))
+    short = queueing_growth(t[:40].tolist(), y[:40].tolist(), float(t[0]), float(t[39]))
+    assert full is not None and short is not None and not full.growing and not short.growing
+    assert kept_up(full, hit_bound=False) is True
+    assert kept_up(short, hit_bound=False) is None
+    assert kept_up(full, hit_bound=True) is False and kept_up(None, hit_bound=False) is None
+    ramp = [float(i) for i in range(20)]  # a queue piling up, seen in a short window
+    grown = queueing_growth(ramp, [10.0 + 100.0 * x for x in ramp], 0.0, 19.0)
+    assert grown is not None and grown.growing and kept_up(grown, hit_bound=False) is False

@@ -26,7 +26,7 @@ from typing import Any
 from specbench.analysis.serving.buffering import buffered_cell
 from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
 from specbench.analysis.stats.serialize import json_num
-from specbench.analysis.stats.steady_state import queueing_growth
+from specbench.analysis.stats.steady_state import kept_up, queueing_growth
 
 Record = dict[str, Any]
 CLOSED = "closed"
@@ -121,7 +121,7 @@ def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
         else None,
         "n_drain": sum(r.get("phase") == "drain" for r in inside),
         "queueing_growth": growth,
-        "kept_up": False if hit or (g is not None and g.growing) else (None if g is None else True),
+        "kept_up": kept_up(g, hit),
     }
 
 

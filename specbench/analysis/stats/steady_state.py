@@ -23,6 +23,10 @@ from scipy import stats as sps
 ALPHA = 0.01  # one-sided level of the trend test
 GROWTH_FACTOR = 3.0  # rise across the window, in units of the first quarter's median latency
 MIN_REQUESTS = 8  # fewer: no verdict (None)
+# "kept up" is claimed from this many requests in the window: the size its power was measured
+# at (docs/theory.md §21: 76 % at ρ = 1.25 with 200); below it only growth is reported, and
+# its absence is "can't tell", not "kept up" — a window too short to see a queue grow
+KEPT_UP_MIN_REQUESTS = 200
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,13 @@ def queueing_growth(
     rise = slope * (end - start)
     growing = p < ALPHA and rise > GROWTH_FACTOR * baseline
     return Growth(len(t), tau, p, slope, rise, baseline, growing)
+
+
+def kept_up(growth: Growth | None, hit_bound: bool) -> bool | None:
+    """False: the queue grew (or the batch hit its time bound); True: it did not, over a window
+    of at least KEPT_UP_MIN_REQUESTS requests; None: can't tell (too few requests)."""
+    if hit_bound or (growth is not None and growth.growing):
+        return False
+    if growth is None or growth.n < KEPT_UP_MIN_REQUESTS:
+        return None
+    return True
