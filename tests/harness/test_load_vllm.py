@@ -63,7 +63,7 @@ def test_inprocess_steady_state_by_request_count(tmp_path: Path, vllm_installed:
         concurrency=[2],
         load={"rates": [8.0], "requests": 10, "max_in_flight": 4},
     )
-    res = specbench("run", str(cfg))
+    res = specbench("run", str(cfg), timeout=1200)  # 3 min idle; a loaded CI machine is slower
     assert res.returncode == 0, res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "records.jsonl")
     reqs = [r for r in recs if r["kind"] in ("baseline", "spec") and r.get("load")]
