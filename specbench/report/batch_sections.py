@@ -64,7 +64,9 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
             for c in e.cells
         ]
         blocks.append(
-            TableBlock(["b", "γ", "step ms", "ā per step", "throughput tok/s", "speedup vs off"], rows)
+            TableBlock(
+                ["b", "γ", "step ms", "ā per step", "throughput tok/s", "speedup vs off"], rows
+            )
         )
     return blocks
 

@@ -13,10 +13,10 @@ from specbench.analysis.arithmetic.batch_model import (
     StepCell,
     StepCostModel,
     fit_step_costs,
-    throughput_per_step,
     inflight_accept_length,
     leave_one_out,
     predicted_throughput,
+    throughput_per_step,
 )
 
 TRUTH = StepCostModel(v0_ms=5.0, vb_ms=0.2, vc_ms=0.05, d0_ms=1.0, db_ms=0.02, knee_tokens=64.0)

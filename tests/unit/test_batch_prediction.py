@@ -13,10 +13,10 @@ from specbench.analysis.documents.results_model_batch import BatchPrediction, Pr
 from specbench.analysis.estimators.batch_prediction import (
     batch_prediction,
     best_gamma,
-    throughput_per_step,
     predicted_throughput,
     prompt_tokens,
     step_costs,
+    throughput_per_step,
 )
 from specbench.analysis.estimators.prediction_check import check_prediction
 

@@ -31,7 +31,9 @@ def _error(predicted: float | None, measured: float | None) -> float | None:
     return json_num(predicted / measured - 1.0)
 
 
-def _predicted(reference: Mapping[str, Any]) -> dict[tuple[str, float, int, int], dict[str, Any]]:
+def _predicted(
+    reference: Mapping[str, Any],
+) -> dict[tuple[str, float, int, int], Mapping[str, Any]]:
     """(workload, temperature, b, γ) → the predicted cell (keys of the reference's schema version
     mapped to the current names: a schema-2 reference still reads)."""
     out = {}

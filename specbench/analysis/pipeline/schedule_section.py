@@ -111,7 +111,9 @@ def _model_json(model: StepCostModel | None, cells: list[StepCell]) -> dict[str,
     }
 
 
-def _throughput(recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: int) -> float | None:
+def _throughput(
+    recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: int
+) -> float | None:
     """Measured output tokens/s at c: the batches' own, else c·Σ tokens / Σ e2e (Little's law)."""
     tp = output_throughput(metrics, gamma, c)
     if tp is not None:
