@@ -183,6 +183,9 @@ def test_schedule_command_writes_the_pool_by_default(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["workload"] == "pool of w, w2" and "pool of 2 workloads" in doc["family"]
+    # schema 2: closed-loop tokens/s is "throughput" (goodput is SLO goodput only)
+    assert doc["schema"] == 2 and doc["throughput"].startswith("closed-loop output tokens/s")
+    assert "goodput" not in res.stdout
     ratio = doc["measured"][0]["throughput_ratio"]["3"]["value"]
     own = json.loads(runner.invoke(app, ["schedule", str(run), "--workload", "w"]).stdout)
     assert own["workload"] == "w"
