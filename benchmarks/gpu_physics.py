@@ -159,7 +159,7 @@ def predictions(
 
     One formula (specbench.analysis.rollout.predicted_speedup, docs/theory.md §time model):
     T_ar·ā(γ) / (γ·T_d + t0 + t1·γ). Under batching each of the b sequences gains ā(γ) tokens per
-    step, so the ratio of goodputs at batch b is the same formula with that b's step times.
+    step, so the ratio of throughputs at batch b is the same formula with that b's step times.
     """
     from specbench.analysis.rollout import TimeModel, predicted_speedup
 

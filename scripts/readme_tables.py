@@ -76,7 +76,7 @@ def _est(e: Any, lb: Any) -> str:
 
 
 def schedule_table(run_dir: Path) -> str:
-    """The pool's schedule of the shipped engine run: each γ's paired goodput ratio to no
+    """The pool's schedule of the shipped engine run: each γ's paired throughput ratio to no
     speculation with its interval and simultaneous lower bound, the choice per concurrency, and
     the `vllm serve` line `specbench schedule RUN_DIR --format vllm` writes for it."""
     import json
@@ -84,13 +84,13 @@ def schedule_table(run_dir: Path) -> str:
     from specbench.report.schedule_export import Deployment, vllm_command, vllm_speculative_config
 
     sched, title = pool_schedule_of(run_dir)
-    gammas = sorted({int(g) for r in sched.concurrencies for g in r.goodput_ratio})
-    head = ["concurrency", *[f"γ={g} goodput ÷ off [95% CI] (simultaneous lower)" for g in gammas]]
+    gammas = sorted({int(g) for r in sched.concurrencies for g in r.throughput_ratio})
+    head = ["concurrency", *[f"γ={g} throughput ÷ off [95% CI] (simultaneous lower)" for g in gammas]]
     lines = [f"{title}:", "", "| " + " | ".join([*head, "schedule"]) + " |"]
     lines.append("|" + "---|" * (len(head) + 1))
     for r in sched.concurrencies:
         cells = [
-            _est(r.goodput_ratio.get(str(g)), r.decision_lower_bound.get(str(g))) for g in gammas
+            _est(r.throughput_ratio.get(str(g)), r.decision_lower_bound.get(str(g))) for g in gammas
         ]
         choice = f"γ={r.gamma}" if r.gamma else "off"
         if "filled" in r.reason:

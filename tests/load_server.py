@@ -1,5 +1,5 @@
 """A small OpenAI-compatible streaming server for the load tests (open-loop arrivals, tails,
-goodput, buffered streams).
+SLO goodput, buffered streams).
 
 `mode="stream"`: each of `max_tokens` one-character tokens is its own server-sent event, sent
 `step_s` after the previous one (an honest stream). `mode="buffered"`: the same events are

@@ -1,4 +1,4 @@
-"""`specbench predict-check ENGINE_RUN TRANSFORMERS_RUN`: an engine run's measured goodput and
+"""`specbench predict-check ENGINE_RUN TRANSFORMERS_RUN`: an engine run's measured throughput and
 speedup per concurrency × γ against the batch-size prediction of a transformers run with
 `batch_timing` (docs/theory.md §18; the speedup ratio is the comparable quantity).
 
@@ -31,7 +31,7 @@ def predict_check(
         bool, typer.Option("--json", help="Print the comparison as JSON instead of a table.")
     ] = False,
 ) -> None:
-    """Compare an engine run with a transformers run's predicted goodput by batch size."""
+    """Compare an engine run with a transformers run's predicted throughput by batch size."""
     from specbench.analysis.documents.results_model_batch import PredictionCheck
     from specbench.analysis.estimators.prediction_check import check_prediction
     from specbench.harness.rundir import read_results
@@ -59,7 +59,7 @@ def predict_check(
     from rich.table import Table
 
     table = Table(
-        title="measured (engine) vs predicted (transformers): goodput tok/s, speedup vs off; "
+        title="measured (engine) vs predicted (transformers): throughput tok/s, speedup vs off; "
         "error = predicted / measured − 1",
         title_justify="left",
         box=table_box(),
@@ -71,10 +71,10 @@ def predict_check(
     console = make_console()
     console.print(table)
     console.print(check.note)
-    med_s, med_g = check.median_abs_speedup_error, check.median_abs_goodput_error
+    med_s, med_g = check.median_abs_speedup_error, check.median_abs_throughput_error
     console.print(
         "median |error|: speedup "
         + ("–" if med_s is None else f"{med_s * 100:.0f} %")
-        + ", goodput "
+        + ", throughput "
         + ("–" if med_g is None else f"{med_g * 100:.0f} %")
     )

@@ -4,7 +4,7 @@
   rate (seeded Poisson: exponential inter-arrival times) or at a logged trace's timestamps,
   whatever the server's progress, with the number in flight and the wall time of a load point
   bounded;
-- `slo`: the latency objectives a request must meet to count towards goodput.
+- `slo`: the latency objectives a request must meet to count towards SLO goodput.
 
 Every size a user can type is bounded here (rates, in-flight bound, duration, trace rows).
 """

@@ -83,7 +83,7 @@ class RunConfig(StrictModel):
     # engine backends: the numbers of requests kept in flight
     concurrency: list[int] = Field(default_factory=lambda: [1])
     load: LoadSpec = Field(default_factory=LoadSpec)  # engine backends: open-loop arrivals
-    slo: SloSpec = Field(default_factory=SloSpec)  # engine backends: goodput's objectives
+    slo: SloSpec = Field(default_factory=SloSpec)  # engine backends: SLO goodput's objectives
     server: ServerSpec = Field(default_factory=ServerSpec)  # backend: openai
     conformance: ConformanceSpec = Field(default_factory=ConformanceSpec)
     economics: EconomicsSpec = Field(default_factory=EconomicsSpec)  # report only

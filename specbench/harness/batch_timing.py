@@ -3,7 +3,7 @@ workload, time the batched forwards (`spec.batch_timing`) over that workload's c
 one "batch_timing" record per batch size × repetition to DIR/batch_timing.jsonl (beside
 records.jsonl, whose readers expect prompt units). `--resume` measures only the
 (workload, batch size, repetition) it has no record of. The analysis turns them, with the per-
-prompt acceptance of the batch-1 run, into the predicted goodput by batch size
+prompt acceptance of the batch-1 run, into the predicted throughput by batch size
 (`analysis.estimators.batch_prediction`, docs/theory.md §18).
 
 Context: each row's KV cache holds a workload prompt (rendered as the decoding units render it)

@@ -1,4 +1,4 @@
-"""Report sections of docs/theory.md §18: "predicted goodput by batch size" (a transformers run
+"""Report sections of docs/theory.md §18: "predicted throughput by batch size" (a transformers run
 with `batch_timing`) and "prediction against the engine" (an engine run compared with such a
 prediction). Both return nothing for a run without them."""
 
@@ -33,11 +33,11 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
     if pred is None or not pred.entries:
         return []
     blocks: list[Block] = [
-        Heading("Predicted goodput by batch size"),
+        Heading("Predicted throughput by batch size"),
         Para(
             "A **prediction**, not a measurement: the batched forwards were timed here "
             "(verify over b rows of γ + 1 tokens, the draft over b rows) and combined with the "
-            "per-prompt acceptance of the batch-1 run; no engine ran these batches. goodput(b, γ) "
+            "per-prompt acceptance of the batch-1 run; no engine ran these batches. throughput(b, γ) "
             "= b · ā(γ) / (γ·T_d(b) + T_t(b, γ)); the interval resamples prompts, the timings "
             "are taken as exact (docs/theory.md §18)."
         ),
@@ -49,7 +49,7 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
             Para(
                 f"KV cache of {e.context_len} positions per row, {e.repeats} repetitions, "
                 f"ā(γ) by truncation of the γ={e.gamma_max} run over {e.prompts} prompts. "
-                f"Highest predicted goodput: {best}."
+                f"Highest predicted throughput: {best}."
             )
         )
         rows = [
@@ -58,13 +58,15 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
                 "off" if c.gamma == 0 else str(c.gamma),
                 num_text(c.step_ms, "{:.2f}"),
                 _est(c.tokens_per_step, "{:.2f}"),
-                _est(c.goodput_tokens_per_s, "{:.0f}"),
+                _est(c.throughput_tokens_per_s, "{:.0f}"),
                 _est(c.speedup_vs_off, "{:.2f}"),
             ]
             for c in e.cells
         ]
         blocks.append(
-            TableBlock(["b", "γ", "step ms", "ā per step", "goodput tok/s", "speedup vs off"], rows)
+            TableBlock(
+                ["b", "γ", "step ms", "ā per step", "throughput tok/s", "speedup vs off"], rows
+            )
         )
     return blocks
 
@@ -76,9 +78,9 @@ def prediction_check_rows(check: PredictionCheck) -> list[list[str]]:
             f"{c.temperature:g}",
             str(c.concurrency),
             str(c.gamma),
-            num_text(c.measured_goodput, "{:.0f}"),
-            num_text(c.predicted_goodput, "{:.0f}"),
-            _pct(c.goodput_error),
+            num_text(c.measured_throughput, "{:.0f}"),
+            num_text(c.predicted_throughput, "{:.0f}"),
+            _pct(c.throughput_error),
             num_text(c.measured_speedup, "{:.2f}"),
             num_text(c.predicted_speedup, "{:.2f}"),
             _pct(c.speedup_error),
@@ -105,7 +107,7 @@ PREDICTION_CHECK_HEADER = [
     "T",
     "concurrency",
     "γ",
-    "goodput measured",
+    "throughput measured",
     "predicted",
     "error",
     "speedup measured",
@@ -123,8 +125,8 @@ def prediction_check_blocks(results: RunResults) -> list[Block]:
         Para(
             f"The transformers run {check.reference_run} predicted each cell from its batched "
             f"timings (batch size = concurrency). {check.note} Median |error|: speedup "
-            f"{_abs_pct(check.median_abs_speedup_error)}, goodput "
-            f"{_abs_pct(check.median_abs_goodput_error)}."
+            f"{_abs_pct(check.median_abs_speedup_error)}, throughput "
+            f"{_abs_pct(check.median_abs_throughput_error)}."
         ),
         TableBlock(PREDICTION_CHECK_HEADER, prediction_check_rows(check)),
     ]
@@ -150,7 +152,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
                     "tok/s ÷ off",
                     "best fixed γ",
                     "speedup vs best fixed",
-                    "goodput ÷ best fixed",
+                    "throughput ÷ best fixed",
                     "tok/s ÷ best fixed",
                 ],
                 [
@@ -161,7 +163,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
                         num_text(r.throughput_ratio, "{:.2f}"),
                         "–" if r.best_fixed_gamma is None else str(r.best_fixed_gamma),
                         _est(r.vs_best_fixed, "{:.2f}"),
-                        _est(r.goodput_vs_best_fixed, "{:.2f}"),
+                        _est(r.paired_throughput_vs_best_fixed, "{:.2f}"),
                         num_text(r.throughput_vs_best_fixed, "{:.2f}"),
                     ]
                     for r in rows

@@ -70,7 +70,7 @@ def build_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
     for e in results.workloads:
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
-    blocks += load_blocks(results)  # engine runs: tails and goodput per load point
+    blocks += load_blocks(results)  # engine runs: tails and SLO goodput per load point
     blocks += schedule_blocks(results)  # vllm runs with speculative.schedule
     blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §18
     if results.failures:

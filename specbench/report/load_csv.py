@@ -1,6 +1,6 @@
 """load_summary.csv (engine runs): one row per workload × temperature × setting × load point of
 `engine.load` — the cell's p50 / p90 / p99 of TTFT, TPOT and end-to-end latency with their
-interval ends, throughput and goodput. summary.csv keeps its one row per γ; this file is written
+interval ends, throughput and SLO goodput. summary.csv keeps its one row per γ; this file is written
 only when a run has load cells."""
 
 from __future__ import annotations

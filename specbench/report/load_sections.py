@@ -1,6 +1,6 @@
 """Report section of an engine run's load cells (`engine.load`, `analysis.serving.load_cells`): per
 setting × load point (closed loop at each concurrency, open-loop rates, trace replay) the p50 /
-p99 of TTFT, TPOT and end-to-end latency with their order-statistic intervals, goodput under the
+p99 of TTFT, TPOT and end-to-end latency with their order-statistic intervals, SLO goodput under the
 SLO, the concurrency actually reached, and buffered streams; for a steady-state cell its
 window's length, the warm-up left out, the achieved rate beside the offered one and whether the
 server kept up (docs/theory.md §21)."""
@@ -127,8 +127,8 @@ HEADER = [
     "e2e p50 ms",
     "e2e p99 ms",
     "req/s",
-    "goodput req/s",
-    "goodput tok/s",
+    "SLO goodput req/s",
+    "SLO goodput tok/s",
 ]
 
 
@@ -137,14 +137,14 @@ def load_blocks(results: RunResults) -> list[Block]:
     if not entries:
         return []
     blocks: list[Block] = [
-        Heading("Engine: latency tails and goodput per load"),
+        Heading("Engine: latency tails and SLO goodput per load"),
         Para(
             "One row per setting and load point: a closed loop keeps `c` conversations in flight; "
             "an open-loop rate sends requests at Poisson arrivals whatever the server's progress "
             "(a trace at its logged timestamps), with their client-side wait counted in TTFT and "
             "e2e. Percentiles with distribution-free 95 % order-statistic intervals "
             "(docs/theory.md §16; p99 needs 100 requests for a value and about 370 for an upper "
-            "bound, shown ∞ before). Goodput: requests (and their output tokens) per second that "
+            "bound, shown ∞ before). SLO goodput: requests (and their output tokens) per second that "
             "meet every SLO, as vLLM's benchmark_serving counts them; Clopper–Pearson interval "
             "on the share meeting it. A steady-state rate (`load.duration_s` / `load.requests`) "
             "leaves its warm-up out, counts its tails over the requests that arrived in the "

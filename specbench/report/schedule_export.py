@@ -41,7 +41,7 @@ from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.errors import SpecbenchError
 
 Ranges = Sequence[Sequence[int]]
-NEUTRAL_SCHEMA = 1
+NEUTRAL_SCHEMA = 2  # 2: "goodput" → "throughput" keys (closed-loop tokens/s; SLO goodput apart)
 KEYS_FILE = "engine-keys.json"
 # vLLM's method → SGLang's --speculative-algorithm (a chain drafter each); the n-gram and suffix
 # drafters of SGLang build trees of --speculative-num-draft-tokens, not a γ-chain: not mapped
@@ -259,7 +259,7 @@ def neutral_document(
         "family": schedule.family,
         "false_on_rate": schedule.false_on_rate,
         "margin": schedule.margin,
-        "goodput": schedule.goodput,
+        "throughput": schedule.throughput,
         "measured": [row.model_dump(mode="json") for row in schedule.concurrencies],
         "boundaries": [b.model_dump(mode="json") for b in schedule.boundaries],
         "measured_up_to": schedule.measured_up_to,

@@ -1,5 +1,5 @@
-"""The γ schedule's plot: goodput against concurrency, one line per γ (measured, with the model's
-prediction dashed), and the schedule's envelope (the goodput of the k it picks at each measured
+"""The γ schedule's plot: closed-loop throughput against concurrency, one line per γ (measured, with the model's
+prediction dashed), and the schedule's envelope (the throughput of the k it picks at each measured
 concurrency)."""
 
 from __future__ import annotations
@@ -26,26 +26,26 @@ def _concurrency_axis(ax: Axes, levels: list[int]) -> None:
     ax.set_xlabel("concurrency (requests in flight)")
 
 
-def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
+def plot_throughput_schedule(path: Path, entry: WorkloadResult) -> None:
     eng = entry.engine
     sched = eng.schedule if eng is not None else None
     if sched is None:
         return
     rows = sched.concurrencies
-    gammas = sorted({int(g) for r in rows for g in r.goodput_tok_s})
+    gammas = sorted({int(g) for r in rows for g in r.throughput_tok_s})
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=100)
     for i, g in enumerate(gammas):
         color = "black" if g == 0 else f"C{i}"
         label = "off (no speculation)" if g == 0 else f"γ = {g}"
-        pts = [(r.concurrency, r.goodput_tok_s.get(str(g))) for r in rows]
+        pts = [(r.concurrency, r.throughput_tok_s.get(str(g))) for r in rows]
         shown = [(c, v) for c, v in pts if v is not None]
         if shown:
             ax.plot(*zip(*shown, strict=True), marker="o", color=color, label=label)
-        pred = [(r.concurrency, r.predicted_goodput_tok_s.get(str(g))) for r in rows]
+        pred = [(r.concurrency, r.predicted_throughput_tok_s.get(str(g))) for r in rows]
         pred = [(c, v) for c, v in pred if v is not None]
         if pred:
             ax.plot(*zip(*pred, strict=True), ls=":", color=color, alpha=0.7)
-    env = [(r.concurrency, r.goodput_tok_s.get(str(r.gamma))) for r in rows]
+    env = [(r.concurrency, r.throughput_tok_s.get(str(r.gamma))) for r in rows]
     env = [(c, v) for c, v in env if v is not None]
     if env:
         ax.plot(
@@ -57,8 +57,8 @@ def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
             zorder=0,
         )
     _concurrency_axis(ax, [r.concurrency for r in rows])
-    ax.set_ylabel("goodput (output tokens/s)")
-    ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: goodput (dotted: model)")
+    ax.set_ylabel("throughput (output tokens/s)")
+    ax.set_title(f"{entry.workload}, T = {entry.temperature:g}: throughput (dotted: model)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -67,16 +67,16 @@ def plot_goodput_schedule(path: Path, entry: WorkloadResult) -> None:
 
 
 def plot_ratio_schedule(path: Path, sched: GammaSchedule, title: str) -> None:
-    """A schedule's decision as it was taken: each γ's paired goodput ratio to no speculation
+    """A schedule's decision as it was taken: each γ's paired throughput ratio to no speculation
     against concurrency, with its 95 % interval (bars) and simultaneous lower bound (triangle),
     the 1 + margin line the bound must clear, and the k chosen at each concurrency (gold). The
     numbers are the schedule's own rows, so the plot and its table cannot disagree."""
     rows = sched.concurrencies
-    gammas = sorted({int(g) for r in rows for g in r.goodput_ratio})
+    gammas = sorted({int(g) for r in rows for g in r.throughput_ratio})
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=100)
     n = max(len(gammas), 1)
     for i, g in enumerate(gammas):
-        pts = [(r.concurrency, r.goodput_ratio.get(str(g)), r.decision_lower_bound.get(str(g)))
+        pts = [(r.concurrency, r.throughput_ratio.get(str(g)), r.decision_lower_bound.get(str(g)))
                for r in rows]  # fmt: skip
         shown = [(c, e, lb) for c, e, lb in pts if e is not None and e.value is not None]
         if not shown:
@@ -98,24 +98,24 @@ def plot_ratio_schedule(path: Path, sched: GammaSchedule, title: str) -> None:
     ax.axhline(1.0 + sched.margin, color="grey", ls="--", lw=0.8, label="1 + margin")
     # ratios on a log axis; the view spans the point estimates (and 0.5–2 at least), so an
     # interval wider than that is drawn to the edge and the title says so
-    points = [float(e.value) for r in rows for e in r.goodput_ratio.values()
+    points = [float(e.value) for r in rows for e in r.throughput_ratio.values()
               if e is not None and e.value is not None and e.value > 0]  # fmt: skip
     lo_y = min([0.5, *(p / 1.25 for p in points)])
     hi_y = max([2.0, *(p * 1.25 for p in points)])
-    ends = [float(x) for r in rows for e in r.goodput_ratio.values() if e is not None
+    ends = [float(x) for r in rows for e in r.throughput_ratio.values() if e is not None
             for x in e.ci95 if x is not None]  # fmt: skip
     clipped = any(x < lo_y or x > hi_y for x in ends)
     ax.set_yscale("log")
     ax.set_ylim(lo_y, hi_y)
     ax.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
-    chosen = [(r.concurrency, r.goodput_ratio.get(str(r.gamma))) for r in rows if r.gamma]
+    chosen = [(r.concurrency, r.throughput_ratio.get(str(r.gamma))) for r in rows if r.gamma]
     chosen_pts = [(c, float(e.value)) for c, e in chosen if e is not None and e.value is not None]
     if chosen_pts:
         ax.plot(*zip(*chosen_pts, strict=True), lw=6, marker="o", ms=16, alpha=0.3,
                 color="gold", label="schedule (chosen k)", zorder=0)  # fmt: skip
     _concurrency_axis(ax, [r.concurrency for r in rows])
-    ax.set_ylabel("goodput ÷ no speculation (paired)")
+    ax.set_ylabel("throughput ÷ no speculation (paired)")
     note = "; bars clipped at the edges" if clipped else ""
     ax.set_title(f"{title}\n▲ simultaneous lower bound{note}", fontsize=9)
     ax.grid(alpha=0.3)

@@ -1,6 +1,6 @@
-"""The engine report's "γ schedule by concurrency" section: per measured concurrency the goodput
+"""The engine report's "γ schedule by concurrency" section: per measured concurrency the throughput
 ratio of each γ with its interval and simultaneous lower bound, the chosen k, the ranges, the
-step-cost model and its leave-one-out error, and the goodput plot (docs/theory.md §15)."""
+step-cost model and its leave-one-out error, and the throughput plot (docs/theory.md §15)."""
 
 from __future__ import annotations
 
@@ -35,17 +35,17 @@ def ranges_text(ranges: list[tuple[int, int, int]], measured_up_to: int) -> str:
 
 
 def _table(s: GammaSchedule) -> TableBlock:
-    gammas = sorted({int(g) for r in s.concurrencies for g in r.goodput_ratio})
+    gammas = sorted({int(g) for r in s.concurrencies for g in r.throughput_ratio})
     header = ["concurrency", "off tok/s"]
     for g in gammas:
-        header += [f"γ={g} goodput ratio [CI]", f"γ={g} simult. lower"]
+        header += [f"γ={g} throughput ratio [CI]", f"γ={g} simult. lower"]
     header += ["chosen", "chosen ÷ best fixed γ [CI]"]
     rows = []
     for r in s.concurrencies:
-        line = [str(r.concurrency), num_text(r.goodput_tok_s.get("0"), "{:.1f}")]
+        line = [str(r.concurrency), num_text(r.throughput_tok_s.get("0"), "{:.1f}")]
         for g in gammas:
             line += [
-                _ratio(r.goodput_ratio.get(str(g))),
+                _ratio(r.throughput_ratio.get(str(g))),
                 num_text(r.decision_lower_bound.get(str(g)), "{:.3f}"),
             ]
         line.append("off" if r.gamma == 0 else f"γ={r.gamma}")
@@ -127,7 +127,7 @@ def schedule_blocks(e: WorkloadResult, eng: EngineSection, images: dict[str, str
     blocks: list[Block] = [
         Heading(f"γ schedule by concurrency: {e.workload} (T = {e.temperature:g})", 3),
         Para(
-            f"Goodput = {s.goodput}; ratio to the engine without speculation at that concurrency."
+            f"Throughput = {s.throughput}; ratio to the engine without speculation at that concurrency."
         ),
         _table(s),
         Bullets(notes),
@@ -136,5 +136,5 @@ def schedule_blocks(e: WorkloadResult, eng: EngineSection, images: dict[str, str
         blocks.append(_model_table(eng.batch_model))
     key = f"schedule_{entry_slug(e)}"
     if images.get(key):
-        blocks.append(Image(images[key], f"goodput against concurrency, {entry_slug(e)}"))
+        blocks.append(Image(images[key], f"throughput against concurrency, {entry_slug(e)}"))
     return blocks

@@ -16,7 +16,7 @@ from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.engine_ranking import ranking_blocks
-from specbench.report.schedule_plot import plot_goodput_schedule
+from specbench.report.schedule_plot import plot_throughput_schedule
 from specbench.report.schedule_sections import schedule_blocks
 from specbench.report.text import entry_slug, num_text, prompts_basis_note
 
@@ -42,9 +42,9 @@ def make_engine_plots(plot_dir: Path, results: RunResults) -> dict[str, str]:
             name = f"concurrency_{entry_slug(e)}"
             plots.plot_speedup_vs_concurrency(plot_dir / f"{name}.png", e)
             made[name] = f"plots/{name}.png"
-            if e.engine.schedule is not None:  # the γ schedule's goodput plot
+            if e.engine.schedule is not None:  # the γ schedule's throughput plot
                 made |= {f"schedule_{entry_slug(e)}": f"plots/schedule_{entry_slug(e)}.png"}
-                plot_goodput_schedule(plot_dir / f"schedule_{entry_slug(e)}.png", e)
+                plot_throughput_schedule(plot_dir / f"schedule_{entry_slug(e)}.png", e)
     return made
 
 

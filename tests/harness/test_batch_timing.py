@@ -1,5 +1,5 @@
 """`batch_timing` on the tiny pair: batched verify/draft records per workload × b × repetition,
---resume measuring only what is missing, and the predicted goodput by batch size in results.json
+--resume measuring only what is missing, and the predicted throughput by batch size in results.json
 (docs/theory.md §18)."""
 
 from __future__ import annotations
@@ -60,4 +60,4 @@ def test_batch_timing_records_resume_and_prediction(tmp_path: Path, session) -> 
     a1 = cells[(1, 1)]["tokens_per_step"]["value"]
     a3 = cells[(1, 3)]["tokens_per_step"]["value"]
     assert 1.0 <= a1 <= a3 <= 4.0
-    assert "Predicted goodput by batch size" in (tmp_path / "report.md").read_text()
+    assert "Predicted throughput by batch size" in (tmp_path / "report.md").read_text()

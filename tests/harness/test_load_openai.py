@@ -1,5 +1,5 @@
 """`backend: openai` under load (tests/load_server.py, 127.0.0.1): closed loop beside open-loop
-Poisson rates and a replayed trace, per-cell p50/p99 and goodput in records, results.json,
+Poisson rates and a replayed trace, per-cell p50/p99 and SLO goodput in records, results.json,
 load_summary.csv and the report; buffered streams flagged (and honest ones not); a rate the
 server cannot sustain ends its batch at the time bound; kill -9 mid open-loop batch, then
 `--resume`, reruns that batch whole."""
@@ -71,7 +71,7 @@ def run_cli(
 
 def test_closed_and_two_open_loop_rates_end_to_end(tmp_path: Path) -> None:
     """`python -m specbench run` with a baseline and a γ=2 server, closed loop c=1, 4 and
-    Poisson rates 20 and 40 /s, an SLO: every cell has p50/p99 with intervals and goodput."""
+    Poisson rates 20 and 40 /s, an SLO: every cell has p50/p99 with intervals and SLO goodput."""
     with LoadServer() as base, LoadServer(step_s=0.002) as spec:
         cfg = config(
             tmp_path,
@@ -123,7 +123,7 @@ def test_closed_and_two_open_loop_rates_end_to_end(tmp_path: Path) -> None:
     rows = list(csv.DictReader((out / "load_summary.csv").open()))
     assert len(rows) == len(cells) and rows[0]["ttft_ms_p50"] and rows[0]["goodput_requests_per_s"]
     report = (out / "report.md").read_text()
-    assert "latency tails and goodput per load" in report
+    assert "latency tails and SLO goodput per load" in report
     assert "rate=40" in report and "SLO: TTFT ≤ 1000 ms, TPOT ≤ 1000 ms" in report
 
 

@@ -1,5 +1,5 @@
 """`backend: vllm` (in-process, tiny pair, CPU) under open-loop arrivals: the engine's step loop
-admits each request at its Poisson arrival, every cell gets tails and goodput, no in-process
+admits each request at its Poisson arrival, every cell gets tails and SLO goodput, no in-process
 stream is flagged buffered, and the open-loop greedy baseline decodes what the closed loop did.
 Marked `vllm` (make test-vllm); run by hand under `flock /tmp/vllm.lock`."""
 

@@ -44,7 +44,7 @@ def test_load_grid_and_schedule_on_vllm_cpu(tmp_path: Path) -> None:
     rows = {r["concurrency"]: r for r in entry["engine"]["concurrency"]}
     assert sorted(rows) == [1, 4, 16]
     for row in rows.values():
-        assert row["baseline"]["output_tokens_per_s"] > 0  # goodput of the off engine
+        assert row["baseline"]["output_tokens_per_s"] > 0  # throughput of the off engine
         assert _has_interval(row["baseline"]["tpot_ms"]) and _has_interval(
             row["baseline"]["ttft_ms"]
         )

@@ -13,10 +13,10 @@ from specbench.analysis.arithmetic.batch_model import (
     StepCell,
     StepCostModel,
     fit_step_costs,
-    goodput_per_step,
     inflight_accept_length,
     leave_one_out,
-    predicted_goodput,
+    predicted_throughput,
+    throughput_per_step,
 )
 
 TRUTH = StepCostModel(v0_ms=5.0, vb_ms=0.2, vc_ms=0.05, d0_ms=1.0, db_ms=0.02, knee_tokens=64.0)
@@ -64,13 +64,13 @@ def test_too_few_cells_or_one_batch_size_is_no_fit() -> None:
     assert fit_step_costs([StepCell(1, 0, 5.0), StepCell(4, 0, 6.0), StepCell(1, 2, 7.0)]) is None
 
 
-def test_goodput_per_step_hand_computed() -> None:
-    assert goodput_per_step([2.0, 3.0, 1.0], 0.01) == pytest.approx(600.0)
+def test_throughput_per_step_hand_computed() -> None:
+    assert throughput_per_step([2.0, 3.0, 1.0], 0.01) == pytest.approx(600.0)
     with pytest.raises(ValueError):
-        goodput_per_step([1.0], 0.0)
+        throughput_per_step([1.0], 0.0)
     # b = 4 sequences at ā = 2.5, 10 ms a step → 1000 tokens/s
     m = StepCostModel(10.0, 0.0, 0.0, 0.0, 0.0, math.inf)
-    assert predicted_goodput(m, 4, 2, 2.5) == pytest.approx(1000.0)
+    assert predicted_throughput(m, 4, 2, 2.5) == pytest.approx(1000.0)
 
 
 def test_inflight_acceptance_is_step_weighted_as_a_closed_loop_shows() -> None:

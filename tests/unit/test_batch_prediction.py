@@ -13,10 +13,10 @@ from specbench.analysis.documents.results_model_batch import BatchPrediction, Pr
 from specbench.analysis.estimators.batch_prediction import (
     batch_prediction,
     best_gamma,
-    goodput_per_step,
-    predicted_goodput,
+    predicted_throughput,
     prompt_tokens,
     step_costs,
+    throughput_per_step,
 )
 from specbench.analysis.estimators.prediction_check import check_prediction
 
@@ -77,13 +77,13 @@ def test_truncated_per_prompt_tokens_are_pooled_by_tokens() -> None:
     assert pt.pooled(0, 200, 0.95).value == 1.0
 
 
-def test_goodput_arithmetic() -> None:
-    assert goodput_per_step([1.0, 2.0, 3.0], 0.5) == pytest.approx(12.0)
+def test_throughput_arithmetic() -> None:
+    assert throughput_per_step([1.0, 2.0, 3.0], 0.5) == pytest.approx(12.0)
     # b sequences of ā tokens each per step of `step_ms`
-    assert predicted_goodput(2.5, 4, 20.0) == pytest.approx(4 * 2.5 / 0.020)
+    assert predicted_throughput(2.5, 4, 20.0) == pytest.approx(4 * 2.5 / 0.020)
 
 
-def test_cells_goodput_and_speedup_against_off() -> None:
+def test_cells_throughput_and_speedup_against_off() -> None:
     recs = [timing(1, 0, 1.0, [10.0, 11.0, 12.0]), timing(8, 0, 2.0, [20.0, 60.0, 100.0])]
     groups = {("w", 0.0): {"spec": {("model", "fixed", 4): TRACES}}}
     doc = batch_prediction(recs, groups, "model", 200, 0.95)
@@ -91,13 +91,13 @@ def test_cells_goodput_and_speedup_against_off() -> None:
     BatchPrediction.model_validate(doc)
     (entry,) = doc["entries"]
     cells = {(c["batch_size"], c["gamma"]): c for c in entry["cells"]}
-    # b = 1, γ = 2: step 2·1 + 11 = 13 ms; goodput 1·ā/0.013; speedup ā·10/13
+    # b = 1, γ = 2: step 2·1 + 11 = 13 ms; throughput 1·ā/0.013; speedup ā·10/13
     c = cells[(1, 2)]
     assert c["step_ms"] == 13.0
-    assert c["goodput_tokens_per_s"]["value"] == pytest.approx(POOL_2 / 0.013, rel=1e-5)
+    assert c["throughput_tokens_per_s"]["value"] == pytest.approx(POOL_2 / 0.013, rel=1e-5)
     assert c["speedup_vs_off"]["value"] == pytest.approx(POOL_2 * 10 / 13, rel=1e-5)
     # the baseline: b / T_t(b, 0), speedup exactly 1
-    assert cells[(8, 0)]["goodput_tokens_per_s"]["value"] == pytest.approx(8 / 0.020)
+    assert cells[(8, 0)]["throughput_tokens_per_s"]["value"] == pytest.approx(8 / 0.020)
     assert cells[(8, 0)]["speedup_vs_off"]["value"] == 1.0
     # b = 8, γ = 4: step 4·2 + 100 = 108 ms → ā·20/108 < 1: off wins at b = 8, γ = 4 at b = 1
     assert cells[(8, 4)]["speedup_vs_off"]["value"] == pytest.approx(POOL_4 * 20 / 108, rel=1e-5)
@@ -117,18 +117,18 @@ def test_no_prediction_without_timings_or_fixed_gamma_runs() -> None:
 
 def test_best_gamma_skips_cells_without_a_value() -> None:
     cells = [
-        {"batch_size": 1, "gamma": 0, "goodput_tokens_per_s": {"value": 10.0}},
-        {"batch_size": 1, "gamma": 2, "goodput_tokens_per_s": {"value": None}},
-        {"batch_size": 1, "gamma": 4, "goodput_tokens_per_s": {"value": 12.0}},
+        {"batch_size": 1, "gamma": 0, "throughput_tokens_per_s": {"value": 10.0}},
+        {"batch_size": 1, "gamma": 2, "throughput_tokens_per_s": {"value": None}},
+        {"batch_size": 1, "gamma": 4, "throughput_tokens_per_s": {"value": 12.0}},
     ]
     assert best_gamma(cells) == {"1": 4}
 
 
-def _cell(goodput: float, speedup: float) -> dict[str, Any]:
+def _cell(tput: float, speedup: float) -> dict[str, Any]:
     return {
         "batch_size": 4,
         "gamma": 2,
-        "goodput_tokens_per_s": {"value": goodput, "ci95": [None, None]},
+        "throughput_tokens_per_s": {"value": tput, "ci95": [None, None]},
         "speedup_vs_off": {"value": speedup, "ci95": [None, None]},
     }
 
@@ -171,11 +171,11 @@ def test_prediction_check_errors_per_cell() -> None:
     cells = {(c.concurrency, c.gamma): c for c in check.cells}
     assert set(cells) == {(4, 0), (4, 2)}
     assert cells[(4, 2)].speedup_error == pytest.approx(1.5 / 1.2 - 1)
-    assert cells[(4, 2)].goodput_error == pytest.approx(600 / 1200 - 1)
+    assert cells[(4, 2)].throughput_error == pytest.approx(600 / 1200 - 1)
     assert cells[(4, 0)].speedup_error is None  # off against off is 1 by definition
-    assert cells[(4, 0)].goodput_error == pytest.approx(400 / 1000 - 1)
+    assert cells[(4, 0)].throughput_error == pytest.approx(400 / 1000 - 1)
     assert check.median_abs_speedup_error == pytest.approx(0.25)
-    assert check.median_abs_goodput_error == pytest.approx(np.median([0.6, 0.5]))
+    assert check.median_abs_throughput_error == pytest.approx(np.median([0.6, 0.5]))
     assert check_prediction(engine, {"batch_prediction": None}, "ref") is None
 
 
@@ -215,7 +215,7 @@ def test_predict_check_command(tmp_path: Path) -> None:
     res = cli.invoke(app, ["predict-check", str(eng), str(ref)])
     assert res.exit_code == 0, res.output
     assert "+25 %" in res.output  # the speedup error 1.5 / 1.2 − 1
-    assert "median |error|: speedup 25 %, goodput 55 %" in res.output
+    assert "median |error|: speedup 25 %, throughput 55 %" in res.output
     res = cli.invoke(app, ["predict-check", str(eng), str(ref), "--json"])
     assert json.loads(res.output)["cells"][1]["speedup_error"] == pytest.approx(0.25)
     # bad input: one line, exit 2

@@ -1,7 +1,7 @@
 """Intervals over prompts × engine starts (analysis/stats/crossed.py; docs/theory.md §15, "Engine starts").
 
 Seeded simulations of an interleaved engine run: 16 prompts, each measured once per engine start,
-every engine start (baseline and each setting) with its own goodput multiplier. The crossed
+every engine start (baseline and each setting) with its own throughput multiplier. The crossed
 interval must cover the true pooled ratio at its nominal level; the prompt-only interval, which
 treats the starts as fixed, must be shown to fail there (that is why the crossed one exists); and
 the simultaneous lower bounds over several settings must keep the family-wise miss rate.

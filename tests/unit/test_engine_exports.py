@@ -1,7 +1,7 @@
 """The engine exports of `specbench schedule` (report/schedule_export.py, docs/schedule.md): every
 key written is in the engines' config classes as recorded in specbench/assets/engine-keys.json
 (copied from their published source at the named commits); and the pool schedule
-(analysis/decide/pool_schedule.py): its goodput ratio weights the workloads by tokens as the formula
+(analysis/decide/pool_schedule.py): its throughput ratio weights the workloads by tokens as the formula
 says (hand-computed), its decision follows the weights, the command writes it, and a seeded
 simulation measures its false-ON rate and power."""
 
@@ -129,7 +129,7 @@ def _members(recs: list[dict[str, Any]], w_fast: float, w_flat: float) -> list[P
     return pool_members(recs, s, 0.0)
 
 
-def test_pool_goodput_ratio_weights_the_workloads_by_tokens() -> None:
+def test_pool_throughput_ratio_weights_the_workloads_by_tokens() -> None:
     """fast: γ=3 at TPOT 5 (e2e 170 ms), flat: at TPOT 10 (330 ms), both off at 330 ms. The
     pool's ratio is Σ W·(e2e/token)_off / Σ W·(e2e/token)_γ: 330 / (½·170 + ½·330) = 1.32 at
     equal shares, 330 / (0.1·170 + 0.9·330) = 1.051 when flat carries 90 % of the tokens."""
@@ -140,7 +140,7 @@ def test_pool_goodput_ratio_weights_the_workloads_by_tokens() -> None:
         assert doc is not None
         c1 = doc["concurrencies"][0]
         assert c1["concurrency"] == 1
-        assert c1["goodput_ratio"]["3"]["value"] == pytest.approx(want, rel=0.01)
+        assert c1["throughput_ratio"]["3"]["value"] == pytest.approx(want, rel=0.01)
         assert c1["gamma"] == on  # equal shares: ON; flat's 90 %: 1.051 does not clear 1.05
         assert doc["concurrencies"][1]["gamma"] == 0  # 12 ms at 8: slower than off
         assert f"pool of 2 workloads (fast {wf:.0%}, flat {wl:.0%}" in doc["family"]
@@ -183,10 +183,13 @@ def test_schedule_command_writes_the_pool_by_default(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["workload"] == "pool of w, w2" and "pool of 2 workloads" in doc["family"]
-    ratio = doc["measured"][0]["goodput_ratio"]["3"]["value"]
+    # schema 2: closed-loop tokens/s is "throughput" (goodput is SLO goodput only)
+    assert doc["schema"] == 2 and doc["throughput"].startswith("closed-loop output tokens/s")
+    assert "goodput" not in res.stdout
+    ratio = doc["measured"][0]["throughput_ratio"]["3"]["value"]
     own = json.loads(runner.invoke(app, ["schedule", str(run), "--workload", "w"]).stdout)
     assert own["workload"] == "w"
-    assert 1.0 < ratio < own["measured"][0]["goodput_ratio"]["3"]["value"]  # w2 dilutes w
+    assert 1.0 < ratio < own["measured"][0]["throughput_ratio"]["3"]["value"]  # w2 dilutes w
     res = runner.invoke(app, ["schedule", str(run), "--format", "trtllm"])
     assert res.exit_code == 0, res.output
     conf = yaml.safe_load(res.stdout)["speculative_config"]

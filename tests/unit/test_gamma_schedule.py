@@ -96,7 +96,7 @@ def test_one_choice_everywhere_is_one_range() -> None:
 
 @pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not
 def test_schedule_false_on_rate_holds_at_the_boundary() -> None:
-    """Every cell's true goodput ratio is exactly 1 + margin: the schedule turns speculation on at
+    """Every cell's true throughput ratio is exactly 1 + margin: the schedule turns speculation on at
     any concurrency in at most 2.5 % of runs (max-T over γ and concurrency together)."""
     rate, se = cal.schedule_false_on_rate(8, [2, 4], [1, 4, 16], reps=200, seed=11)
     assert rate <= 0.025 + 2 * se, (rate, se)

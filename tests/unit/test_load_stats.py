@@ -1,4 +1,4 @@
-"""Open-loop arrivals, quantile intervals, goodput and the buffered-stream rule (pure: no
+"""Open-loop arrivals, quantile intervals, SLO goodput and the buffered-stream rule (pure: no
 processes, no model files)."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_quantile_estimate_needs_enough_values() -> None:
     assert est == pytest.approx(np.percentile(np.arange(1, 101), 99))
 
 
-# --- goodput ----------------------------------------------------------------------------------
+# --- SLO goodput ----------------------------------------------------------------------------------
 
 
 def test_slo_is_met_only_when_every_objective_is() -> None:

@@ -1,5 +1,5 @@
 """The batch-aware step-cost model: the time of one engine step with b sequences in flight at draft
-length γ, fitted from an engine run's measured cells, and the goodput it implies
+length γ, fitted from an engine run's measured cells, and the throughput it implies
 (docs/theory.md §15).
 
 One step drafts γ tokens for each of the b sequences (γ sequential draft forwards over b rows)
@@ -18,8 +18,8 @@ the measured token counts (and "never", no compute-bound term) by the smallest r
 error. The measured step time of a cell is its pooled TPOT (Σ decode ms / Σ decode tokens) × τ,
 τ the cell's mean accepted length (1 without speculation): a sequence gains τ tokens a step.
 
-Goodput. In a step each in-flight sequence i gains ā_i(γ) tokens, so the step yields
-Σ_i ā_i(γ) / T(b, γ) tokens/s (`goodput_per_step`). In steady state (closed loop, finished
+Throughput. In a step each in-flight sequence i gains ā_i(γ) tokens, so the step yields
+Σ_i ā_i(γ) / T(b, γ) tokens/s (`throughput_per_step`). In steady state (closed loop, finished
 sequences replaced) a sequence is in flight for L_i / ā_i steps, so the in-flight set is
 step-weighted and E[Σ_i ā_i] = b·Σ L_i / Σ (L_i / ā_i) — the token-pooled (harmonic) mean of the
 per-sequence ā_i(γ) (`inflight_accept_length`), neither the plain mean of ā_i nor ā(pooled α).
@@ -77,7 +77,7 @@ class StepCostModel:
         return self.predict_step_ms(b, gamma) / 1000.0
 
 
-def goodput_per_step(accept_lengths: Sequence[float], step_time_s: float) -> float:
+def throughput_per_step(accept_lengths: Sequence[float], step_time_s: float) -> float:
     """Output tokens/s of one step: Σ_i ā_i over the sequences in flight ÷ the step time."""
     if step_time_s <= 0 or not math.isfinite(step_time_s):
         raise ValueError(f"step time must be positive, got {step_time_s}")
@@ -93,7 +93,7 @@ def inflight_accept_length(tokens: Sequence[float], accept_lengths: Sequence[flo
     return float(lengths.sum() / (lengths / a).sum())
 
 
-def predicted_goodput(model: StepCostModel, b: float, gamma: int, accept_length: float) -> float:
+def predicted_throughput(model: StepCostModel, b: float, gamma: int, accept_length: float) -> float:
     """Steady-state output tokens/s with b in flight: b·ā_inflight(γ) / T(b, γ)."""
     return b * accept_length / model.predict_step_time(b, gamma)
 

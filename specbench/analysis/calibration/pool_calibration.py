@@ -3,7 +3,7 @@ docs/schedule.md "One schedule for the pool").
 
 Each workload's records come from `schedule_calibration.grid_run` (n prompts of 16–64 tokens,
 lognormal e2e, run-to-run and per-concurrency noise), each from its own seeded stream. At the
-boundary every workload's every cell has true goodput ratio exactly 1 + margin, so the pool's
+boundary every workload's every cell has true throughput ratio exactly 1 + margin, so the pool's
 (a token-weighted harmonic mean of the workloads') is 1 + margin whatever the weights: the pool
 schedule is "falsely ON" when it turns speculation on at any concurrency; the stated bound is
 (1 − level)/2 = 2.5 %. Power: the workloads' true ratios differ (one gains, one does not) and the
@@ -76,7 +76,7 @@ def pool_false_on_rate(
     n_boot: int = 600,
 ) -> Rate:
     """P(the pool schedule is ON at any concurrency) when every cell of every workload has true
-    goodput ratio 1 + margin (margin 0.05)."""
+    throughput ratio 1 + margin (margin 0.05)."""
     ratios = [1.05] * len(weights)
     hits = _on_count(ratios, weights, n, gammas, concurrencies, reps, seed, n_boot, True)
     return _rate(hits, reps)

@@ -1,6 +1,6 @@
 """Seeded simulation of the γ schedule's false-ON rate at the boundary (docs/theory.md §15).
 
-Every cell (concurrency c, γ) has true goodput ratio exactly 1 + margin over the engine without
+Every cell (concurrency c, γ) has true throughput ratio exactly 1 + margin over the engine without
 speculation; the schedule is "falsely ON" when it turns speculation on at any concurrency. The
 stated bound is (1 − level)/2 = 2.5 % for the whole schedule (`gamma_schedule.decide_schedule`).
 The naive rule — at each concurrency, the point-best γ's own interval — is measured beside it
@@ -47,7 +47,7 @@ def grid_run(
     concurrencies: Sequence[int],
     ratio: float | dict[tuple[int, int], float],
 ) -> tuple[list[Record], dict[int, list[Record]]]:
-    """Baseline and γ records at every concurrency; `ratio` the true goodput ratio of every cell
+    """Baseline and γ records at every concurrency; `ratio` the true throughput ratio of every cell
     (a number) or per (c, γ)."""
     tok = rng.integers(16, 65, n).astype(float)
     per_prompt = rng.lognormal(0.0, 0.3, n)

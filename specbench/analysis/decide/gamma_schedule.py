@@ -2,8 +2,8 @@
 selection-aware ON rule over the whole grid, and the contiguous ranges an engine takes
 (docs/theory.md §15).
 
-Goodput at concurrency c. In a closed loop that keeps c requests in flight, Little's law gives
-throughput = c · Σ tokens / Σ e2e over the requests, so at equal c the goodput ratio of γ over
+Throughput at concurrency c. In a closed loop that keeps c requests in flight, Little's law gives
+throughput = c · Σ tokens / Σ e2e over the requests, so at equal c the throughput ratio of γ over
 the engine without speculation is the paired ratio (Σ tok_γ / Σ e2e_γ) / (Σ tok_0 / Σ e2e_0) on
 the same prompts (`latency.pair(..., end_to_end=True)`; TTFT is inside e2e, so the prefill work a
 draft adds is counted). Intervals resample prompts (requests), repeats of a prompt one cluster.
@@ -28,7 +28,7 @@ Ranges. Measured concurrencies c_1 < … < c_m with choices k_1 … k_m become [
 `open_end` (the choice at c_m carried beyond the measured range: extrapolated, flagged).
 Between two measured concurrencies whose choices differ, the switch point s ∈ (c_j, c_{j+1}] is
 where the fitted step-cost model (`batch_model`) predicts that k_{j+1} yields at least k_j's
-goodput, τ(k)/T(b, k) compared at each integer b; without a model, or when the model predicts no
+throughput, τ(k)/T(b, k) compared at each integer b; without a model, or when the model predicts no
 crossing there, s is the geometric midpoint ⌈√(c_j·c_{j+1})⌉. Either way it is interpolation,
 not a measured decision, and the output says which rule set each boundary.
 """
@@ -56,7 +56,7 @@ OPEN_END = 65536  # the last range's upper end: engines clamp it to their own ma
 
 @dataclass(frozen=True)
 class CellDecision:
-    """One concurrency: each γ's goodput ratio with its simultaneous lower bound, and the choice."""
+    """One concurrency: each γ's throughput ratio with its simultaneous lower bound, and the choice."""
 
     concurrency: int
     ratios: dict[int, Any]  # γ → {"value", "ci95"} (est_json) or None
@@ -71,7 +71,7 @@ class CellDecision:
             "gamma": self.gamma,
             "verdict": "on" if self.gamma else "off",
             "reason": self.reason,
-            "goodput_ratio": {str(g): r for g, r in self.ratios.items()},
+            "throughput_ratio": {str(g): r for g, r in self.ratios.items()},
             "decision_lower_bound": {str(g): lb for g, lb in self.lower_bounds.items()},
         }
 
@@ -143,7 +143,7 @@ def decide_cells(
     n_boot: int,
     seed: int = DEFAULT_SEED,
 ) -> tuple[list[CellDecision], str]:
-    """`decide_schedule` on given cells (c, γ, paired goodput): one workload's, or a pool's
+    """`decide_schedule` on given cells (c, γ, paired throughput): one workload's, or a pool's
     (`analysis.decide.pool_schedule`), decided by the same simultaneous rule and monotone fill."""
     bounds, how = _bounds(cells, level, n_boot, seed)
     out = []

@@ -2,7 +2,7 @@
 without `--workload`; docs/schedule.md "One schedule for the pool").
 
 A server sees every workload at once, so it needs one schedule for the mix. Traffic is tokens:
-at concurrency c the pool's goodput ratio of γ over the engine without speculation is the ratio
+at concurrency c the pool's throughput ratio of γ over the engine without speculation is the ratio
 of the mix's end-to-end time per output token,
 
     R_{c,γ} = Σ_w W_w · (Σ e2e / Σ tok)_{0,w}  /  Σ_w W_w · (Σ e2e / Σ tok)_{γ,w}
@@ -180,20 +180,20 @@ def pool_schedule(members: Sequence[PoolMember], s: AnalysisSettings) -> dict[st
     rows = [
         {
             **d.row(),
-            "goodput_tok_s": {},
-            "predicted_goodput_tok_s": {},
+            "throughput_tok_s": {},
+            "predicted_throughput_tok_s": {},
         }
         for d in decisions
     ]
     return {
         "rule": (
-            "per concurrency: ON with the γ of highest pooled goodput ratio among those whose "
+            "per concurrency: ON with the γ of highest pooled throughput ratio among those whose "
             "simultaneous lower bound > 1 + margin, else off (k = 0)"
         ),
         "family": f"{how}; pool of {len(members)} workloads ({shares} of output tokens)",
         "false_on_rate": json_num(family_rate(s.ci_level)),
         "margin": s.margin,
-        "goodput": (
+        "throughput": (
             "closed-loop output tokens/s of the mix: Σ_w W_w·(e2e per token) of off over that "
             "of γ, paired by prompt within each workload"
         ),

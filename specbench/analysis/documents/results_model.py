@@ -1,4 +1,4 @@
-"""results.json (schema 2) as pydantic models: what `analysis.pipeline.results.build_results` writes, for
+"""results.json (schema 3) as pydantic models: what `analysis.pipeline.results.build_results` writes, for
 the transformers backend and the serving engines (`backend: vllm` / `openai`) alike.
 
 This module holds the document (`RunResults`: run, env, the pool-wide decision, economics,
@@ -219,7 +219,7 @@ class RunResults(ResultsModel):
         },
     )
 
-    schema_: Literal[2] = Field(alias="schema")
+    schema_: Literal[3] = Field(alias="schema")
     run: RunInfo
     env: RunEnv
     workloads: list[WorkloadResult]

@@ -3,9 +3,11 @@ its interval, a setting, a prediction under both models, latency percentiles."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+
+from specbench.analysis.documents.results_history import renamed_keys
 
 Verdict = Literal["on", "off", "undecided", "not_measured"]
 Num = float | None
@@ -14,9 +16,18 @@ Interval = tuple[Num, Num]
 
 class ResultsModel(BaseModel):
     """The base of every results.json model: an unknown key is an error (a renamed key in the
-    analysis fails validation instead of rendering as "–")."""
+    analysis fails validation instead of rendering as "–"). A document of an older schema
+    version, validated with context {"schema": its version}, has its renamed keys mapped first
+    (`results_history`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_schema_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and info.context:
+            return renamed_keys(cls.__name__, data, info.context.get("schema"))
+        return data
 
 
 # --- building blocks --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from specbench.analysis.documents.results_model_base import EstimateJSON, Num, R
 
 
 class PredictedCell(ResultsModel):
-    """One batch size × γ (0 = off): the timed step and the predicted goodput."""
+    """One batch size × γ (0 = off): the timed step and the predicted throughput."""
 
     batch_size: int
     gamma: int
@@ -17,7 +17,7 @@ class PredictedCell(ResultsModel):
     verify_ms: float
     step_ms: float
     tokens_per_step: EstimateJSON  # ā_pool(γ) per sequence
-    goodput_tokens_per_s: EstimateJSON
+    throughput_tokens_per_s: EstimateJSON
     speedup_vs_off: EstimateJSON
 
 
@@ -29,7 +29,7 @@ class PredictionEntry(ResultsModel):
     repeats: int
     prompts: int
     cells: list[PredictedCell]
-    best_gamma: dict[str, int]  # batch size → γ with the highest predicted goodput (0 = off)
+    best_gamma: dict[str, int]  # batch size → γ with the highest predicted throughput (0 = off)
 
 
 class BatchPrediction(ResultsModel):
@@ -46,9 +46,9 @@ class CheckedCell(ResultsModel):
     temperature: float
     concurrency: int
     gamma: int
-    measured_goodput: Num
-    predicted_goodput: Num
-    goodput_error: Num  # predicted / measured − 1
+    measured_throughput: Num
+    predicted_throughput: Num
+    throughput_error: Num  # predicted / measured − 1
     measured_speedup: Num
     predicted_speedup: Num
     speedup_error: Num  # predicted / measured − 1 (the comparable one across engines)
@@ -58,5 +58,5 @@ class PredictionCheck(ResultsModel):
     reference_run: str
     cells: list[CheckedCell]
     median_abs_speedup_error: Num
-    median_abs_goodput_error: Num
+    median_abs_throughput_error: Num
     note: str

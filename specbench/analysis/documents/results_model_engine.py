@@ -81,8 +81,8 @@ class MeasuredScheduleRow(ConcurrencyLatency):
     throughput_ratio: Num
     best_fixed_gamma: int | None  # the fixed γ with the highest output tokens/s here
     vs_best_fixed: EstimateJSON | None  # paired decode speedup over that γ
-    # paired goodput ratio over that γ (Σ tokens / Σ e2e, Little's law; theory §15)
-    goodput_vs_best_fixed: EstimateJSON | None = None
+    # paired throughput ratio over that γ (Σ tokens / Σ e2e, Little's law; theory §15)
+    paired_throughput_vs_best_fixed: EstimateJSON | None = None
     throughput_vs_best_fixed: Num
 
 
@@ -126,11 +126,11 @@ class ScheduleRow(ResultsModel):
     gamma: int  # 0 = off
     verdict: Literal["on", "off"]
     reason: str
-    goodput_ratio: dict[str, EstimateJSON | None]  # γ → ratio to no speculation
+    throughput_ratio: dict[str, EstimateJSON | None]  # γ → ratio to no speculation
     decision_lower_bound: dict[str, Num]
-    goodput_tok_s: dict[str, Num]  # "0" = no speculation
-    predicted_goodput_tok_s: dict[str, Num]
-    # the schedule's choice here against the fixed γ of highest measured goodput, paired
+    throughput_tok_s: dict[str, Num]  # "0" = no speculation
+    predicted_throughput_tok_s: dict[str, Num]
+    # the schedule's choice here against the fixed γ of highest measured throughput, paired
     best_fixed_gamma: int | None = None
     vs_best_fixed: EstimateJSON | None = None
 
@@ -148,7 +148,7 @@ class GammaSchedule(ResultsModel):
     family: str
     false_on_rate: Num
     margin: float
-    goodput: str
+    throughput: str
     concurrencies: list[ScheduleRow]
     ranges: list[tuple[int, int, int]]
     boundaries: list[ScheduleBoundary]

@@ -1,5 +1,5 @@
 """results.json models of an engine entry's load cells (`engine.load`, `analysis.serving.load_cells`):
-latency tails with order-statistic intervals and goodput under the SLO per setting × load
+latency tails with order-statistic intervals and SLO goodput per setting × load
 point."""
 
 from __future__ import annotations

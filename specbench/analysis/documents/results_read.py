@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from specbench.analysis.documents.results_model import RunResults
 from specbench.errors import SpecbenchError
 
-RESULTS_SCHEMA = 2  # the version RunResults reads (results_model.py's history)
+RESULTS_SCHEMA = 3  # the version RunResults reads (results_model.py's history)
+OLDEST_READ = 2  # schema 2 reads with its renamed keys mapped (`results_history`)
 
 
 def _regenerate(path: Path) -> str:
@@ -33,7 +34,8 @@ def validation_message(err: ValidationError) -> str:
 
 
 def check_version(doc: Any, path: Path, who: str = "", required: bool = True) -> None:
-    """The schema version of a results.json object: older → regenerate, newer → upgrade.
+    """The schema version of a results.json object: older than OLDEST_READ → regenerate, newer →
+    upgrade.
     `required=False` lets a document without one pass (predict-check reads hand-made subsets)."""
     where = f"{who}: {path}" if who else str(path)
     if not isinstance(doc, dict):
@@ -50,20 +52,22 @@ def check_version(doc: Any, path: Path, who: str = "", required: bool = True) ->
             f"{where} has results schema {version}, newer than this specbench reads "
             f"({RESULTS_SCHEMA}); upgrade specbench"
         )
-    if version < RESULTS_SCHEMA:
+    if version < OLDEST_READ:
         raise SpecbenchError(
             f"{where} has results schema {version}, older than this specbench reads "
-            f"({RESULTS_SCHEMA}); {_regenerate(path)}"
+            f"({OLDEST_READ}–{RESULTS_SCHEMA}); {_regenerate(path)}"
         )
 
 
 def check_results(doc: Any, path: Path, who: str = "") -> RunResults:
     """The typed document of a results.json object read from `path`: its schema version first
-    (older: regenerate; newer: upgrade), then every field."""
+    (too old: regenerate; newer: upgrade), then every field; an older readable version's renamed
+    keys are mapped to the current names (`results_history`)."""
     where = f"{who}: {path}" if who else str(path)
     check_version(doc, path, who)
     try:
-        return RunResults.model_validate(doc)
+        current = {**doc, "schema": RESULTS_SCHEMA}
+        return RunResults.model_validate(current, context={"schema": doc["schema"]})
     except ValidationError as err:
         raise SpecbenchError(
             f"{where}: {validation_message(err)}; not a valid specbench results.json ({_regenerate(path)})"

@@ -1,4 +1,4 @@
-"""Predicted goodput by batch size (docs/theory.md §18): the transformers backend's batched
+"""Predicted throughput by batch size (docs/theory.md §18): the transformers backend's batched
 forward timings (`batch_timing` records) combined with the per-prompt acceptance of its batch-1
 run. A prediction, never a measurement: no engine ran these batches.
 
@@ -8,9 +8,9 @@ Per workload × temperature, for each timed batch size b and γ of the grid (γ 
     ā_pool(γ)         = Σ_p L_p / Σ_p (L_p / ā_p(γ))               (§3, ā_p by truncation of
                                                                     the γ_max run's rounds, each
                                                                     turn walked down its budget)
-    goodput(b, γ)     = b · ā_pool(γ) / step(b, γ)                 tokens/s, all b sequences
-    goodput(b, 0)     = b / T_t(b, 0)                              one token per sequence a step
-    speedup(b, γ)     = goodput(b, γ) / goodput(b, 0) = ā_pool(γ) · T_t(b, 0) / step(b, γ)
+    throughput(b, γ)  = b · ā_pool(γ) / step(b, γ)                 tokens/s, all b sequences
+    throughput(b, 0)  = b / T_t(b, 0)                              one token per sequence a step
+    speedup(b, γ)     = throughput(b, γ) / throughput(b, 0) = ā_pool(γ) · T_t(b, 0) / step(b, γ)
 
 The intervals resample prompts (ā_pool is a ratio of sums over prompts, §7); the timings are
 taken as exact, so the interval says how well the acceptance is known, not the timing noise.
@@ -76,14 +76,14 @@ def step_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, StepCosts]:
     }
 
 
-def goodput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
+def throughput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
     """Σ_i ā_i / step time: tokens per second of one step over the sequences in it (§18)."""
     return float(np.sum(np.asarray(accept_lengths, float)) / step_time_s)
 
 
-def predicted_goodput(tokens_per_step: float, batch_size: int, step_ms: float) -> float:
+def predicted_throughput(tokens_per_step: float, batch_size: int, step_ms: float) -> float:
     """b · ā / step(b, γ), tokens/s: b sequences each emitting ā tokens per step on average."""
-    return goodput_per_step(np.full(batch_size, tokens_per_step), step_ms / 1000.0)
+    return throughput_per_step(np.full(batch_size, tokens_per_step), step_ms / 1000.0)
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _scaled(est: Estimate, factor: float) -> dict[str, Any] | None:
 def predict_cells(
     costs: StepCosts, tokens: PromptTokens, gammas: Sequence[int], n_boot: int, level: float
 ) -> list[dict[str, Any]]:
-    """One row per (b, γ), γ = 0 included: step time, ā_pool, goodput and speedup vs off."""
+    """One row per (b, γ), γ = 0 included: step time, ā_pool, throughput and speedup vs off."""
     rows = []
     pooled = {g: tokens.pooled(g, n_boot, level) for g in [0, *gammas]}
     for b in costs.batch_sizes:
@@ -141,7 +141,7 @@ def predict_cells(
                     "verify_ms": costs.verify_ms[(b, g)],
                     "step_ms": step,
                     "tokens_per_step": est_json(a),
-                    "goodput_tokens_per_s": _scaled(a, b * 1000.0 / step),
+                    "throughput_tokens_per_s": _scaled(a, b * 1000.0 / step),
                     "speedup_vs_off": _scaled(a, off_ms / step),
                 }
             )
@@ -149,10 +149,10 @@ def predict_cells(
 
 
 def best_gamma(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per batch size, the γ (0 = off) with the highest predicted goodput (point estimates)."""
+    """Per batch size, the γ (0 = off) with the highest predicted throughput (point estimates)."""
     best: dict[int, tuple[float, int]] = {}
     for c in cells:
-        v = c["goodput_tokens_per_s"]["value"]
+        v = c["throughput_tokens_per_s"]["value"]
         if v is not None and (c["batch_size"] not in best or v > best[c["batch_size"]][0]):
             best[c["batch_size"]] = (v, c["gamma"])
     return {str(b): g for b, (_, g) in sorted(best.items())}

@@ -1,11 +1,11 @@
 """The batch-size prediction of a transformers run (`batch_prediction`, docs/theory.md §18)
 against an engine run's measurement of the same pair and workloads: per workload × temperature ×
-concurrency × γ, the measured goodput (the batch's output tokens/s) and speedup against the engine
-without speculation at that concurrency (the goodput ratio), beside the prediction at batch size
+concurrency × γ, the measured throughput (the batch's output tokens/s) and speedup against the engine
+without speculation at that concurrency (the throughput ratio), beside the prediction at batch size
 = concurrency, and the relative error predicted / measured − 1.
 
 The engines differ (vLLM's kernels and scheduler against the transformers backend's eager
-forwards), so absolute goodput does not transfer between them; the speedup ratio, which divides
+forwards), so absolute throughput does not transfer between them; the speedup ratio, which divides
 each engine's own step cost out, is the comparable quantity. Pure: reads two results documents.
 """
 
@@ -15,10 +15,11 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from specbench.analysis.documents.results_history import renamed_keys
 from specbench.analysis.stats.serialize import json_num
 
 NOTE = (
-    "Absolute goodput differs between engines (vLLM's kernels vs the transformers backend's "
+    "Absolute throughput differs between engines (vLLM's kernels vs the transformers backend's "
     "eager forwards); the speedup ratio is the comparable quantity. Batch size is taken as the "
     "concurrency, an upper bound: the closed loop's tail runs fewer sequences."
 )
@@ -30,11 +31,14 @@ def _error(predicted: float | None, measured: float | None) -> float | None:
     return json_num(predicted / measured - 1.0)
 
 
-def _predicted(reference: Mapping[str, Any]) -> dict[tuple[str, float, int, int], dict[str, Any]]:
-    """(workload, temperature, b, γ) → the predicted cell."""
+def _predicted(
+    reference: Mapping[str, Any],
+) -> dict[tuple[str, float, int, int], Mapping[str, Any]]:
+    """(workload, temperature, b, γ) → the predicted cell (keys of the reference's schema version
+    mapped to the current names: a schema-2 reference still reads)."""
     out = {}
     for e in (reference.get("batch_prediction") or {}).get("entries", []):
-        for c in e["cells"]:
+        for c in (renamed_keys("PredictedCell", c, reference.get("schema")) for c in e["cells"]):
             key = (e["workload"], float(e["temperature"]), int(c["batch_size"]), int(c["gamma"]))
             out[key] = c
     return out
@@ -60,11 +64,11 @@ def check_prediction(
             measured = {0: (off, 1.0 if off else None)}
             for g, cell in row["gammas"].items():
                 measured[int(g)] = (cell.get("output_tokens_per_s"), cell.get("throughput_ratio"))
-            for g, (goodput, speedup) in sorted(measured.items()):
+            for g, (tput, speedup) in sorted(measured.items()):
                 p = predicted.get((w, t, c, g))
                 if p is None:
                     continue
-                p_good = p["goodput_tokens_per_s"]["value"]
+                p_tput = p["throughput_tokens_per_s"]["value"]
                 p_speed = p["speedup_vs_off"]["value"]
                 cells.append(
                     {
@@ -72,9 +76,9 @@ def check_prediction(
                         "temperature": t,
                         "concurrency": c,
                         "gamma": g,
-                        "measured_goodput": json_num(goodput),
-                        "predicted_goodput": json_num(p_good),
-                        "goodput_error": _error(p_good, goodput),
+                        "measured_throughput": json_num(tput),
+                        "predicted_throughput": json_num(p_tput),
+                        "throughput_error": _error(p_tput, tput),
                         "measured_speedup": json_num(speedup),
                         "predicted_speedup": json_num(p_speed),
                         "speedup_error": _error(p_speed, speedup) if g else None,
@@ -91,6 +95,6 @@ def check_prediction(
         "reference_run": reference_run,
         "cells": cells,
         "median_abs_speedup_error": median_abs("speedup_error"),
-        "median_abs_goodput_error": median_abs("goodput_error"),
+        "median_abs_throughput_error": median_abs("throughput_error"),
         "note": NOTE,
     }

