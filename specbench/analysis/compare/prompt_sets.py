@@ -1,0 +1,58 @@
+"""One prompt set per compared cell (docs/theory.md §13, docs/compare.md): a run whose verdict
+set degenerate prompts aside has every figure of that cell over its non-degenerate prompts, so
+compare does the same — and pairs the two sides over the same prompts: a prompt set aside on
+EITHER side is set aside on both. Only a side with per-prompt records can be restricted; a
+results.json side's stored figures are already over its own verdict's prompts, and the note says
+when the two sides' prompt sets differ."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specbench.analysis.compare.samples import prompt_of, without_prompts
+from specbench.analysis.compare.sides import Group
+
+
+def _prompts(g: Group) -> set[str]:
+    return {prompt_of(k) for s in (g.samples or {}).values() for k in s.keys}
+
+
+def restricted(g: Group, excluded: frozenset[str]) -> Group:
+    """The group's per-prompt samples (and each run's behind a merged side) less `excluded`."""
+    if not excluded or g.samples is None:
+        return g
+    dropped = len(_prompts(g) & excluded)
+    return replace(
+        g,
+        samples={k: without_prompts(s, excluded) for k, s in g.samples.items()},
+        n_prompts=max(0, g.n_prompts - dropped),
+        per_run=[restricted(p, excluded) for p in g.per_run],
+    )
+
+
+def paired(b: Group, n: Group) -> tuple[Group, Group, str]:
+    """Both sides of one cell over the same prompts, and the note that says so ("" when neither
+    side set a prompt aside)."""
+    union = b.set_aside | n.set_aside
+    if not union:
+        return b, n, ""
+    if b.samples is None or n.samples is None:
+        if b.set_aside == n.set_aside:
+            return b, n, f"over each run's verdict prompts ({len(union)} degenerate set aside)"
+        return b, n, (
+            f"stored figures over each run's own verdict prompts ({len(b.set_aside)} degenerate "
+            f"set aside in base, {len(n.set_aside)} in new): not the same prompts; pass run "
+            "directories to pair them"
+        )
+    rb, rn = restricted(b, union), restricted(n, union)
+    only = (
+        "the same on both sides"
+        if b.set_aside == n.set_aside
+        else f"{len(b.set_aside)} in base, {len(n.set_aside)} in new"
+    )
+    k = len(_prompts(b) & union | _prompts(n) & union)
+    note = (
+        f"over the {min(rb.n_prompts, rn.n_prompts)} prompts left after setting aside the {k} "
+        f"degenerate on either side ({only}), as the verdicts do"
+    )
+    return rb, rn, note
