@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench.analysis.compare.samples import prompt_of, without_prompts
-from specbench.analysis.compare.sides import Group
+from specbench.analysis.compare.sides import Group, Side
 
 
 def _prompts(g: Group) -> set[str]:
@@ -39,20 +39,35 @@ def paired(b: Group, n: Group) -> tuple[Group, Group, str]:
     if b.samples is None or n.samples is None:
         if b.set_aside == n.set_aside:
             return b, n, f"over each run's verdict prompts ({len(union)} degenerate set aside)"
-        return b, n, (
-            f"stored figures over each run's own verdict prompts ({len(b.set_aside)} degenerate "
-            f"set aside in base, {len(n.set_aside)} in new): not the same prompts; pass run "
-            "directories to pair them"
+        return (
+            b,
+            n,
+            (
+                f"stored figures over each run's own verdict prompts ({len(b.set_aside)} degenerate "
+                f"set aside in base, {len(n.set_aside)} in new): not the same prompts; pass run "
+                "directories to pair them"
+            ),
         )
     rb, rn = restricted(b, union), restricted(n, union)
-    only = (
-        "the same on both sides"
-        if b.set_aside == n.set_aside
-        else f"{len(b.set_aside)} in base, {len(n.set_aside)} in new"
-    )
     k = len(_prompts(b) & union | _prompts(n) & union)
-    note = (
-        f"over the {min(rb.n_prompts, rn.n_prompts)} prompts left after setting aside the {k} "
-        f"degenerate on either side ({only}), as the verdicts do"
-    )
+    left = min(rb.n_prompts, rn.n_prompts)
+    if b.set_aside == n.set_aside:
+        note = f"over {left} prompts: the {k} degenerate set aside, as both runs' verdicts do"
+    else:
+        note = (
+            f"over {left} prompts: {k} degenerate set aside on both sides "
+            f"({len(b.set_aside)} in base, {len(n.set_aside)} in new)"
+        )
     return rb, rn, note
+
+
+def same_prompts(sides: list[Side]) -> list[Side]:
+    """Several runs (`--calibrate`'s A/A runs) over the same prompts per cell: a prompt any run's
+    verdict set aside is left out of every run, as `paired` does for two sides."""
+    keys = {k for s in sides for k in s.groups}
+    union = {
+        k: frozenset().union(*[s.groups[k].set_aside for s in sides if k in s.groups]) for k in keys
+    }
+    return [
+        replace(s, groups={k: restricted(g, union[k]) for k, g in s.groups.items()}) for s in sides
+    ]
