@@ -166,3 +166,30 @@ def test_a_prompt_degenerate_on_one_side_is_set_aside_on_both(edited: tuple[Path
         assert all(note in r["note"] for m, r in rows.items() if m != "verdict"), rows
         # the other cells are as they were: tiny_code T = 0 still over its own 2 prompts
         assert "over 2 prompts" in _rows(doc, "tiny_code", 0.0)["speedup@4"]["note"]
+
+
+@pytest.mark.slow  # two reports written, then compared from their results.json alone
+def test_results_json_sides_say_when_their_prompt_sets_differ(
+    edited: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A side given as results.json alone cannot be restricted (no per-prompt values): its
+    stored figures are over its own verdict's prompts, and the row says whether the two sides'
+    prompt sets are the same."""
+    shipped = tmp_path / "shipped"
+    shutil.copytree(ROOT / "docs" / "example-run", shipped)
+    run, _ = edited
+    for d in (shipped, run):
+        res = runner.invoke(app, ["report", str(d)])
+        assert res.exit_code == 0, res.output
+    doc = _compare(shipped / "results.json", run / "results.json")
+    assert doc["mode"].startswith("stored CIs")
+    rows = _rows(doc, *EDITED)
+    differ = "stored figures over each run's own verdict prompts (0 degenerate set aside in base, 1"
+    assert all(differ in r["note"] for m, r in rows.items() if m != "verdict"), rows
+    same = "over each run's verdict prompts (6 degenerate set aside)"
+    assert same in _rows(doc, "tiny_code", 0.0)["speedup@4"]["note"]
+    # stored figures as each run's report computed them: the shipped side over all 8 prompts
+    stored = json.loads((shipped / "results.json").read_text())
+    entry = next(e for e in stored["workloads"] if (e["workload"], e["temperature"]) == EDITED)
+    g4 = next(g for g in entry["gammas"] if g["gamma"] == 4)
+    assert rows["speedup@4"]["base"] == pytest.approx(g4["measured_speedup"]["value"])

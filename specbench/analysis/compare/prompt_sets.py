@@ -51,11 +51,12 @@ def paired(b: Group, n: Group) -> tuple[Group, Group, str]:
     rb, rn = restricted(b, union), restricted(n, union)
     k = len(_prompts(b) & union | _prompts(n) & union)
     left = min(rb.n_prompts, rn.n_prompts)
+    over = f"over {left} prompt{'' if left == 1 else 's'}"
     if b.set_aside == n.set_aside:
-        note = f"over {left} prompts: the {k} degenerate set aside, as both runs' verdicts do"
+        note = f"{over}: the {k} degenerate set aside, as both runs' verdicts do"
     else:
         note = (
-            f"over {left} prompts: {k} degenerate set aside on both sides "
+            f"{over}: {k} degenerate set aside on both sides "
             f"({len(b.set_aside)} in base, {len(n.set_aside)} in new)"
         )
     return rb, rn, note
