@@ -8,6 +8,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_batch import PredictionCheck
 from specbench.report.blocks import Block, Heading, Para, TableBlock
+from specbench.report.no_verdict import shows_speedup
 from specbench.report.text import num_text
 
 
@@ -42,7 +43,9 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
             "are taken as exact (docs/theory.md §18)."
         ),
     ]
+    verdictless = {(w.workload, w.temperature) for w in results.workloads if not shows_speedup(w)}
     for e in pred.entries:
+        speedups = (e.workload, e.temperature) not in verdictless  # no speedup without a verdict
         best = ", ".join(f"b={b}: {'off' if g == 0 else f'γ={g}'}" for b, g in e.best_gamma.items())
         blocks.append(Heading(f"{e.workload} T={e.temperature:g}", 3))
         blocks.append(
@@ -59,15 +62,12 @@ def batch_prediction_blocks(results: RunResults) -> list[Block]:
                 num_text(c.step_ms, "{:.2f}"),
                 _est(c.tokens_per_step, "{:.2f}"),
                 _est(c.throughput_tokens_per_s, "{:.0f}"),
-                _est(c.speedup_vs_off, "{:.2f}"),
+                *([_est(c.speedup_vs_off, "{:.2f}")] if speedups else []),
             ]
             for c in e.cells
         ]
-        blocks.append(
-            TableBlock(
-                ["b", "γ", "step ms", "ā per step", "throughput tok/s", "speedup vs off"], rows
-            )
-        )
+        header = ["b", "γ", "step ms", "ā per step", "throughput tok/s"]
+        blocks.append(TableBlock(header + (["speedup vs off"] if speedups else []), rows))
     return blocks
 
 
@@ -138,7 +138,7 @@ def schedule_blocks(results: RunResults) -> list[Block]:
     blocks: list[Block] = []
     for e in results.workloads:
         rows = e.engine.measured_schedule if e.engine is not None else None
-        if not rows:
+        if not rows or not shows_speedup(e):  # a cell without a verdict shows no speedup
             continue
         if not blocks:
             blocks.append(Heading("The γ schedule against fixed γ"))

@@ -22,6 +22,7 @@ from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_
 from specbench.report.decision import decision_blocks, header_blocks
 from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.load_sections import load_blocks
+from specbench.report.no_verdict import shows_speedup
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
 from specbench.report.summary_csv import summary_frame, write_csv
 from specbench.report.text import entry_slug
@@ -46,8 +47,9 @@ def make_plots(run_dir: Path, results: RunResults, latency: LatencyDistributions
     made["verify_fit"] = "plots/verify_fit.png"
     for e in entries:
         slug = entry_slug(e)
-        plots.plot_speedup(out / f"speedup_{slug}.png", e)
-        made[f"speedup_{slug}"] = f"plots/speedup_{slug}.png"
+        if shows_speedup(e):  # a cell without a verdict draws no speedup
+            plots.plot_speedup(out / f"speedup_{slug}.png", e)
+            made[f"speedup_{slug}"] = f"plots/speedup_{slug}.png"
         if e.per_prompt_alpha and e.per_prompt_alpha.values:
             plots.plot_prompt_alpha(out / f"alpha_prompts_{slug}.png", e)
             made[f"alpha_prompts_{slug}"] = f"plots/alpha_prompts_{slug}.png"

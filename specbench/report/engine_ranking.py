@@ -20,10 +20,32 @@ def _v(est: EstimateJSON | None, fmt: str) -> str:
     return f"{fmt.format(est.value)} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
-def ranking_blocks(eng: EngineSection) -> list[Block]:
-    """The ranking, or nothing when the run measured a single setting."""
+def ranking_blocks(eng: EngineSection, speedups: bool = True) -> list[Block]:
+    """The ranking, or nothing when the run measured a single setting. Without `speedups` (a
+    cell without a verdict, `no_verdict`) every setting's τ and α alone, listed in the run's
+    order: a rank by speedup would be a speedup figure."""
     if len(eng.ranking) < 2:
         return []
+    if not speedups:
+        return [
+            Para(
+                f"Every setting measured ({len(eng.ranking)}; {eng.ranking_basis or 'all prompts'}"
+                "): not measured, so no verdict, no speedup and no ranking; τ and α only."
+            ),
+            TableBlock(
+                ["setting", "method", "γ", "τ [95% CI]", "α [95% CI]"],
+                [
+                    [
+                        r.label,
+                        r.method or "–",
+                        str(r.gamma),
+                        _v(r.mean_accepted_length, "{:.2f}"),
+                        _v(r.alpha, "{:.3f}"),
+                    ]
+                    for r in sorted(eng.ranking, key=lambda r: (r.method or "", r.gamma))
+                ],
+            ),
+        ]
     rows = [
         [
             str(r.rank),

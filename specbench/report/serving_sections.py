@@ -16,6 +16,7 @@ from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report import plots
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
 from specbench.report.engine_ranking import ranking_blocks
+from specbench.report.no_verdict import no_speedup_note, shows_speedup
 from specbench.report.schedule_plot import plot_throughput_schedule
 from specbench.report.schedule_sections import schedule_blocks
 from specbench.report.text import entry_slug, num_text, prompts_basis_note
@@ -38,7 +39,7 @@ def _n(x: float | None, fmt: str = "{:.2f}") -> str:
 def make_engine_plots(plot_dir: Path, results: RunResults) -> dict[str, str]:
     made: dict[str, str] = {}
     for e in results.workloads:
-        if e.engine is not None:
+        if e.engine is not None and shows_speedup(e):  # without a verdict: no speedup drawn
             name = f"concurrency_{entry_slug(e)}"
             plots.plot_speedup_vs_concurrency(plot_dir / f"{name}.png", e)
             made[name] = f"plots/{name}.png"
@@ -66,13 +67,18 @@ def stops_paying_text(eng: EngineSection, gamma: int | None) -> str:
     )
 
 
-def _concurrency_table(eng: EngineSection) -> TableBlock:
-    """Per concurrency: the baseline's TPOT and throughput, each γ's TPOT, speedup, throughput."""
+def _concurrency_table(eng: EngineSection, speedups: bool = True) -> TableBlock:
+    """Per concurrency: the baseline's TPOT and throughput, each γ's TPOT, speedup, throughput
+    (without `speedups`, a cell without a verdict: each γ's TPOT and tokens/s alone)."""
     rows = eng.concurrency
     gammas = sorted({int(g) for r in rows for g in r.gammas})
     header = ["concurrency", "baseline TPOT ms", "baseline tok/s"]
     for g in gammas:
-        header += [f"γ={g} TPOT ms", f"γ={g} speedup [95% CI]", f"γ={g} throughput ×"]
+        header += (
+            [f"γ={g} TPOT ms", f"γ={g} speedup [95% CI]", f"γ={g} throughput ×"]
+            if speedups
+            else [f"γ={g} TPOT ms", f"γ={g} tok/s"]
+        )
     table = []
     for r in rows:
         b = r.baseline
@@ -83,8 +89,12 @@ def _concurrency_table(eng: EngineSection) -> TableBlock:
         ]
         for g in gammas:
             cell = r.gammas.get(str(g))
+            tpot = _v(cell.tpot_ms if cell else None, "{:.2f}")
+            if not speedups:
+                line += [tpot, _n(cell.output_tokens_per_s if cell else None, "{:.1f}")]
+                continue
             line += [
-                _v(cell.tpot_ms if cell else None, "{:.2f}"),
+                tpot,
                 _v(cell.speedup if cell else None, "{:.2f}×"),
                 _n(cell.throughput_ratio if cell else None, "{:.2f}×"),
             ]
@@ -102,7 +112,8 @@ SOURCE_TEXT = {
 
 
 def _engine_notes(e: WorkloadResult, eng: EngineSection) -> list[str]:
-    notes = [stops_paying_text(eng, eng.chosen_gamma)]
+    # where speculation stops paying: a speedup's reading, none for a cell without a verdict
+    notes = [stops_paying_text(eng, eng.chosen_gamma)] if shows_speedup(e) else []
     sources = eng.acceptance_source
     names = [sources] if isinstance(sources, str) else sources
     notes.append(
@@ -174,11 +185,14 @@ def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
     for e, eng in entries:
         slug = entry_slug(e)
         blocks.append(Heading(f"{e.workload} (T = {e.temperature:g}), {eng.backend}", 3))
-        blocks += ranking_blocks(eng)  # every method × γ, when there are several
+        speedups = shows_speedup(e)  # a cell without a verdict: raw measurements only
+        blocks += ranking_blocks(eng, speedups)  # every method × γ, when there are several
         basis = prompts_basis_note(e, "concurrency table")
         if basis:
             blocks.append(Para(basis))
-        blocks.append(_concurrency_table(eng))
+        if (note := no_speedup_note(e, "concurrency table")) is not None:
+            blocks.append(Para(note))
+        blocks.append(_concurrency_table(eng, speedups))
         blocks.append(Bullets(_engine_notes(e, eng)))
         if eng.per_gamma:
             blocks.append(_counters_table(eng))
@@ -186,7 +200,15 @@ def engine_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
             blocks.append(
                 Image(images[f"concurrency_{slug}"], f"speedup against concurrency, {slug}")
             )
-        blocks += schedule_blocks(e, eng, images)
+        if speedups:
+            blocks += schedule_blocks(e, eng, images)
+        elif eng.schedule is not None:
+            blocks.append(
+                Para(
+                    "No γ schedule by concurrency for this cell: it chooses γ by throughput ratio, "
+                    "and a cell without a verdict shows none."
+                )
+            )
     blocks += conformance_blocks(results.conformance)
     return blocks
 

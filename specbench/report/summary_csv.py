@@ -1,5 +1,7 @@
 """summary.csv: one row per workload × temperature × γ of the γ table, from the typed results.
 
+A cell without a verdict (NOT MEASURED) leaves its speedup columns empty (`no_verdict`).
+
 A pandas DataFrame of object columns, so each value is written as Python prints it (as the csv
 module did before; None is an empty cell) and the file stays byte-identical across versions.
 """
@@ -12,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.report.no_verdict import shows_speedup
 
 CSV_FIELDS = [
     "workload",
@@ -47,9 +50,11 @@ def summary_frame(results: RunResults) -> pd.DataFrame:
         basis = e.figures_basis
         prompts = basis.prompts if basis is not None else "all"
         n_prompts = basis.n_prompts if basis is not None else e.n_prompts
+        speedups = shows_speedup(e)  # a cell without a verdict: its speedup columns empty
         for g in e.gammas:
-            ms = g.measured_speedup
+            ms = g.measured_speedup if speedups else None
             ms_ci = ms.ci95 if ms else (None, None)
+            pred = g.predicted_speedup if speedups else None
             rows.append(
                 {
                     "workload": e.workload,
@@ -65,8 +70,8 @@ def summary_frame(results: RunResults) -> pd.DataFrame:
                     "measured_speedup": ms.value if ms else None,
                     "measured_speedup_lo": ms_ci[0],
                     "measured_speedup_hi": ms_ci[1],
-                    "predicted_speedup_iid": g.predicted_speedup.iid,
-                    "predicted_speedup_empirical": g.predicted_speedup.empirical,
+                    "predicted_speedup_iid": pred.iid if pred else None,
+                    "predicted_speedup_empirical": pred.empirical if pred else None,
                     "recommended": int(rec.verdict == "on" and rec.gamma == g.gamma),
                     "verdict": rec.verdict,
                     "prompts": prompts,

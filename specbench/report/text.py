@@ -175,15 +175,13 @@ def prompts_basis_note(e: WorkloadResult, table: str) -> str | None:
         )
         if fig.all_prompts:
             note += f"; over every prompt (no per-prompt split): {'; '.join(fig.all_prompts)}"
-        if e.recommendation.verdict == "not_measured":
-            note += "; too few for a verdict, so its speedups are not a result"
         return note + "."
     head = (
         f"The {table} is over all {n_all} prompts, the "
         f"{basis.n_degenerate_excluded} degenerate ones included"
     )
-    if e.recommendation.verdict == "not_measured":
-        return head + ": no verdict, and its speedups over degenerate answers are not a result."
+    if e.recommendation.verdict == "not_measured":  # no speedup shown (`no_verdict`)
+        return head + "."
     return (
         head + f"; the verdict rests on the {basis.n_used} non-degenerate ones (the "
         "prompt sets are compared in the workload's section)."

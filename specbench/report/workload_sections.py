@@ -7,6 +7,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON, SettingLabel
 from specbench.analysis.documents.results_model_workload import HeterogeneityRow, WorkloadResult
 from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.no_verdict import no_speedup_note, shows_speedup
 from specbench.report.text import (
     basis_text,
     ci_text,
@@ -89,34 +90,35 @@ def workload_blocks(e: WorkloadResult, images: dict[str, str]) -> list[Block]:
     basis = prompts_basis_note(e, "γ table")
     if basis:
         blocks.append(Para(basis))
+    speedups = shows_speedup(e)  # a cell without a verdict: its raw measurements only
+    if (note := no_speedup_note(e, "γ table")) is not None:
+        blocks.append(Para(note))
     grows = [
         [
             str(g.gamma),
             _ci(g.mean_tokens_per_round, "{:.2f}"),
             _ci(g.itl_ms, "{:.2f}"),
-            _ci(g.measured_speedup, "{:.2f}×"),
-            num_text(g.predicted_speedup.iid, "{:.2f}×"),
-            num_text(g.predicted_speedup.empirical, "{:.2f}×"),
+            *(
+                [
+                    _ci(g.measured_speedup, "{:.2f}×"),
+                    num_text(g.predicted_speedup.iid, "{:.2f}×"),
+                    num_text(g.predicted_speedup.empirical, "{:.2f}×"),
+                ]
+                if speedups
+                else []
+            ),
         ]
         for g in e.gammas
         if g.measured  # unmeasured γ: the appendix
     ]
-    blocks.append(
-        TableBlock(
-            [
-                "γ",
-                "tokens/round",
-                "ITL ms",
-                "measured speedup",
-                "predicted (iid)",
-                "predicted (empirical)",
-            ],
-            grows,
-        )
-    )
-    blocks += _methods_blocks(e)
+    header = ["γ", "tokens/round", "ITL ms"]
+    if speedups:
+        header += ["measured speedup", "predicted (iid)", "predicted (empirical)"]
+    blocks.append(TableBlock(header, grows))
+    blocks += _methods_blocks(e) if speedups else []
     blocks += content_blocks(e, images, slug)  # warnings: once each, in decision/appendix
-    blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
+    if f"speedup_{slug}" in images:  # not drawn for a cell without a verdict
+        blocks.append(Image(images[f"speedup_{slug}"], f"speedup against γ, {slug}"))
     blocks.append(Image(images[f"latency_{slug}"], f"latency distribution, {slug}"))
     return blocks
 
@@ -203,6 +205,7 @@ def content_blocks(e: WorkloadResult, images: dict[str, str], slug: str) -> list
     blocks: list[Block] = [Heading("Content and per-prompt acceptance", 3)]
     blocks.append(Bullets(_content_items(e)))
     if content and content.n_degenerate:
+        speedups = shows_speedup(e)  # without a verdict, α only
         rows = []
         for label, part, counted in (
             ("all prompts, degenerate counted", content.all_prompts, True),
@@ -214,24 +217,15 @@ def content_blocks(e: WorkloadResult, images: dict[str, str], slug: str) -> list
                     label,
                     str(part.n_prompts) if part else "–",
                     _ci(part.alpha if part else None),
-                    _ci(part.speedup if part else None, "{:.2f}×"),
+                    *([_ci(part.speedup if part else None, "{:.2f}×")] if speedups else []),
                     # what the verdict would be with the degenerate answers: not the verdict
                     f"(would be {verdict})" if counted and verdict != "–" else verdict,
                 ]
             )
         st = content.speedup_setting
-        blocks.append(
-            TableBlock(
-                [
-                    "prompts",
-                    "n",
-                    "α [95% CI]",
-                    f"speedup at γ {_setting(st)} [95% CI]" if st else "speedup",
-                    "verdict",
-                ],
-                rows,
-            )
-        )
+        speedup_col = f"speedup at γ {_setting(st)} [95% CI]" if st else "speedup"
+        header = ["prompts", "n", "α [95% CI]", *([speedup_col] if speedups else []), "verdict"]
+        blocks.append(TableBlock(header, rows))
     if f"alpha_prompts_{slug}" in images:
         blocks.append(Image(images[f"alpha_prompts_{slug}"], f"α per prompt, {slug}"))
     return blocks
@@ -281,7 +275,7 @@ def appendix_blocks(results: RunResults) -> list[Block]:
         blocks.append(Heading(f"{e.workload} (T = {e.temperature:g})", 3))
         blocks.append(Bullets(_estimator_items(e)))
         unmeasured = [g for g in e.gammas if not g.measured]
-        if unmeasured:
+        if unmeasured and shows_speedup(e):  # predicted speedups: a cell with a verdict only
             blocks.append(
                 TableBlock(
                     ["unmeasured γ", "predicted (iid)", "predicted (empirical)"],

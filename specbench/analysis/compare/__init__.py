@@ -23,12 +23,16 @@ docs/compare.md; in short:
   the environment is the server's as env.json records it.
 - Failed records and settings the base measured but the new run did not are listed always and
   fail the comparison under `strict`.
+- A cell whose verdict sets degenerate prompts aside is compared over its non-degenerate
+  prompts, a prompt set aside on either side set aside on both (`prompt_sets.py`).
 
 The modules, in the order data flows through them:
 
     metrics.py           statuses, the judged metrics, `Thresholds`
     samples.py           per-prompt samples of a run's metrics; stored summaries
     sides.py             a side from records or results.json; several runs merged
+    prompt_sets.py       one prompt set per cell: the prompts either side's verdict set aside
+                         (degenerate, docs/theory.md §13), set aside on both
     environment.py       identity (refuse) and environment (list) differences
     difference_tests.py  the test of one row's change
     rows.py              the rows of one workload × temperature

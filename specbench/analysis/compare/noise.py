@@ -30,6 +30,7 @@ from scipy import stats as sps
 
 from specbench.analysis.compare.difference_tests import prompt_se
 from specbench.analysis.compare.metrics import Calibration
+from specbench.analysis.compare.prompt_sets import same_prompts
 from specbench.analysis.compare.samples import Samples, sum_by_key
 from specbench.analysis.compare.sides import Group, Side
 
@@ -217,6 +218,12 @@ def calibrate(
             "calibration needs at least 2 A/A runs, or 2 interleaved A/A pairs (5 or more pin "
             "the noise well)"
         )
+    # one prompt set per cell (docs/theory.md §13): the prompts any run set aside, out of all
+    restricted = same_prompts(runs)
+    if pairs is not None:
+        index = {id(r): i for i, r in enumerate(runs)}
+        pairs = [(restricted[index[id(a)]], restricted[index[id(b)]]) for a, b in pairs]
+    runs = restricted
     groups = _common_groups(runs)
     if pairs is None:
         speed = run_to_run(groups, "speedup@", confidence, n_boot)

@@ -131,3 +131,17 @@ def setting_name(key: str) -> str:
     drafter, _, policy = inner.rpartition("/")
     name = drafter if "γ=" in drafter else f"{drafter} γ={gamma}"
     return name if policy in ("fixed", "") else f"{name} ({policy})"
+
+
+def prompt_of(key: str) -> str:
+    """The prompt id of a sample key "prompt_id#repeat"."""
+    return key.rpartition("#")[0]
+
+
+def without_prompts(s: Samples, excluded: frozenset[str]) -> Samples:
+    """The samples less those of the excluded prompts (every repeat of each)."""
+    keep = [i for i, k in enumerate(s.keys) if prompt_of(k) not in excluded]
+    if len(keep) == len(s.keys):
+        return s
+    idx = np.asarray(keep, dtype=int)
+    return Samples(tuple(s.keys[i] for i in keep), tuple(a[idx] for a in s.arrays), s.coefs)

@@ -59,6 +59,9 @@ class Group:
     # T = 0: the same prompt repeated gave the same acceptance, round by round (True), did not
     # (False), or was never repeated (None: determinism not shown)
     deterministic: bool | None = None
+    # the prompts the run's verdict set aside as degenerate (`prompt_sets.set_aside`): compare
+    # sets them aside on both sides (docs/theory.md §13)
+    set_aside: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -105,6 +108,17 @@ def _recommendation(entry: WorkloadResult, primary: str) -> RecommendedSetting:
         setting=f"{rec.drafter or primary}/{rec.policy or 'fixed'}",
         best_gamma=best[1] if best else None,
     )
+
+
+def set_aside(entry: WorkloadResult | None) -> frozenset[str]:
+    """The prompts a cell's verdict and figures leave out (`figures_basis` "non_degenerate":
+    the degenerate ones); none when its figures cover every prompt (no degenerate prompt, or
+    none left — `analysis/pipeline/prompt_basis.py`)."""
+    if entry is None or entry.figures_basis is None or entry.content is None:
+        return frozenset()
+    if entry.figures_basis.prompts != "non_degenerate":
+        return frozenset()
+    return frozenset(d.prompt_id for d in entry.content.degenerate_prompts)
 
 
 def _timing_warnings(entry: WorkloadResult) -> list[str]:
@@ -198,6 +212,7 @@ def side_from_results(results: RunResults, label: str) -> Side:
                 for r in (e.engine.ranking if e.engine is not None else [])
                 if r.method
             },
+            set_aside=set_aside(e),
         )
     # env.json as written (the keys it had), for the environment comparison
     env = doc.env.model_dump(exclude_unset=True)
@@ -265,6 +280,7 @@ def side_from_records(
             primary,
             methods=grp.get("methods", {}),
             deterministic=repeat_determinism(specs) if key[1] == 0 else None,
+            set_aside=set_aside(entry),
         )
     ident = {**_identity(doc, config), **tokenizer_identity(env)}
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
@@ -342,6 +358,7 @@ def merge_runs(runs: list[Side]) -> Side:
             gs,
             g0.methods,
             _runs_agree(gs),
+            frozenset().union(*[p.set_aside for p in gs]),
         )
     label = " + ".join(r.label for r in runs)
     failed = [f"{r.label}: {f}" for r in runs for f in r.failed]

@@ -29,6 +29,7 @@ from specbench.analysis.compare.metrics import (
     Metric,
     Thresholds,
 )
+from specbench.analysis.compare.prompt_sets import paired
 from specbench.analysis.compare.rows import PendingRow, Row, RowContext, group_rows, verdict_row
 from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Group, Side
@@ -246,11 +247,14 @@ def compare(
     )
     pending: list[PendingRow] = []
     groups: list[tuple[Group, Group, int, int]] = []
-    few, unstable = [], []
+    few, unstable, bases = [], [], []
     for key in [k for k in base.groups if k in new.groups]:
-        b, n = base.groups[key], new.groups[key]
+        # one prompt set per cell: the verdicts' non-degenerate prompts, the same on both sides
+        b, n, basis = paired(base.groups[key], new.groups[key])
         start = len(pending)
-        pending += group_rows(b, n, ctx)
+        pending += [_noted(p, basis) for p in group_rows(b, n, ctx)]
+        if basis:
+            bases.append(f"{key[0]} T={key[1]:g} {basis}")
         rec_i = len(pending) - 1 if pending[-1].row.metric == "speedup_recommended" else -1
         groups.append((b, n, start, rec_i))
         if b.timing_warnings or n.timing_warnings:
@@ -264,6 +268,11 @@ def compare(
         out += rows[start:end]
         if rec_i >= 0:
             out.append(verdict_row(b, n, rows[rec_i], th))
+    if bases:
+        notes.append(
+            "degenerate prompts set aside as each run's verdict sets them aside, on both sides "
+            f"alike (docs/theory.md §13): {'; '.join(bases)}"
+        )
     if unstable:
         notes.append(
             f"a run flagged unstable timing in {', '.join(unstable)}: speedup is still gated with "
@@ -292,6 +301,13 @@ def compare(
         sum(_in_family(p) for p in pending),
         allow_inconclusive,
     )
+
+
+def _noted(p: PendingRow, note: str) -> PendingRow:
+    """The row with `note` added to its own."""
+    if not note:
+        return p
+    return replace(p, row=replace(p.row, note="; ".join(x for x in (p.row.note, note) if x)))
 
 
 def _in_family(p: PendingRow) -> bool:
