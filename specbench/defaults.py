@@ -14,3 +14,8 @@ CI_LEVEL = 0.95  # two-sided level of every interval; the ON bound is one-sided 
 CI_HALFWIDTH = 0.05  # α CI half-width a `run` is sized for ("too few prompts" beyond it)
 # `accept` scores every response position teacher-forced, so it reaches a tighter α cheaply
 ACCEPT_CI_HALFWIDTH = 0.02
+COST_RATIO = 0.1  # T_d / T_ar assumed by roi and accept when no timing is given
+# `roi`'s bounds keep every derived figure finite (γ·T_d at γ = 1024 must not overflow JSON)
+MAX_ROI_GAMMA = 1024  # roi is analytic: a longer grid is cheap, but not unbounded
+MAX_ROI_MS = 1e9  # times in ms (about 11.6 days per step): beyond any real model
+MAX_ROI_RATIO = 1e6  # T_d / T_ar: a draft a million times slower than the target never pays

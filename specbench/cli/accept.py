@@ -1,8 +1,9 @@
 """`specbench accept`: offline accept-rate measurement on logged traffic, and the rollout plan it
 implies, before a gray rollout.
 
-The options and the console; the pipeline is harness/accept.py (teacher-forced β over the logged
-responses, α per bucket, the rollout plan), its settings harness/accept_config.py (flags over the
+The options and the console. The options become one typed request (`AcceptRequest`, checked
+together in harness/accept_request.py, run by `measure_accept`); the pipeline is harness/accept.py
+(teacher-forced β over the logged responses, α per bucket, the rollout plan), its settings harness/accept_config.py (flags over the
 config over the defaults), the rows data/logged.py and data/logged_rows.py.
 
     specbench accept --config configs/tiny.yaml --data datasets/logged/tiny_traffic.jsonl \\
@@ -28,12 +29,23 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from specbench import defaults
-from specbench.cli.options import DEFAULT_COST_RATIO, JsonOption, csv_list
+from specbench.cli.options import (
+    DEFAULT_COST_RATIO,
+    DeviceOption,
+    DraftOption,
+    DtypeOption,
+    JsonOption,
+    TargetOption,
+    TDraftOption,
+    TopKOption,
+    TTargetOption,
+    csv_list,
+)
 from specbench.config import MAX_GAMMA, MAX_PROMPTS
-from specbench.errors import SpecbenchError
 from specbench.report.terminal import make_console
 
 if TYPE_CHECKING:  # the pipeline (torch) is imported only when the command runs
+    from specbench.analysis.rollout import AcceptResult
     from specbench.harness.accept import Progress
 
 MAX_TOKENS = 1 << 22  # context / batch / chunk sizes: 4 M tokens is beyond any model's memory
@@ -61,11 +73,6 @@ class StderrEvents:
             yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise SpecbenchError(message)
-
-
 def accept(
     data: Annotated[
         str,
@@ -78,12 +85,8 @@ def accept(
     config: Annotated[
         Path | None, typer.Option("--config", help="Run config (YAML) naming target and draft.")
     ] = None,
-    target: Annotated[
-        str | None, typer.Option("--target", help="Target model (hub id or directory).")
-    ] = None,
-    draft: Annotated[
-        str | None, typer.Option("--draft", help="Draft model (hub id or directory).")
-    ] = None,
+    target: TargetOption = None,
+    draft: DraftOption = None,
     prompt_field: Annotated[
         str | None,
         typer.Option("--prompt-field", help="Column with the prompt text (default: prompt)."),
@@ -125,9 +128,7 @@ def accept(
         list[float] | None,
         typer.Option("--top-p", help="Top-p (repeatable; default: the config's, else 1)."),
     ] = None,
-    top_k: Annotated[
-        int | None, typer.Option("--top-k", min=0, max=1_000_000, help="Top-k (0 = off).")
-    ] = None,
+    top_k: TopKOption = None,
     logged_params: Annotated[
         bool,
         typer.Option(
@@ -204,18 +205,15 @@ def accept(
             help="Use --timings from a run of another target/draft anyway (the report says so).",
         ),
     ] = False,
-    t_target: Annotated[
-        float | None, typer.Option("--t-target", help="Baseline per-token latency T_ar in ms.")
-    ] = None,
-    t_draft: Annotated[
-        float | None, typer.Option("--t-draft", help="One draft step T_d in ms.")
-    ] = None,
+    t_target: TTargetOption = None,
+    t_draft: TDraftOption = None,
     verify_slope: Annotated[
         float,
         typer.Option(
             "--verify-slope", min=0.0, help="Extra verify cost per drafted token (ms, or ×T_ar)."
         ),
     ] = 0.0,
+    # its own help in each command on purpose (cli/options.py says why)
     cost_ratio: Annotated[
         float | None,
         typer.Option(
@@ -246,13 +244,8 @@ def accept(
         float,
         typer.Option("--target-halfwidth", help="α CI half-width to size requests for."),
     ] = defaults.ACCEPT_CI_HALFWIDTH,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")
-    ] = None,
-    dtype: Annotated[
-        Literal["auto", "float32", "float16", "bfloat16"] | None,
-        typer.Option("--dtype", help="auto, float32, float16 or bfloat16."),
-    ] = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
     seed: Annotated[
         int | None, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed for sampling rows.")
     ] = None,
@@ -267,89 +260,55 @@ def accept(
     ] = None,
 ) -> None:
     """Offline accept rate on logged traffic (teacher-forced β) and the rollout plan per bucket."""
-    from specbench.data.logged_rows import FieldNames
-    from specbench.harness.accept import AcceptData, TimingFlags, run_accept
-    from specbench.harness.accept_config import accept_options, model_specs
-    from specbench.report import accept as render
+    from specbench.harness.accept_request import AcceptRequest, measure_accept
 
-    # --- what the ranges on the options cannot say: one line naming the option ---
-    n_sources = sum(
-        [
-            timings is not None,
-            t_target is not None or t_draft is not None,
-            cost_ratio is not None,
-            measure_timing,
-        ]
-    )
-    _check(
-        n_sources <= 1,
-        "give one timing source: --timings, --t-target/--t-draft, --cost-ratio or --measure-timing",
-    )
-    _check(
-        (t_target is None) == (t_draft is None),
-        "--t-target and --t-draft go together: give both (in ms) or neither",
-    )
-    for name, value in (
-        ("--t-target", t_target),
-        ("--t-draft", t_draft),
-        ("--cost-ratio", cost_ratio),
-    ):
-        _check(value is None or value > 0, f"{name} must be > 0, got {value}")
-    _check(
-        0 < target_halfwidth < 1,
-        f"--target-halfwidth must be in (0, 1), got {target_halfwidth:g}",
-    )
-    for p in top_p or []:
-        _check(0 < p <= 1, f"--top-p must be in (0, 1], got {p:g}")
-
-    t_spec, d_spec, cfg = model_specs(config, target, draft, device, dtype)
-    opts = accept_options(
-        cfg,
-        d_spec,
-        temperatures=temperature,
-        top_ps=top_p,
+    request = AcceptRequest(
+        data=data,
+        config=config,
+        target=target,
+        draft=draft,
+        prompt_field=prompt_field,
+        messages_field=messages_field,
+        response_field=response_field,
+        id_field=id_field,
+        bucket_by=bucket_by,
+        buckets=csv_list(buckets),
+        max_requests=max_requests,
+        temperature=temperature,
+        top_p=top_p,
         top_k=top_k,
-        chat_template=chat_template,
-        margin=margin,
-        seed=seed,
         logged_params=logged_params,
+        temperature_field=temperature_field,
+        top_p_field=top_p_field,
+        split=split,
+        chat_template=chat_template,
         max_context=max_context,
         overflow=overflow,
         batch_tokens=batch_tokens,
         chunk_tokens=chunk_tokens,
         position_bin=position_bin,
-        target_halfwidth=target_halfwidth,
-        gamma_max=gamma_max,
-        skip_bad_rows=skip_bad_rows,
-    )
-    fields = FieldNames(
-        prompt=prompt_field or "prompt",
-        messages=messages_field or "messages",
-        response=response_field,
-        bucket=bucket_by,
-        id=id_field,
-        temperature=temperature_field,
-        top_p=top_p_field,
-        prompt_explicit=prompt_field is not None,
-        messages_explicit=messages_field is not None,
-    )
-    _check(
-        not (fields.prompt_explicit and fields.messages_explicit),
-        "give --prompt-field or --messages-field, not both",
-    )
-    timing = TimingFlags(
-        default_cost_ratio=DEFAULT_COST_RATIO,
         timings=timings,
+        force=force,
         t_target=t_target,
         t_draft=t_draft,
         verify_slope=verify_slope,
         cost_ratio=cost_ratio,
-        measure=measure_timing,
-        reps=timing_reps,
-        force=force,
+        measure_timing=measure_timing,
+        timing_reps=timing_reps,
+        gamma_max=gamma_max,
+        margin=margin,
+        target_halfwidth=target_halfwidth,
+        device=device,
+        dtype=dtype,
+        seed=seed,
+        skip_bad_rows=skip_bad_rows,
     )
-    logged = AcceptData(data, fields, split, csv_list(buckets), max_requests)
-    result = run_accept(logged, t_spec, d_spec, opts, timing, StderrEvents())
+    show(measure_accept(request, StderrEvents()), report_dir, as_json)
+
+
+def show(result: AcceptResult, report_dir: Path | None, as_json: bool) -> None:
+    """accept.json, report.md and report.html when asked, then JSON or the console."""
+    from specbench.report import accept as render
 
     document = render.as_document(result)
     if report_dir is not None:

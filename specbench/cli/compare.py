@@ -30,14 +30,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from specbench.cli.compare_inputs import load_many, load_thresholds, split_sides
 from specbench.cli.options import JsonOption
-from specbench.errors import SpecbenchError
 from specbench.report.terminal import make_console
+
+if TYPE_CHECKING:
+    from specbench.analysis.compare.verdict import Comparison
+
+
+def show(
+    result: Comparison,
+    markdown: Path | None,
+    junit: Path | None,
+    show_unchanged: bool,
+    as_json: bool,
+) -> None:
+    """The comparison's files (Markdown PR comment, JUnit XML), then JSON or the console."""
+    from specbench.report import compare as render
+    from specbench.report.compare_junit import to_junit
+
+    if markdown is not None:
+        markdown.write_text(render.to_markdown(result, show_unchanged))
+    if junit is not None:
+        junit.write_text(to_junit(result))
+    if as_json:
+        typer.echo(json.dumps(render.to_dict(result), indent=2))
+        return
+    console = make_console()
+    render.render_console(console, result, show_unchanged)
+    for path, what in ((markdown, "Markdown"), (junit, "JUnit XML")):
+        if path is not None:
+            console.print(f"{what} written to {path}")
 
 
 def compare(
@@ -219,92 +245,45 @@ def compare(
     --strict, failed or missing rows), 5 inconclusive (a gating row cannot detect its minimum
     effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
-    from specbench.analysis.compare.environment import identity_differences
-    from specbench.analysis.compare.verdict import compare as compare_sides
     from specbench.cli.compare_gate import calibrate_runs, plan_gate
-    from specbench.report import compare as render
-    from specbench.report.compare_junit import to_junit
+    from specbench.harness.compare_request import CompareRequest, compare_runs
 
-    if calibrate and plan:
-        raise SpecbenchError("give --calibrate (with A/A runs) or --plan, not both")
-    if plan:
-        if runs:
-            raise SpecbenchError("--plan reads only the --thresholds file; give no runs")
-        plan_gate(thresholds, max_prompts, gpu_hour_usd, write_plan, as_json, run_overhead_s)
-        return
-    if calibrate:
-        calibrate_runs(list(runs or []), thresholds, as_json)
-        return
-    if not runs:
-        raise SpecbenchError("give BASE NEW, BASE… vs NEW…, --calibrate RUNS, or --plan")
-    if ab:
-        import shlex
-        import sys
-
-        from specbench.harness.ab import run_ab
-
-        if len(runs) != 1:
-            raise SpecbenchError("--ab takes one CONFIG (both sides run it)")
-        interpreter = Path(sys.executable)
-        base_dirs, new_dirs = run_ab(
-            runs[0],
-            base_python or interpreter,
-            candidate_python or interpreter,
-            pairs,
-            ab_out,
-            shlex.split(run_args),
-            candidate_config=candidate_config,
-            interleave=interleave,
-        )
-        runs = [*base_dirs, Path("vs"), *new_dirs]
-        # two configs differ on purpose (a revision, an endpoint): compared as forced, shown
-        force = force or candidate_config is not None
-
-    th = load_thresholds(
-        thresholds,
-        {
-            "significance": significance,
-            "alpha_drop": alpha_drop,
-            "accepted_length_drop": accepted_length_drop,
-            "speedup_drop": speedup_drop,
-            "latency_rise": latency_rise,
-            "throughput_drop": throughput_drop,
-            "gate": gate,
-        },
-    )
-    base_paths, new_paths = split_sides(list(runs))
-    b_side, n_side = load_many(base_paths, "base"), load_many(new_paths, "new")
-    diffs = identity_differences(b_side, n_side)
-    if diffs and not force:
-        what = "; ".join(f"{d.field}: {d.base} vs {d.new}" for d in diffs)
-        raise SpecbenchError(
-            f"the runs are not comparable ({what}); pass --force to compare anyway"
-        )
-    result = compare_sides(
-        b_side,
-        n_side,
-        th,
-        forced=diffs,
+    request = CompareRequest(
+        runs=list(runs or []),
+        thresholds=thresholds,
+        significance=significance,
+        alpha_drop=alpha_drop,
+        accepted_length_drop=accepted_length_drop,
+        speedup_drop=speedup_drop,
+        latency_rise=latency_rise,
+        throughput_drop=throughput_drop,
+        force=force,
         gate_unstable_timing=gate_unstable_timing,
         strict=strict,
         subject=subject,
+        gate=gate,
         allow_inconclusive=allow_inconclusive,
+        calibrate=calibrate,
+        plan=plan,
+        max_prompts=max_prompts,
+        gpu_hour_usd=gpu_hour_usd,
+        run_overhead_s=run_overhead_s,
+        ab=ab,
+        base_python=base_python,
+        candidate_python=candidate_python,
+        candidate_config=candidate_config,
+        pairs=pairs,
+        interleave=interleave,
+        ab_out=ab_out,
+        run_args=run_args,
+        write_plan=write_plan,
     )
-    if not result.rows:
-        raise SpecbenchError(
-            "the runs share no workload × temperature; nothing to compare "
-            f"(base has {sorted(b_side.groups)}, new has {sorted(n_side.groups)})"
-        )
-    if markdown is not None:
-        markdown.write_text(render.to_markdown(result, show_unchanged))
-    if junit is not None:
-        junit.write_text(to_junit(result))
-    if as_json:
-        typer.echo(json.dumps(render.to_dict(result), indent=2))
-    else:
-        console = make_console()
-        render.render_console(console, result, show_unchanged)
-        for path, what in ((markdown, "Markdown"), (junit, "JUnit XML")):
-            if path is not None:
-                console.print(f"{what} written to {path}")
+    if request.mode == "plan":
+        plan_gate(thresholds, max_prompts, gpu_hour_usd, write_plan, as_json, run_overhead_s)
+        return
+    if request.mode == "calibrate":
+        calibrate_runs(request.runs, thresholds, as_json)
+        return
+    result = compare_runs(request)
+    show(result, markdown, junit, show_unchanged, as_json)
     raise typer.Exit(result.exit_code)

@@ -11,17 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
 from typer import _click as click  # typer >= 0.25 vendors click: its classes are these
 from typer.core import TyperCommand
 
 import specbench.cli.faults as faults
+from specbench import defaults
 from specbench.config import MAX_PROMPTS
 from specbench.errors import SpecbenchError
 
-DEFAULT_COST_RATIO = 0.1  # T_d / T_ar assumed by roi and accept when no timing is given
+MAX_TOP_K = 1_000_000  # beyond any vocabulary: top-k then keeps every token
+DEFAULT_COST_RATIO = defaults.COST_RATIO  # T_d / T_ar assumed by roi and accept without timing
 
 # Options that name a file to write: its missing parent directories are created, and a path
 # that is a directory (or under a file) is refused before the command starts.
@@ -51,22 +53,31 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
 ]
 
+# The model pair on the command line (accept; run and verify read it from their config).
+TargetOption = Annotated[
+    str | None, typer.Option("--target", help="Target model (hub id or directory).")
+]
+DraftOption = Annotated[
+    str | None, typer.Option("--draft", help="Draft model (hub id or directory).")
+]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")]
+DtypeOption = Annotated[
+    Literal["auto", "float32", "float16", "bfloat16"] | None,
+    typer.Option("--dtype", help="auto, float32, float16 or bfloat16."),
+]
+TopKOption = Annotated[
+    int | None, typer.Option("--top-k", min=0, max=MAX_TOP_K, help="Top-k (0 = off).")
+]
+# --temperature and --top-p are declared per command on purpose: accept and verify take them
+# repeatable with their own fallbacks (accept: the config's, else 1), run takes no --top-p, and
+# verify takes one --top-p; one alias would state a wrong default in some command's --help.
 
-def economics_options(gpu_hour_usd: float | None, gpus: int | None) -> dict[str, Any]:
-    """--gpu-hour-usd / --gpus as the config's `economics` keys (given ones only), checked."""
-    if gpu_hour_usd is not None and not 0 < gpu_hour_usd <= 1e6:
-        raise SpecbenchError(f"--gpu-hour-usd must be in (0, 1000000], got {gpu_hour_usd:g}")
-    return {k: v for k, v in (("gpu_hour_usd", gpu_hour_usd), ("gpus", gpus)) if v is not None}
-
-
-def csv_ints(value: str, option: str) -> list[int]:
-    """'1,2,4,8' → [1, 2, 4, 8]; anything else is one line naming the option."""
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise SpecbenchError(
-            f"{option} takes comma-separated integers, e.g. 1,2,4,8; got '{value}'"
-        ) from None
+# Timing given by hand (roi, accept): one measured pair of per-token latencies. --cost-ratio is
+# declared per command: in roi the results are then relative to T_ar, which the help says.
+TTargetOption = Annotated[
+    float | None, typer.Option("--t-target", help="Baseline per-token latency T_ar in ms.")
+]
+TDraftOption = Annotated[float | None, typer.Option("--t-draft", help="One draft step T_d in ms.")]
 
 
 def csv_list(value: str | None) -> list[str] | None:

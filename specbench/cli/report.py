@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from specbench.cli.options import GpuHourUsdOption, GpusOption, economics_options
+from specbench.cli.options import GpuHourUsdOption, GpusOption
+from specbench.harness.run_request import economics_options
 
 if TYPE_CHECKING:
     from specbench.analysis.documents.results_model import RunResults

@@ -4,15 +4,16 @@
     specbench run configs/tiny.yaml --gammas 1,2,4 --max-prompts 8 --temperature 0 --out reports/t
     specbench run configs/tiny.yaml --resume            # finish an interrupted run
 
-Flags override the config file (flags > file > defaults); the run goes to harness/runner.py
-(transformers) or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
+The options become one typed request (harness/run_request.py: `RunRequest`; flags override the
+config file, flags > file > defaults); `measure_run` hands it to harness/runner.py (transformers),
+harness/adaptive.py or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
 `cli.report.write_reports` (results.json by harness/rundir.py, the rest by report/).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,73 +21,19 @@ import specbench.cli.faults as faults
 from specbench.cli.exit_codes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, warn
 from specbench.cli.options import (
     ConfigArgument,
+    DeviceOption,
     GpuHourUsdOption,
     GpusOption,
     MaxPromptsOption,
-    csv_ints,
-    economics_options,
 )
 from specbench.config import MAX_BUDGET_FORWARDS
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # the runner (torch) is imported only when the command runs
+    from specbench.config import RunConfig
+    from specbench.harness.lockstep import Turns
+    from specbench.harness.run_request import RunRequest
     from specbench.harness.runner import RunOutcome
-
-
-def run_overrides(
-    cfg_data: dict[str, Any],
-    out: Path | None,
-    gammas: str | None,
-    workloads: str | None,
-    max_prompts: int | None,
-    temperature: list[float] | None,
-    device: str | None,
-    seed: int | None,
-) -> dict[str, Any]:
-    """CLI flags as config overrides (flags > file > defaults)."""
-    over: dict[str, Any] = {}
-    if out is not None:
-        over["output_dir"] = str(out)
-    if gammas is not None:
-        over["gammas"] = csv_ints(gammas, "--gammas")
-        if isinstance(cfg_data.get("speculative"), dict):  # engine backends: the γ grid lives here
-            over["speculative"] = {"num_speculative_tokens": over["gammas"]}
-    if temperature:
-        over["sampling"] = {"temperatures": list(temperature)}
-    if device is not None:
-        over["target"] = {"device": device}
-        over["draft"] = {"device": device}
-    if seed is not None:
-        over["seed"] = seed
-    wl_list = list(cfg_data.get("workloads") or [])
-    if workloads is not None:
-        wanted = [w.strip() for w in workloads.split(",") if w.strip()]
-        known = [w.get("name") for w in wl_list if isinstance(w, dict)]
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            raise SpecbenchError(
-                f"--workloads: unknown workload '{unknown[0]}'; the config has: {', '.join(map(str, known))}"
-            )
-        wl_list = [w for w in wl_list if w.get("name") in wanted]
-    if max_prompts is not None:
-        wl_list = [{**w, "n": min(int(w.get("n") or max_prompts), max_prompts)} for w in wl_list]
-    if workloads is not None or max_prompts is not None:
-        over["workloads"] = wl_list
-    return over
-
-
-def writable_dir(out_dir: Path) -> None:
-    """Create the run directory and write a probe file in it; an OSError here (permission, read-
-    only file system, disk full) is the environment's, one line through cli/faults.py."""
-    import tempfile
-
-    existed = out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=out_dir) as probe:
-        probe.write(b"specbench")
-        probe.flush()
-    if not existed:  # a run refused later (a config check) must not leave its directory behind
-        out_dir.rmdir()
 
 
 def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:
@@ -103,6 +50,66 @@ def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:
     )
 
 
+def measure(request: RunRequest, cfg: RunConfig) -> tuple[RunOutcome, Turns | None]:
+    """The run with its progress on the console (and in lockstep with another run when
+    `compare --ab` asks); Ctrl-C keeps the records and exits 130."""
+    from specbench.harness.force import replacing
+    from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
+    from specbench.harness.plan import RunEvents
+    from specbench.harness.run_request import measure_run
+    from specbench.report.console import make_console
+    from specbench.report.progress import RichRunEvents
+
+    out_dir = Path(cfg.output_dir)
+    turns = Turns(*parse_fds(request.lockstep)) if request.lockstep is not None else None
+    console = make_console()
+    console.print(f"specbench run: {cfg.name} → {out_dir}")
+    try:
+        with replacing(out_dir, request.force), RichRunEvents(console) as rich_events:
+            events: RunEvents = rich_events if turns is None else LockstepEvents(rich_events, turns)
+            outcome = measure_run(request, cfg, events)
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted: the records written so far are kept in {out_dir}; "
+            "rerun with --resume to finish",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    return outcome, turns
+
+
+def report(outcome: RunOutcome, out_dir: Path, max_rate: float, turns: Turns | None) -> None:
+    """The run's warnings and counts, its reports (cli/report.py) and summary; exit 4 when more
+    prompts failed than --max-failure-rate allows."""
+    from specbench.cli.report import write_reports
+    from specbench.report.console import make_console, render_summary
+
+    console = make_console()
+    for note in sorted(set(outcome.warnings)):
+        warn(note)
+    console.print(
+        f"{outcome.written} records written, {outcome.skipped} already complete, "
+        f"{len(outcome.failures)} failed"
+    )
+    incomplete = run_incomplete(outcome, max_rate)
+    if turns is not None:  # the other side of an interleaved A/B may still be measuring
+        turns.before_reports()
+    try:
+        results, _ = write_reports(out_dir)
+    except SpecbenchError as exc:
+        if incomplete is None:
+            raise
+        warn(f"no report: {exc}")
+    else:
+        render_summary(console, results)
+        console.print(
+            f"reports: {out_dir}/report.md, report.html, results.json, summary.csv, plots/"
+        )
+    if incomplete is not None:
+        typer.echo(f"error: {incomplete}", err=True)
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
 def run(
     config: ConfigArgument,
     out: Annotated[
@@ -117,9 +124,7 @@ def run(
         list[float] | None,
         typer.Option("--temperature", help="Sampling temperature (repeatable; 0 = greedy)."),
     ] = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")
-    ] = None,
+    device: DeviceOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed.")] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Finish an interrupted run in DIR.")
@@ -189,98 +194,29 @@ def run(
 
     Exit codes: 0 measured; 2 bad input; 4 run incomplete (prompts failed beyond
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
-    from specbench.cli.report import write_reports
-    from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.harness import runner
-    from specbench.harness.force import replacing
-    from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
-    from specbench.harness.plan import RunEvents
-    from specbench.report.console import make_console, render_summary
-    from specbench.report.progress import RichRunEvents
+    from specbench.harness.run_request import RunRequest
 
-    if resume and force:
-        raise SpecbenchError(
-            "--resume and --force contradict each other: --resume finishes the run in the "
-            "directory, --force discards it; give one"
-        )
-    data = read_yaml(config)
-    over = run_overrides(data, out, gammas, workloads, max_prompts, temperature, device, seed)
-    if adaptive:
-        over["plan"] = "adaptive"
-    if keep_text is not None:
-        over["keep_text"] = keep_text
-    econ = economics_options(gpu_hour_usd, gpus)
-    if econ:
-        over["economics"] = econ
-    cfg = parse_config(deep_merge(data, over), str(config))
-    for flag, value in (
-        ("--budget-minutes", budget_minutes),
-        ("--budget-forwards", budget_forwards),
-    ):
-        if value is not None and cfg.plan != "adaptive":
-            raise SpecbenchError(f"{flag} bounds the adaptive plan: add --adaptive")
-    if budget_minutes is not None and budget_minutes <= 0:  # before the run directory exists
-        raise SpecbenchError(
-            f"--budget-minutes must be > 0 (a budget of no time measures nothing), got {budget_minutes:g}"
-        )
-    out_dir = Path(cfg.output_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SpecbenchError(f"the run directory {out_dir} is a file; give a directory (--out)")
-    writable_dir(out_dir)  # a read-only or full place: exit 2 before the pair loads
-    faults.beside_run(out_dir)
-    max_rate = cfg.max_failure_rate if max_failure_rate is None else max_failure_rate
-    turns = Turns(*parse_fds(lockstep)) if lockstep is not None else None
-    console = make_console()
-    console.print(f"specbench run: {cfg.name} → {out_dir}")
-    try:
-        with replacing(out_dir, force), RichRunEvents(console) as rich_events:
-            events: RunEvents = rich_events if turns is None else LockstepEvents(rich_events, turns)
-            opts: dict[str, Any] = {"resume": resume, "force": force, "events": events}
-            outcome: RunOutcome
-            if cfg.plan == "adaptive":
-                from specbench.harness.adaptive import run_adaptive
-
-                outcome = run_adaptive(
-                    cfg,
-                    out_dir,
-                    base_dir=config.parent,
-                    budget_minutes=budget_minutes,
-                    budget_forwards=budget_forwards,
-                    **opts,
-                )
-            elif cfg.backend == "transformers":
-                outcome = runner.run(cfg, out_dir, base_dir=config.parent, **opts)
-            else:  # vllm / openai: a serving engine
-                from specbench.harness.serving.driver import run_engine
-
-                outcome = run_engine(cfg, out_dir, base_dir=config.parent, **opts)
-    except KeyboardInterrupt:
-        typer.echo(
-            f"interrupted: the records written so far are kept in {out_dir}; "
-            "rerun with --resume to finish",
-            err=True,
-        )
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    for note in sorted(set(outcome.warnings)):
-        warn(note)
-    console.print(
-        f"{outcome.written} records written, {outcome.skipped} already complete, "
-        f"{len(outcome.failures)} failed"
+    request = RunRequest(
+        config=config,
+        out=out,
+        gammas=gammas,
+        workloads=workloads,
+        max_prompts=max_prompts,
+        temperature=temperature,
+        device=device,
+        seed=seed,
+        resume=resume,
+        force=force,
+        gpu_hour_usd=gpu_hour_usd,
+        gpus=gpus,
+        adaptive=adaptive,
+        budget_minutes=budget_minutes,
+        budget_forwards=budget_forwards,
+        keep_text=keep_text,
+        max_failure_rate=max_failure_rate,
+        lockstep=lockstep,
     )
-    incomplete = run_incomplete(outcome, max_rate)
-    if turns is not None:  # the other side of an interleaved A/B may still be measuring
-        turns.before_reports()
-    try:
-        results, _ = write_reports(out_dir)
-    except SpecbenchError as exc:
-        if incomplete is None:
-            raise
-        warn(f"no report: {exc}")
-    else:
-        render_summary(console, results)
-        console.print(
-            f"reports: {out_dir}/report.md, report.html, results.json, summary.csv, plots/"
-        )
-    if incomplete is not None:
-        typer.echo(f"error: {incomplete}", err=True)
-        raise typer.Exit(EXIT_INCOMPLETE)
+    cfg = request.run_config()
+    faults.beside_run(Path(cfg.output_dir))
+    outcome, turns = measure(request, cfg)
+    report(outcome, Path(cfg.output_dir), request.failure_rate(cfg), turns)

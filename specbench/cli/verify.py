@@ -11,6 +11,9 @@ and where. Sampling (T > 0): at real contexts, one round sampled many times thro
 speculative path; every emitted position (1..γ+1, the bonus token included) tested against the
 target's distribution at its own prefix, Bonferroni over all tests. See docs/verify.md.
 
+The options become one typed request (harness/verify_request.py: `VerifyRequest`, checked there,
+run by `verify_pair`); this module renders the report through report/verify.py.
+
 Exit codes: 0 lossless (every check passes, and at least one ran), 1 a check failed or nothing
 was checked, 2 bad input.
 """
@@ -18,14 +21,19 @@ was checked, 2 bad input.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from specbench.cli.exit_codes import EXIT_OK, EXIT_VERDICT
-from specbench.cli.options import ConfigArgument, JsonOption, MaxPromptsOption
+from specbench.cli.options import (
+    ConfigArgument,
+    DeviceOption,
+    JsonOption,
+    MaxPromptsOption,
+    TopKOption,
+)
 from specbench.config import MAX_GAMMA
-from specbench.errors import SpecbenchError
 from specbench.report.terminal import make_console
 
 MAX_CONTEXTS = 1_000
@@ -68,7 +76,7 @@ def verify(
         ),
     ] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass in (0, 1].")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", min=0, help="Top-k (0 = off).")] = None,
+    top_k: TopKOption = None,
     max_prompts: MaxPromptsOption = None,
     lossy_epsilon: Annotated[
         float | None,
@@ -81,8 +89,9 @@ def verify(
         float,
         typer.Option("--significance", help="Family-wise significance (Bonferroni)."),
     ] = 0.001,
+    # not run's seed (None: the config's): verify's checks draw from 0 unless told (intentional)
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto.")] = None,
+    device: DeviceOption = None,
     no_ngram: Annotated[
         bool,
         typer.Option(
@@ -100,49 +109,30 @@ def verify(
     Exit codes: 0 lossless (every check passes), 1 a check failed or nothing was checked,
     2 bad input.
     """
-    from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.harness.verify import VerifyOptions, run_verify
+    from specbench.harness.verify_request import VerifyRequest, verify_pair
     from specbench.report.verify import render, report_to_dict
 
-    # the open bounds a range on the option cannot state
-    if top_p is not None and not 0 < top_p <= 1:
-        raise SpecbenchError(f"--top-p must be in (0, 1], got {top_p}")
-    if lossy_epsilon is not None and not 0 < lossy_epsilon < 1:
-        raise SpecbenchError(f"--lossy-epsilon must be in (0, 1), got {lossy_epsilon}")
-    if not 0 < significance < 1:
-        raise SpecbenchError(f"--significance must be in (0, 1), got {significance}")
-    data = read_yaml(config)
-    over: dict[str, Any] = {}
-    if device is not None:
-        over = {"target": {"device": device}, "draft": {"device": device}}
-    cfg = parse_config(deep_merge(data, over), str(config))
-    if cfg.backend == "openai":  # a server's models are not here to compute distributions from
-        raise SpecbenchError(
-            f"{config}: verify needs the models' weights (the transformers backend computes the "
-            "target's and the draft's distributions itself), and this config measures an "
-            "OpenAI-compatible server; give a config with `backend: transformers` and the pair's "
-            "model directories or hub ids"
-        )
-    options = VerifyOptions(
+    request = VerifyRequest(
+        config=config,
         contexts=contexts,
         samples=samples,
         gamma=gamma,
-        temperatures=list(temperature) if temperature else None,
+        temperature=temperature,
         top_p=top_p,
         top_k=top_k,
         max_prompts=max_prompts,
         lossy_epsilon=lossy_epsilon,
         significance=significance,
         seed=seed,
-        memoize=not no_memo,
-        ngram=not no_ngram,
+        device=device,
+        no_ngram=no_ngram,
+        no_memo=no_memo,
     )
-    err = make_console(stderr=True)
     if as_json:
-        rep = run_verify(cfg, options, config.parent)
+        rep = verify_pair(request)
         typer.echo(json.dumps(report_to_dict(rep), indent=2))
     else:
-        with err.status("verifying…") as status:
-            rep = run_verify(cfg, options, config.parent, progress=status.update)
+        with make_console(stderr=True).status("verifying…") as status:
+            rep = verify_pair(request, progress=status.update)
         render(make_console(), rep)
     raise typer.Exit(EXIT_OK if rep.passed else EXIT_VERDICT)

@@ -534,6 +534,130 @@ def test_analysis_sub_packages_import_only_those_below_them() -> None:
     )
 
 
+# --- thin commands (issue 30) ---------------------------------------------------------------------
+
+# A command parses its options, builds a typed request, calls one function and renders the result
+# (docs/architecture.md). Its body, not counting its parameter list and docstring, holds at most
+# this many statements (nested ones counted: an `if` with two lines inside is three).
+MAX_COMMAND_STATEMENTS = 12
+# Commands not thinned yet, at their statement count today: a ratchet (a count only goes down, and
+# a command leaves the list once it fits). Issue 30 item 3 thinned roi, run, accept, compare and
+# verify; these five still do their work in the command body.
+FAT_COMMANDS = {"predict_check": 28, "schedule": 22, "simulate": 19, "validate": 19, "canary": 16}
+# Options declared by several commands with different defaults on purpose (each reason says why).
+INTENTIONAL_DEFAULTS = {
+    "--gamma-max": "roi is analytic and looks further (defaults.ROI_GAMMA_MAX) than accept",
+    "--gpus": "roi has no config to fall back on (1); run, report and validate take the config's",
+    "--out": "compare's --out is where --ab writes its runs; the others' default is their own",
+    "--seed": "verify's checks draw from seed 0; run and accept fall back to the config's seed",
+    "--significance": "compare's falls back to the thresholds file; verify's is family-wise",
+}
+CLI = PACKAGE / "cli"
+
+
+def command_functions() -> dict[str, ast.FunctionDef]:
+    """Each function cli/app.py registers in COMMANDS, found in the cli module it imports it from."""
+    app = tree(CLI / "app.py")
+    source = {
+        a.asname or a.name: node.module
+        for node in app.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for a in node.names
+    }
+    names = [
+        elt.id
+        for node in app.body
+        if isinstance(node, ast.AnnAssign | ast.Assign)
+        and "COMMANDS" in ast.unparse(node.target if isinstance(node, ast.AnnAssign) else node)
+        and isinstance(node.value, ast.Tuple)
+        for elt in node.value.elts
+        if isinstance(elt, ast.Name)
+    ]
+    out = {}
+    for name in names:
+        body = tree(modules()[source[name]]).body
+        out[name] = next(f for f in body if isinstance(f, ast.FunctionDef) and f.name == name)
+    return out
+
+
+def body_statements(fn: ast.FunctionDef) -> int:
+    """Statements in a function's body, nested ones included, its docstring not."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return sum(isinstance(node, ast.stmt) for stmt in body for node in ast.walk(stmt))
+
+
+def test_commands_are_thin() -> None:
+    commands = command_functions()
+    assert len(commands) >= 12, sorted(commands)  # the COMMANDS tuple was found and read
+    counts = {name: body_statements(fn) for name, fn in commands.items()}
+    fat = sorted(
+        f"{name}: {n} statements (at most {FAT_COMMANDS.get(name, MAX_COMMAND_STATEMENTS)})"
+        for name, n in counts.items()
+        if n > FAT_COMMANDS.get(name, MAX_COMMAND_STATEMENTS)
+    )
+    assert not fat, (
+        "command bodies over their limit; build a typed request and call one function "
+        "(e.g. harness/accept_request.py):\n" + "\n".join(fat)
+    )
+    thinned = sorted(n for n in FAT_COMMANDS if counts[n] <= MAX_COMMAND_STATEMENTS)
+    assert not thinned, f"remove from FAT_COMMANDS (they fit now): {thinned}"
+    lower = {n: counts[n] for n in FAT_COMMANDS if counts[n] < FAT_COMMANDS[n]}
+    assert not lower, f"lower FAT_COMMANDS to {lower} (a ratchet)"
+
+
+def _option_aliases() -> dict[str, ast.expr]:
+    """cli/options.py's `Name = Annotated[...]` aliases, by name."""
+    return {
+        node.targets[0].id: node.value
+        for node in tree(CLI / "options.py").body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and ast.unparse(node.value).startswith("Annotated[")
+    }
+
+
+def option_defaults() -> dict[str, dict[str, str]]:
+    """{"--seed": {"run": "None", "verify": "0"}, …}: each long option name a command declares,
+    inline or through an alias of cli/options.py, with its default as written."""
+    aliases = _option_aliases()
+    found: dict[str, dict[str, str]] = {}
+    for name, fn in command_functions().items():
+        a = fn.args
+        params = [*a.args, *a.kwonlyargs]
+        defaults = [None] * (len(a.args) - len(a.defaults)) + [*a.defaults, *a.kw_defaults]
+        for param, default in zip(params, defaults, strict=True):
+            note = param.annotation
+            if isinstance(note, ast.Name) and note.id in aliases:
+                note = aliases[note.id]
+            for node in ast.walk(note) if note is not None else []:
+                if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Option"):
+                    for arg in node.args:
+                        if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
+                            flag = str(arg.value).split("/")[0]
+                            shown = "required" if default is None else ast.unparse(default)
+                            found.setdefault(flag, {})[name] = shown
+    return found
+
+
+def test_an_option_has_one_default_across_commands() -> None:
+    found = option_defaults()
+    assert {"--json", "--seed", "--device", "--t-target"} <= set(found), sorted(found)
+    differ = {
+        flag: by_command
+        for flag, by_command in found.items()
+        if len(set(by_command.values())) > 1 and flag not in INTENTIONAL_DEFAULTS
+    }
+    assert not differ, (
+        "options declared with different defaults in different commands (declare the option "
+        "once in cli/options.py, or list it in INTENTIONAL_DEFAULTS with the reason):\n"
+        + "\n".join(f"{flag}: {by_command}" for flag, by_command in sorted(differ.items()))
+    )
+    stale = sorted(f for f in INTENTIONAL_DEFAULTS if len(set(found.get(f, {}).values())) < 2)
+    assert not stale, f"INTENTIONAL_DEFAULTS lists options whose defaults agree now: {stale}"
+
+
 # --- unit tests stay pure -------------------------------------------------------------------------
 
 
