@@ -85,7 +85,10 @@ def schedule_table(run_dir: Path) -> str:
 
     sched, title = pool_schedule_of(run_dir)
     gammas = sorted({int(g) for r in sched.concurrencies for g in r.throughput_ratio})
-    head = ["concurrency", *[f"γ={g} throughput ÷ off [95% CI] (simultaneous lower)" for g in gammas]]
+    head = [
+        "concurrency",
+        *[f"γ={g} throughput ÷ off [95% CI] (simultaneous lower)" for g in gammas],
+    ]
     lines = [f"{title}:", "", "| " + " | ".join([*head, "schedule"]) + " |"]
     lines.append("|" + "---|" * (len(head) + 1))
     for r in sched.concurrencies:
