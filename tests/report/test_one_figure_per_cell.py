@@ -22,6 +22,7 @@ from specbench.analysis.documents.results_model import CostAtLoad, RunResults, W
 from specbench.cli.app import app
 from specbench.report.console import _bold
 from specbench.report.text import cost_change
+from tests.report.markdown import md_table
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"})
@@ -36,20 +37,6 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, RunResu
     assert res.exit_code == 0, res.output
     results = RunResults.model_validate_json((run / "results.json").read_text())
     return (run / "report.md").read_text(), res.output, results
-
-
-def _table(md: str, first_header: str, after: str = "") -> list[dict[str, str]]:
-    """The rows of the first markdown table (after `after`) whose first header cell is
-    `first_header`, as dicts by header."""
-    lines = md[md.index(after) :].splitlines() if after else md.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith(f"| {first_header} |"))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append(dict(zip(header, [c.strip() for c in line.strip("|").split("|")], strict=True)))
-    return rows
 
 
 def _cells(results: RunResults) -> dict[tuple[str, str], Any]:
@@ -69,14 +56,14 @@ def test_every_table_shows_one_figure_per_cell(example: tuple[str, str, RunResul
         for e in cells.values()
     )  # fmt: skip
 
-    own = {(r["workload"], r["T"]): r for r in _table(md, "workload", "## If you route")}
-    cost = {(r["workload"], r["T"]): r for r in _table(md, "workload", "## Cost and latency")}
+    own = {(r["workload"], r["T"]): r for r in md_table(md, "workload", "## If you route")}
+    cost = {(r["workload"], r["T"]): r for r in md_table(md, "workload", "## Cost and latency")}
     assert own.keys() == cost.keys() == cells.keys()
     for key, e in cells.items():
         rec, row, crow = e.recommendation, own[key], cost[key]
         section = md[md.index(f"## {key[0]} (T = {key[1]})") :]
         section = section[: section.index("\n## ")]
-        gamma_rows = {r["γ"]: r for r in _table(section, "γ")}
+        gamma_rows = {r["γ"]: r for r in md_table(section, "γ")}
         if rec.verdict == "on":
             # the verdict's figure, the pool table's and the γ table's at its γ are one figure
             figure = row["speedup [95% CI]"]
@@ -108,7 +95,7 @@ def test_every_table_shows_one_figure_per_cell(example: tuple[str, str, RunResul
                 if basis.n_used
                 else f"The γ table is over all {n} prompts, the {basis.n_degenerate_excluded}"
             ) in section
-            sets = {r["prompts"]: r for r in _table(section, "prompts")}
+            sets = {r["prompts"]: r for r in md_table(section, "prompts")}
             counted = sets["all prompts, degenerate counted"]["verdict"]
             assert counted == "–" or counted.startswith("(would be "), counted
             assert sets["non-degenerate (the verdict's)"]["verdict"] == rec.verdict.upper().replace(
@@ -194,7 +181,7 @@ def test_an_engine_cell_without_a_verdict_shows_no_speedup(tmp_path: Path) -> No
     costs = text[text.index("Cost per 10⁶") : text.index("reports:")]
     assert "→ $" not in costs and costs.count("(not measured)") == 6, costs
     md = (run / "report.md").read_text()
-    own = _table(md, "workload", "## If you route")
+    own = md_table(md, "workload", "## If you route")
     assert all(r["speedup [95% CI]"] == "–" for r in own), own
     engine = md[md.index("## Engine: speedup against concurrency") :]
     for key, e in cells.items():

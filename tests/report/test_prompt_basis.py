@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.cli.app import app
+from tests.report.markdown import md_table
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"})
@@ -48,18 +49,6 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResults,
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResults, list[Rec]]:
     return _report(tmp_path_factory.mktemp("basis"), "example-engine-run")
-
-
-def _table(md: str, first_header: str, after: str = "") -> list[dict[str, str]]:
-    lines = md[md.index(after) :].splitlines() if after else md.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith(f"| {first_header} |"))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append(dict(zip(header, [c.strip() for c in line.strip("|").split("|")], strict=True)))
-    return rows
 
 
 def _cell(records: list[Rec], e: WorkloadResult, keep: set[str]) -> list[Rec]:
@@ -129,8 +118,8 @@ def test_every_figure_of_a_cell_is_over_its_verdicts_prompts(
     run, results, records = example
     md = (run / "report.md").read_text()
     csv_rows = list(csv.DictReader((run / "summary.csv").read_text().splitlines()))
-    own = {(r["workload"], r["T"]): r for r in _table(md, "workload", "## If you route")}
-    cost = {(r["workload"], r["T"]): r for r in _table(md, "workload", "## Cost and latency")}
+    own = {(r["workload"], r["T"]): r for r in md_table(md, "workload", "## If you route")}
+    cost = {(r["workload"], r["T"]): r for r in md_table(md, "workload", "## Cost and latency")}
     kinds = set()
     for e in results.workloads:
         every = _all_prompts(records, e)
@@ -165,7 +154,7 @@ def test_every_figure_of_a_cell_is_over_its_verdicts_prompts(
         assert own[key]["ITL ms (baseline → spec)"].startswith(f"{_itl(base):.2f} →")
         section = md[md.index(f"## {e.workload} (T = {e.temperature:g})") :]
         section = section[: section.index("\n## ")]
-        table = {r["γ"]: r for r in _table(section, "γ")}
+        table = {r["γ"]: r for r in md_table(section, "γ")}
         rows = {int(r["gamma"]): r for r in csv_rows if (r["workload"], r["temperature"]) == (
             e.workload, str(e.temperature))}  # fmt: skip
         for g in (row for row in e.gammas if row.measured):
@@ -210,7 +199,7 @@ def test_every_figure_of_a_cell_is_over_its_verdicts_prompts(
             )
             assert e.content.all_prompts.speedup is not None
             assert e.content.all_prompts.speedup.value == pytest.approx(all_speedup, rel=1e-5)
-            sets = {r["prompts"]: r for r in _table(section, "prompts")}
+            sets = {r["prompts"]: r for r in md_table(section, "prompts")}
             assert sets["all prompts, degenerate counted"][
                 f"speedup at γ {setting.gamma} [95% CI]"
             ].startswith(f"{all_speedup:.2f}×")
@@ -259,7 +248,7 @@ def test_an_engine_cells_concurrency_and_load_tables_follow_its_prompts(
                 statistics.median(r["tpot_ms"] for r in mine), rel=1e-5
             )
         section = md[md.index(f"### {name} (T = 0): load") :]
-        rows = _table(section, "setting")
+        rows = md_table(section, "setting")
         assert {r["requests"] for r in rows} == {str(len(by_cell[(0, 1)]))}
         if keep != every:
             assert any("per batch" in x for x in basis.all_prompts)
