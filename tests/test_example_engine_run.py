@@ -34,6 +34,10 @@ def test_schedule_exports_work_without_an_engine() -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["workload"].startswith("pool of tiny_code, tiny_prose")
+    # both cells are NOT MEASURED (the tiny pair's answers are degenerate, docs/theory.md §13):
+    # the schedule is exported, and said to rest on them and not to be a result
+    assert "⚠ tiny_code T=0, tiny_prose T=0: not measured" in res.stderr
+    assert "not a result" in res.stderr
     ranges = doc["schedule"]
     res = runner.invoke(app, ["schedule", str(RUN), "--format", "vllm"])
     if not any(k for _, _, k in ranges):  # off everywhere: no engine config to write

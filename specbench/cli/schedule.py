@@ -117,6 +117,26 @@ def _pick(
     return label, temp, sched
 
 
+def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> list[str]:
+    """A schedule resting on cells without a verdict (degenerate answers, docs/theory.md §13)
+    is exported — its throughput ratios are measured — but said not to be a result."""
+    cells = [
+        f"{e.workload} T={e.temperature:g}"
+        for e in results.workloads
+        if e.engine is not None
+        and (workload is None or e.workload == workload)
+        and (temp is None or e.temperature == temp)
+        and e.recommendation.verdict == "not_measured"
+    ]
+    if not cells:
+        return []
+    return [
+        f"⚠ {', '.join(cells)}: not measured (no verdict: too few answers are real text, "
+        "docs/theory.md §13); this schedule's throughput ratios rest on them and are not a "
+        "result: measure on real traffic before pasting it"
+    ]
+
+
 def _provenance(run_dir: Path, env: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),
@@ -227,7 +247,8 @@ def schedule(
     ranges = [list(r) for r in sched.ranges]
     notes = [
         f"{label}: measured up to concurrency {sched.measured_up_to}; the last range's k is "
-        "carried beyond it (extrapolated)"
+        "carried beyond it (extrapolated)",
+        *_unmeasured_note(results, workload, temp),
     ]
     if fmt == "json":
         name = label.rsplit(" T=", 1)[0] if temp is not None else label
