@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specbench.analysis.documents.results_read import RESULTS_SCHEMA
 from specbench.cli.app import run_cli
 from specbench.config import POLICY_NAMES
 from specbench.records import TRANSFORMERS_ROUNDS
@@ -399,7 +400,7 @@ def results_variants(fault_root: Path) -> Path:
 
     put("other_target", run__target="other-org/other-model")
     put("other_draft", run__draft="other-draft")
-    put("schema_3", schema=3)
+    put("schema_newer", schema=RESULTS_SCHEMA + 1)  # written by a newer specbench
     put("schema_1", schema=1)
     put("temperature_text", workloads__0__temperature="hot")
     for name, digit in (("tokenizer_a", "a"), ("tokenizer_b", "b")):  # two vocabularies
@@ -412,13 +413,16 @@ R = "{root}/results"
 PROVENANCE: list[tuple[str, str]] = [
     (f"accept --data {{logs}} --config {TINY} --timings {R}/other_target.json", "another pair"),
     (f"accept --data {{logs}} --config {TINY} --timings {R}/other_draft.json", "draft other-draft"),
-    (f"accept --data {{logs}} --config {TINY} --timings {R}/schema_3.json", "upgrade specbench"),
+    (
+        f"accept --data {{logs}} --config {TINY} --timings {R}/schema_newer.json",
+        "upgrade specbench",
+    ),
     (f"accept --data {{logs}} --config {TINY} --timings {R}/schema_1.json", "specbench report"),
     (
         f"accept --data {{logs}} --config {TINY} --timings {R}/temperature_text.json",
         "field 'workloads.0.temperature'",
     ),
-    (f"compare {G} {R}/schema_3.json", "upgrade specbench"),
+    (f"compare {G} {R}/schema_newer.json", "upgrade specbench"),
     (f"compare {G} {R}/schema_1.json", "older than this specbench"),
     (f"compare {G} {R}/temperature_text.json", "field 'workloads.0.temperature'"),
     (f"compare {G} {R}/other_target.json", "not comparable"),
