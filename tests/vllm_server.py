@@ -7,8 +7,10 @@ most START_S), stopped when the `with` block ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -53,7 +55,10 @@ def tiny_vllm_server(
     ]  # fmt: skip
     log = log_dir / log_name
     with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+        # a process group of its own: the teardown below reaches the engine core and workers
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_S
@@ -74,3 +79,6 @@ def tiny_vllm_server(
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        # whatever of the server's group outlived it (an engine core left orphaned)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)

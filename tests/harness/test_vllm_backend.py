@@ -7,6 +7,8 @@ not importable (`make test-vllm` installs it and runs them)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,13 +56,24 @@ def write_config(tmp_path: Path, name: str = "c.yaml", **over: Any) -> Path:
 
 
 def specbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """`specbench ARGS` in a fresh interpreter, in a process group of its own: on a timeout the
+    whole group is killed — vLLM's engine core and worker processes too, which would otherwise
+    outlive it holding their memory (7 GiB each here) and starve the lane's next engine."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "specbench", *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env={"COLUMNS": "160", "NO_COLOR": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_missing_vllm_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
