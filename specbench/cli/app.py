@@ -139,9 +139,8 @@ class _Group(TyperGroup):
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except (typer.Exit, typer.Abort):
             raise
-        except BrokenPipeError:  # `specbench … | head` closed the pipe: not a fault
-            _drop_stdout()
-            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except BrokenPipeError:  # `specbench … | head`: not a fault; run_cli answers it (141)
+            raise
         except Exception as exc:  # a bug (or the environment's fault): one line, its code
             line, code = _internal_error(exc)
             typer.echo(line, err=True)
@@ -216,12 +215,9 @@ def run_cli(args: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except BrokenPipeError:  # `specbench … | head` closed the pipe: not a fault, stop quietly
-        _drop_stdout()
-        return EXIT_BROKEN_PIPE
-    except SystemExit as exc:  # rich's and typer's own answer to a closed pipe is exit 1, our
-        # verdict code: rich raises it while handling the BrokenPipeError, typer after wrapping
-        # stdout in click's PacifyFlushWrapper
+    except SystemExit as exc:  # a closed pipe (`specbench … | head`): rich's and typer's own
+        # answer is exit 1, our verdict code — rich raises it while handling the BrokenPipeError,
+        # typer (every other write) after wrapping stdout in click's PacifyFlushWrapper
         if isinstance(exc.__context__, BrokenPipeError) or isinstance(
             sys.stdout, click.utils.PacifyFlushWrapper
         ):

@@ -119,14 +119,17 @@ def _pick(
 
 def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> list[str]:
     """A schedule resting on cells without a verdict (degenerate answers, docs/theory.md §13)
-    is exported — its throughput ratios are measured — but said not to be a result."""
+    is exported — its throughput ratios are measured — but said not to be a result (the rule of
+    report/no_verdict.py)."""
+    from specbench.report.no_verdict import shows_speedup
+
     cells = [
         f"{e.workload} T={e.temperature:g}"
         for e in results.workloads
         if e.engine is not None
         and (workload is None or e.workload == workload)
         and (temp is None or e.temperature == temp)
-        and e.recommendation.verdict == "not_measured"
+        and not shows_speedup(e)
     ]
     if not cells:
         return []
