@@ -17,6 +17,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.load_sections import steady_lines
+from specbench.report.profile_box import profile_box
 from specbench.report.terminal import (
     compact_box,
     make_console,
@@ -25,6 +26,7 @@ from specbench.report.terminal import (
     table_box,
 )
 from specbench.report.text import (
+    BATCH_ONE,
     cost_change,
     counts_line,
     decision_warnings,
@@ -52,7 +54,13 @@ def render_summary(console: Console, results: RunResults) -> None:
     engine = engine_header(results)
     if engine:
         console.print(engine, markup=False)
-    console.print("[bold]Decision: one speculative configuration per server[/bold]")
+    profile = profile_box(results)
+    if profile is not None:  # the decision at the deployment profile comes first
+        console.print(f"[bold]{escape(profile.title)}[/bold]")
+        for item in profile.items:
+            console.print(f"  {_bold(item)}", soft_wrap=item.startswith("paste"))
+        console.print(f"  {escape(profile.note)}", highlight=False)
+    console.print(f"[bold]Decision {BATCH_ONE}: one speculative configuration per server[/bold]")
     for g in results.global_.by_temperature:
         tail = "." if g.verdict == "not_measured" else f"; {escape(routing_note(g))}."
         console.print(f"  {_bold(pool_decision(g, run.margin))}{tail}")

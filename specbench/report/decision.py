@@ -12,7 +12,9 @@ from specbench.analysis.documents.results_model_base import EstimateJSON, Latenc
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.blocks import Block, Box, Bullets, Heading, Para, TableBlock
+from specbench.report.profile_box import profile_box
 from specbench.report.text import (
+    BATCH_ONE,
     ci_text,
     cost_change,
     counts_line,
@@ -114,9 +116,15 @@ def decision_blocks(results: RunResults) -> list[Block]:
             items.append(f"paste (T={g.temperature:g}): `{paste}`")
     items.append(counts_line(results) + ".")
     items += decision_warnings(results)
-    blocks: list[Block] = [
-        Box("Decision: one speculative configuration per server", items, short_rule(run))
-    ]
+    profile = profile_box(results)
+    blocks: list[Block] = [] if profile is None else [profile]
+    blocks.append(
+        Box(
+            f"Decision {BATCH_ONE}: one speculative configuration per server",
+            items,
+            short_rule(run),
+        )
+    )
     pool_of = {g.temperature: g for g in pools}
     rows = [_own_row(e, pool_of.get(e.temperature)) for e in results.workloads]
     blocks.append(Heading("If you route a workload to its own pool"))

@@ -39,6 +39,11 @@ def _x(v: float | None) -> str:
     return f"{v:.2f}×" if isinstance(v, int | float) else "–"
 
 
+# where the per-temperature decisions hold: one request in flight (the closed-loop batches at
+# concurrency 1 on an engine; the transformers loop's own batch-1 decode)
+BATCH_ONE = "at batch 1 (one request in flight)"
+
+
 def num_text(x: float | None, fmt: str = "{:.3f}") -> str:
     """A number in `fmt`, or "–" where the analysis could not compute it."""
     return "–" if x is None else fmt.format(x)
@@ -236,23 +241,39 @@ def _json(d: dict[str, Any] | None) -> str:
 
 def paste_line(results: RunResults, g: PoolDecision) -> str | None:
     """The command that starts a vLLM server with the pool's decision at one temperature (an
-    engine run's ON verdict; report/schedule_export.py, keys as recorded in engine-keys.json);
-    None for other runs and verdicts."""
-    from specbench.report.schedule_export import Deployment, engine_keys, vllm_command
+    engine run's ON verdict); None for other runs and verdicts."""
+    return setting_paste_line(results, g.drafter, g.gamma) if g.verdict == "on" else None
+
+
+def setting_paste_line(
+    results: RunResults,
+    drafter: str | None,
+    gamma: int,
+    schedule: list[list[int]] | None = None,
+) -> str | None:
+    """The command that starts a vLLM server with one measured setting (a fixed γ, or a γ
+    schedule by batch size) of an engine run (report/schedule_export.py, keys as recorded in
+    engine-keys.json); None for other runs, or where the method is not known."""
+    from specbench.report.schedule_export import (
+        Deployment,
+        engine_keys,
+        vllm_command,
+        vllm_speculative_config,
+    )
 
     env, run = results.env, results.run
     backend = run.backend or env.backend
-    if backend not in ("vllm", "openai") or g.verdict != "on" or not g.gamma:
+    if backend not in ("vllm", "openai") or not gamma:
         return None
     confs = env.speculative_config
     confs = confs if isinstance(confs, list) else [confs] if confs else []
-    conf = next((c for c in confs if g.drafter in (c.get("method"), c.get("label"))), None)
+    conf = next((c for c in confs if drafter in (c.get("method"), c.get("label"))), None)
     if conf is None and confs and backend == "vllm":
         conf = confs[0]
     if conf is None:  # vllm: the setting's label; openai: the server's method, if it was named
-        srv = next((x for x in env.servers or [] if x.label == g.drafter), None)
+        srv = next((x for x in env.servers or [] if x.label == drafter), None)
         method = (
-            g.drafter
+            drafter
             if backend == "vllm"
             else (srv.model_extra or {}).get("method")
             if srv is not None
@@ -263,9 +284,11 @@ def paste_line(results: RunResults, g: PoolDecision) -> str | None:
         conf = {"method": method}
     target = str((env.engine_args or {}).get("model") or run.target or "MODEL")
     dep = Deployment.from_vllm(target, conf)
-    base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": g.gamma}
+    base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": gamma}
     if dep.draft or dep.method == "draft_model":
         base["model"] = dep.draft or run.draft or "DRAFT_MODEL"
+    if schedule:  # vLLM's own schedule key (engine-keys.json)
+        base = vllm_speculative_config([(int(a), int(b), int(k)) for a, b, k in schedule], base)
     # an in-process run's tensor / pipeline parallel layout is part of what was measured
     return vllm_command(target, base, env.engine_args if backend == "vllm" else None)
 

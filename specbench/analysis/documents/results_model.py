@@ -35,6 +35,7 @@ from specbench.analysis.documents.results_model_base import (
 )
 from specbench.analysis.documents.results_model_batch import BatchPrediction, PredictionCheck
 from specbench.analysis.documents.results_model_engine import Conformance
+from specbench.analysis.documents.results_model_profile import ProfileDecision
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 
 # env.json is passed through as written (`harness.rundir.read_env`): text or number fields
@@ -229,3 +230,5 @@ class RunResults(ResultsModel):
     conformance: Conformance | None = None  # engine runs with conformance.reference_run
     batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§18)
     prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
+    # engine runs with a deployment profile and mix batches (analysis.decide.profile_decision)
+    profile_decision: ProfileDecision | None = None

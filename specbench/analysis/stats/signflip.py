@@ -197,6 +197,9 @@ def _invert(piv: RatioPivots, k: int, crit: float, above: bool) -> float:
     return math.exp(optimize.brentq(f, a, b, xtol=1e-10))
 
 
+invert = _invert  # public: `stats.block_t` inverts its t tests the same way
+
+
 def decide(piv: RatioPivots, theta0: float, alpha: float) -> Decision:
     """ON / OFF / UNDECIDED for K candidates at θ0, each side a one-sided test at `alpha`.
 
