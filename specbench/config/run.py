@@ -22,7 +22,7 @@ from specbench.config.backends import (
     speculative_specs,
 )
 from specbench.config.load import LoadSpec, SloSpec
-from specbench.config.profile import DeploymentProfile
+from specbench.config.profile import MIX_WORKLOAD, DeploymentProfile
 from specbench.config.sections import (
     MAX_GAMMA,
     MAX_NEW_TOKENS,
@@ -186,6 +186,10 @@ class RunConfig(StrictModel):
                     f"profile.load.concurrency: {c} is not measured; add it to concurrency "
                     f"({', '.join(map(str, self.concurrency))})"
                 )
+        if p.load.rates is not None and not self.load.steady:
+            raise ValueError(
+                "the profile's load needs a steady state: set load.duration_s or load.requests"
+            )
         for r in p.load.rates or []:
             if r not in self.load.rates:
                 raise ValueError(
@@ -280,4 +284,6 @@ class RunConfig(StrictModel):
         names = [w.name for w in v]
         if len(set(names)) != len(names):
             raise ValueError("workload names must be unique")
+        if MIX_WORKLOAD in names:  # the label of the profile's mix batches (config/profile.py)
+            raise ValueError(f"'{MIX_WORKLOAD}' is reserved (the profile's mix); rename the workload")
         return v
