@@ -35,6 +35,7 @@ from specbench.analysis.documents.results_model_base import (
 )
 from specbench.analysis.documents.results_model_batch import BatchPrediction, PredictionCheck
 from specbench.analysis.documents.results_model_engine import Conformance
+from specbench.analysis.documents.results_model_load import MixSection
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 
 # env.json is passed through as written (`harness.rundir.read_env`): text or number fields
@@ -229,3 +230,4 @@ class RunResults(ResultsModel):
     conformance: Conformance | None = None  # engine runs with conformance.reference_run
     batch_prediction: BatchPrediction | None = None  # transformers runs with batch_timing (§18)
     prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
+    mix: MixSection | None = None  # engine runs with a profile and a steady-state load
