@@ -186,15 +186,15 @@ class RunConfig(StrictModel):
                     f"profile.load.concurrency: {c} is not measured; add it to concurrency "
                     f"({', '.join(map(str, self.concurrency))})"
                 )
-        if p.load.rates is not None and not self.load.steady:
-            raise ValueError(
-                "the profile's load needs a steady state: set load.duration_s or load.requests"
-            )
         for r in p.load.rates or []:
             if r not in self.load.rates:
                 raise ValueError(
                     f"profile.load.rates: {r:g} req/s is not measured; add it to load.rates"
                 )
+        if p.load.rates is not None and not self.load.steady:
+            raise ValueError(
+                "the profile's load needs a steady state: set load.duration_s or load.requests"
+            )
         if p.objective == "slo_goodput" and engine and not (p.slo.any or self.slo.any):
             raise ValueError(
                 "profile.objective slo_goodput needs an SLO: set profile.slo or slo "
@@ -285,5 +285,7 @@ class RunConfig(StrictModel):
         if len(set(names)) != len(names):
             raise ValueError("workload names must be unique")
         if MIX_WORKLOAD in names:  # the label of the profile's mix batches (config/profile.py)
-            raise ValueError(f"'{MIX_WORKLOAD}' is reserved (the profile's mix); rename the workload")
+            raise ValueError(
+                f"'{MIX_WORKLOAD}' is reserved (the profile's mix); rename the workload"
+            )
         return v

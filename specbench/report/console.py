@@ -64,7 +64,9 @@ def render_summary(console: Console, results: RunResults) -> None:
     for w in decision_warnings(results):
         text = escape(w)
         console.print(f"  [yellow]{text}[/yellow]" if w.startswith("⚠") else f"  {text}")
-    for line in steady_lines(results) + mix_lines(results):  # open-loop steady states: achieved vs offered, kept up
+    for line in steady_lines(results) + mix_lines(
+        results
+    ):  # open-loop steady states: achieved vs offered, kept up
         console.print(f"  [yellow]{escape(line)}[/yellow]" if "⚠" in line else f"  {escape(line)}")
     console.print(_own_pool_table(results, compact_box(console)))
     console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_load import MixCell, MixSection
 from specbench.report.blocks import Block, Bullets, Heading, Para, TableBlock
-from specbench.report.load_sections import HEADER, _row, steady_text
+from specbench.report.load_sections import HEADER, load_row, steady_text
 
 
 def _shares(shares: dict[str, float] | dict[str, float | None]) -> str:
@@ -51,8 +51,8 @@ def mix_blocks(results: RunResults) -> list[Block]:
             "Each arrival draws a workload (by its share of requests, converted from the "
             "profile's shares of output tokens), a temperature and a prompt; every setting is "
             "sent the same draws at the same times. Columns as in the load table above, over "
-            'the mix\'s requests (docs/serving.md "The profile\'s mix").'
+            "the mix's requests (docs/serving.md \"The profile's mix\")."
         ),
-        TableBlock(HEADER, [_row(c) for c in mix.cells]),
+        TableBlock(HEADER, [load_row(c) for c in mix.cells]),
         Bullets([*notes, *mix.warnings]),
     ]

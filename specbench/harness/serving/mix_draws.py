@@ -88,7 +88,9 @@ class MixDraw:
     conversation: Conversation
 
 
-def mix_draws(cfg: RunConfig, plan: MixPlan, point: LoadPoint, repeat: int, k: int) -> list[MixDraw]:
+def mix_draws(
+    cfg: RunConfig, plan: MixPlan, point: LoadPoint, repeat: int, k: int
+) -> list[MixDraw]:
     """`k` draws (module docstring), the same at every setting."""
     rng = np.random.default_rng(unit_seed(cfg.seed, "mix draws", point.name, repeat))
     names = list(plan.requests)

@@ -129,7 +129,9 @@ def plan_open(
             for temp in workload_temperatures(cfg, wl, prompts[wl.name])
         ]
     )
-    batches = [(w, t, point, rep) for w, t in groups for point in points for rep in range(cfg.repeats)]
+    batches = [
+        (w, t, point, rep) for w, t in groups for point in points for rep in range(cfg.repeats)
+    ]
     # a steady closed loop by duration only sends as many as the server completes: not known
     # before it runs (0 here; the progress counts them as they come)
     unknown = cfg.load.requests is None
