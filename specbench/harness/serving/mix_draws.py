@@ -27,7 +27,7 @@ from specbench.config import RunConfig
 from specbench.config.profile import MIX_WORKLOAD, PROFILE_MIX
 from specbench.config.traffic_mix import request_shares, temperature_shares, token_shares
 from specbench.data import Prompt
-from specbench.harness.plan import logged_temperature, request_params, unit_seed
+from specbench.harness.plan import RequestParams, logged_temperature, request_params, unit_seed
 from specbench.harness.serving.arrivals import LoadPoint
 from specbench.harness.serving.base import Conversation
 
@@ -98,14 +98,19 @@ def mix_draws(
     w_idx = rng.choice(len(names), size=k, p=np.array([plan.requests[w] for w in names]))
     t_idx = rng.choice(len(temps), size=k, p=np.array([plan.temperatures[t] for t in temps]))
     u = rng.random(k)  # the prompt: uniform over the drawn workload's
+    params: dict[tuple[str, int, float], RequestParams] = {}  # a steady closed loop draws 10⁵
     out = []
-    for j in range(k):
-        wl = names[int(w_idx[j])]
+    for j, (wi, ti, uj) in enumerate(zip(w_idx.tolist(), t_idx.tolist(), u.tolist(), strict=True)):
+        wl = names[wi]
         items = plan.prompts[wl]
-        p = items[min(int(u[j] * len(items)), len(items) - 1)]
-        temp = plan.logged.get(wl, temps[int(t_idx[j])])
+        i = min(int(uj * len(items)), len(items) - 1)
+        temp = plan.logged.get(wl, temps[ti])
+        p = items[i]
+        got = params.get((wl, i, temp))
+        if got is None:
+            got = params[(wl, i, temp)] = request_params(cfg, p, temp)
         seed = unit_seed(cfg.seed, MIX_WORKLOAD, wl, temp, p.id, repeat, "draw", j)
-        out.append(MixDraw(wl, temp, Conversation(p, seed, request_params(cfg, p, temp))))
+        out.append(MixDraw(wl, temp, Conversation(p, seed, got)))
     return out
 
 

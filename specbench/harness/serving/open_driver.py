@@ -197,14 +197,13 @@ def run_open_batch(
         convs = convs[: len(arrivals)]
     attempt = uuid.uuid4().hex[:12]
     head = {**head, "load": point.name, "rate": point.rate, "attempt": attempt}
-    heads = [draw_head(head, d) for d in drawn] if mix is not None else None
     ev.unit_started(workload, temp, f"{head['drafter'] or 'baseline'} {point.name}", "")
 
     k_warm = closed_warmup_count(cfg, len(arrivals)) if closed else 0
     sent_at: dict[int, float] = {}
 
     def write(i: int, res: ConversationResult) -> None:
-        rec = request_record(heads[i] if heads is not None else head, convs[i], res, True)
+        rec = request_record(draw_head(head, drawn[i]) if drawn else head, convs[i], res, True)
         at = arrivals[i]
         if closed:  # a client's next request: sent when free, no client-side wait to count
             at = (rec.pop("queue_ms", None) or 0.0) / 1000.0
