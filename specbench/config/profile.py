@@ -37,6 +37,10 @@ from specbench.config.sections import StrictModel
 MAX_SHARES = 64  # workloads or temperatures named in a mix
 MAX_LEVELS = 64  # concurrency levels in a distribution
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+# a steady-state open-loop batch of the profile's mix (`config.traffic_mix`) is recorded under this
+# workload name (its `engine_metrics` line) with `mix: "profile"`; no workload may take it
+MIX_WORKLOAD = "mix"
+PROFILE_MIX = "profile"
 Objective = Literal["slo_goodput", "cost_per_mtok"]
 
 

@@ -22,7 +22,7 @@ from specbench.config.backends import (
     speculative_specs,
 )
 from specbench.config.load import LoadSpec, SloSpec
-from specbench.config.profile import DeploymentProfile
+from specbench.config.profile import MIX_WORKLOAD, DeploymentProfile
 from specbench.config.sections import (
     MAX_GAMMA,
     MAX_NEW_TOKENS,
@@ -191,6 +191,10 @@ class RunConfig(StrictModel):
                 raise ValueError(
                     f"profile.load.rates: {r:g} req/s is not measured; add it to load.rates"
                 )
+        if p.load.rates is not None and not self.load.steady:
+            raise ValueError(
+                "the profile's load needs a steady state: set load.duration_s or load.requests"
+            )
         if p.objective == "slo_goodput" and engine and not (p.slo.any or self.slo.any):
             raise ValueError(
                 "profile.objective slo_goodput needs an SLO: set profile.slo or slo "
@@ -280,4 +284,8 @@ class RunConfig(StrictModel):
         names = [w.name for w in v]
         if len(set(names)) != len(names):
             raise ValueError("workload names must be unique")
+        if MIX_WORKLOAD in names:  # the label of the profile's mix batches (config/profile.py)
+            raise ValueError(
+                f"'{MIX_WORKLOAD}' is reserved (the profile's mix); rename the workload"
+            )
         return v

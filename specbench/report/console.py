@@ -17,6 +17,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.report.load_sections import steady_lines
+from specbench.report.mix_sections import mix_lines
 from specbench.report.profile_box import profile_box
 from specbench.report.terminal import (
     compact_box,
@@ -71,7 +72,9 @@ def render_summary(console: Console, results: RunResults) -> None:
     for w in decision_warnings(results):
         text = escape(w)
         console.print(f"  [yellow]{text}[/yellow]" if w.startswith("⚠") else f"  {text}")
-    for line in steady_lines(results):  # open-loop steady states: achieved vs offered, kept up
+    for line in steady_lines(results) + mix_lines(
+        results
+    ):  # open-loop steady states: achieved vs offered, kept up
         console.print(f"  [yellow]{escape(line)}[/yellow]" if "⚠" in line else f"  {escape(line)}")
     console.print(_own_pool_table(results, compact_box(console)))
     console.print(_own_pool_legend(results.run.ci_level), markup=False, highlight=False)

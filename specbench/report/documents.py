@@ -22,6 +22,7 @@ from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_
 from specbench.report.decision import decision_blocks, header_blocks
 from specbench.report.load_csv import LOAD_CSV, load_frame
 from specbench.report.load_sections import load_blocks
+from specbench.report.mix_sections import mix_blocks
 from specbench.report.no_verdict import shows_speedup
 from specbench.report.serving_sections import engine_blocks, make_engine_plots
 from specbench.report.summary_csv import summary_frame, write_csv
@@ -73,6 +74,7 @@ def build_blocks(results: RunResults, images: dict[str, str]) -> list[Block]:
         blocks += workload_blocks(e, images)
     blocks += engine_blocks(results, images)  # vllm / openai runs, conformance
     blocks += load_blocks(results)  # engine runs: tails and SLO goodput per load point
+    blocks += mix_blocks(results)  # engine runs with a profile: the mix under steady load
     blocks += schedule_blocks(results)  # vllm runs with speculative.schedule
     blocks += batch_prediction_blocks(results) + prediction_check_blocks(results)  # §18
     if results.failures:

@@ -96,7 +96,7 @@ def slo_text(slo: SloJSON | None) -> str:
     return "SLO: " + ", ".join(parts)
 
 
-def _row(c: LoadCell) -> list[str]:
+def load_row(c: LoadCell) -> list[str]:
     gp = c.goodput
     tpot = _pair(c.tpot_ms)
     if c.tpot_meaningless:
@@ -155,7 +155,7 @@ def load_blocks(results: RunResults) -> list[Block]:
     for e, eng in entries:
         blocks.append(Heading(f"{e.workload} (T = {e.temperature:g}): load", 3))
         cells = eng.load or []
-        blocks.append(TableBlock(HEADER, [_row(c) for c in cells]))
+        blocks.append(TableBlock(HEADER, [load_row(c) for c in cells]))
         notes = [slo_text(eng.slo)]
         tag = prompts_basis_tag(e)
         if tag:

@@ -61,7 +61,7 @@ def profile_box(results: RunResults) -> Box | None:
             "drift of the machine falls on one side only."
         )
     rule = (
-        f"{p.windows} time windows in {p.blocks} blocks, paired across settings; ON only where "
+        f"{p.blocks} blocks (repeats), each setting paired with OFF within a block; ON only where "
         f"the simultaneous lower bound over all {len(p.candidates)} candidates exceeds "
         f"1 + {p.margin:g} (false ON ≤ {p.false_on_rate:.1%}), OFF only where every upper bound "
         f"is below it (false OFF ≤ {p.false_off_rate:.1%}); docs/theory.md §22."

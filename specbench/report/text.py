@@ -286,7 +286,9 @@ def setting_paste_line(
     dep = Deployment.from_vllm(target, conf)
     base: dict[str, Any] = {"method": dep.method, **dep.options, "num_speculative_tokens": gamma}
     if dep.draft or dep.method == "draft_model":
-        base["model"] = dep.draft or run.draft or "DRAFT_MODEL"
+        # an OpenAI server's draft is whatever it serves ("as served"): not a path to paste
+        known = run.draft if run.draft not in (None, "", "as served", dep.method) else None
+        base["model"] = dep.draft or known or "DRAFT_MODEL"
     if schedule:  # vLLM's own schedule key (engine-keys.json)
         base = vllm_speculative_config([(int(a), int(b), int(k)) for a, b, k in schedule], base)
     # an in-process run's tensor / pipeline parallel layout is part of what was measured

@@ -80,6 +80,8 @@ BAD = [
     ({"load": {"concurrency": {8: 1}}}, "8 is not measured; add it to concurrency"),
     ({"load": {"concurrency": {0: 1}}}, "not a concurrency"),
     ({"load": {"rates": [3.0]}}, "3 req/s is not measured"),
+    # ENGINE's load has rates but no steady state: the profile's mix is drawn in one
+    ({"load": {"rates": [2.0]}}, "the profile's load needs a steady state: set load.duration_s"),
     ({"load": {"rates": [0]}}, "each rate must be in (0"),
     ({"load": {"rates": [2.0], "concurrency": {1: 1}}}, "give one of rates, concurrency, trace"),
     ({"slo": {"ttft_ms": {"percentile": 97, "target": 500}}}, "percentile must be one of"),

@@ -35,6 +35,7 @@ from specbench.analysis.documents.results_model_base import (
 )
 from specbench.analysis.documents.results_model_batch import BatchPrediction, PredictionCheck
 from specbench.analysis.documents.results_model_engine import Conformance
+from specbench.analysis.documents.results_model_load import MixSection
 from specbench.analysis.documents.results_model_profile import ProfileDecision
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 
@@ -232,3 +233,4 @@ class RunResults(ResultsModel):
     prediction_check: PredictionCheck | None = None  # engine runs against such a prediction
     # engine runs with a deployment profile and mix batches (analysis.decide.profile_decision)
     profile_decision: ProfileDecision | None = None
+    mix: MixSection | None = None  # engine runs with a profile and a steady-state load

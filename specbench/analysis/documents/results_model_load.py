@@ -91,3 +91,24 @@ class LoadCell(ResultsModel):
     tpot_meaningless: bool
     goodput: Goodput | None
     steady: SteadyState | None = None
+
+
+class MixCell(LoadCell):
+    """One setting at one load point of the profile's mix (`analysis.serving.mix_batches`): the
+    load cell's figures over every workload's requests, and each workload's share of the output
+    tokens of the window's completed requests."""
+
+    token_shares: dict[str, Num]
+
+
+class MixSection(ResultsModel):
+    """The profile's mix under steady-state load (docs/serving.md "The profile's mix"): the shares
+    asked (output tokens by workload, requests by temperature), the request shares drawn with
+    (token share ÷ mean max_tokens, normalised) and one cell per setting × load point."""
+
+    token_shares: dict[str, float]
+    request_shares: dict[str, float]
+    temperature_shares: dict[str, float]
+    mean_max_tokens: dict[str, float]
+    cells: list[MixCell]
+    warnings: list[str]

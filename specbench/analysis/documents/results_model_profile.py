@@ -55,9 +55,7 @@ class ProfileDecision(ResultsModel):
     mix: dict[str, float]  # workload → share of output tokens, as the profile asks
     slo: dict[str, str]  # metric → "p99 ≤ 500 ms" (the per-request limit and its percentile)
     blocks: int
-    windows: int
     critical_value: Num
-    windows_needed: int | None
     blocks_needed: int | None
     interleaved: bool
     rule: str

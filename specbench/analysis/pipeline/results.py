@@ -50,6 +50,7 @@ from specbench.analysis.estimators.groups import (
 from specbench.analysis.estimators.latency import pair
 from specbench.analysis.estimators.request_mix import request_mix
 from specbench.analysis.estimators.tables import SettingKey
+from specbench.analysis.pipeline.profile_results import profile_section
 from specbench.analysis.pipeline.prompt_basis import (
     excluded_prompts,
     records_without,
@@ -58,8 +59,11 @@ from specbench.analysis.pipeline.prompt_basis import (
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
+from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.stats.serialize import json_safe
+from specbench.config.load import SloSpec
+from specbench.config.profile import DeploymentProfile
 
 RESULTS_SCHEMA = 3  # = analysis.documents.results_read's
 
@@ -105,6 +109,7 @@ def build_results(
     entries = []
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
+    mixed, records = records, without_mix(records)  # the profile's mix: `mix` below
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
     excluded: dict[tuple[str, float], set[str]] = {}
     fig_groups: dict[tuple[str, float], Group] = dict(groups)
@@ -162,6 +167,20 @@ def build_results(
         ),
         "failures": failures,
     }
+    mix = mix_section(mixed, config, s.ci_level, s.n_boot)
+    if mix is not None:  # engine runs with a profile and a steady-state load
+        out["mix"] = mix
+        decided = profile_section(
+            mixed,
+            DeploymentProfile.model_validate(config["profile"]) if config.get("profile") else None,
+            SloSpec.model_validate(config.get("slo") or {}),
+            mix["token_shares"],
+            s.margin,
+            s.ci_level,
+            bool((config.get("engine") or {}).get("interleave")),
+        )
+        if decided is not None:  # the decision at the profile (analysis.decide.profile_decision)
+            out["profile_decision"] = decided
     predicted = batch_prediction(
         batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )

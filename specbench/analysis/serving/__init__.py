@@ -7,5 +7,6 @@ tail latency and cost.
 - `serving.serving_concurrency`: latency and throughput against concurrency
 - `serving.serving_schedule`: the "schedule" setting (γ by batch size)
 - `serving.load_cells`, `serving.buffering`: per load point and setting; buffered streams
+- `serving.mix_batches`: the profile's mix under steady-state load (its batches, its cells)
 - `serving.serving_cost`: tail latency and serving economics
 """

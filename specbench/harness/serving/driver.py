@@ -27,7 +27,8 @@ most the requests in flight and each unit ends with exactly one successful line.
 
 Open-loop load points (`load.rates`, `load.trace`) run after each setting's closed-loop batches,
 one batch per workload × temperature × load point × repeat (`open_driver.py`: arrivals, records,
-and why `--resume` reruns an interrupted open-loop batch whole).
+and why `--resume` reruns an interrupted open-loop batch whole); with a `profile` and a steady
+state, one batch of the profile's mix per load point × repeat instead (`mix_draws.py`).
 
 A workload with `dataset.sampling: logged` runs once (under one temperature label, as on the
 transformers backend), each request at its own logged temperature, top_p and max tokens.
@@ -221,8 +222,8 @@ def _measure(
                         run_open_batch(
                             cfg, session,
                             _head(cfg, setting, wl, t, in_flight(cfg, ob[2]), r),
-                            _conversations(cfg, prompts[wl], wl, t, setting, r),
-                            ob, open_plan.trace, writer, ev, outcome,
+                            _conversations(cfg, prompts.get(wl, []), wl, t, setting, r),
+                            ob, open_plan.trace, writer, ev, outcome, open_plan.mix,
                         )  # fmt: skip
                 except (KeyboardInterrupt, SpecbenchError):
                     raise

@@ -42,6 +42,7 @@ class BatchKey:
     concurrency: int
     repeat: int
     load: str = "closed"  # or an open-loop load point: "rate=2", "trace" (`arrivals.py`)
+    mix: str = ""  # "profile": a batch of the profile's mix, or one of its requests (mix_draws.py)
 
 
 # A unit: one prompt of one batch.
@@ -57,6 +58,7 @@ def batch_key_of(rec: dict[str, Any]) -> BatchKey:
         int(rec["concurrency"]),
         int(rec.get("repeat", 0)),
         str(rec.get("load", "closed")),
+        str(rec.get("mix") or ""),
     )
 
 

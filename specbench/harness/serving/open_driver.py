@@ -8,6 +8,10 @@ arrivals go on for that long instead, each sending a prompt drawn with replaceme
 same draws at every setting), and every request's line says its `phase`: `warmup` (arrived
 before the window's start), `steady` (arrived in the window and done by its end) or `drain`
 (arrived in the window, done after its end or cut at the time bound).
+With a `profile` as well, the open-loop part measures the profile's mix instead: one batch per
+setting × load point × repeat whose arrivals each draw a workload, a temperature and a prompt
+(`mix_draws.py`); its request lines carry what was drawn and `mix: "profile"`, its
+`engine_metrics` line `workload: "mix"`, `mix: "profile"` and the shares it drew with.
 Records: each request's line as it completes (with `load`, `rate`, `attempt`, `arrival_s`,
 `queue_ms`, `draw`/`phase`/`done_s` in a steady-state batch), then the batch's `engine_metrics`
 line with what the arrivals did (`n_sent`, `not_sent`, `cut_at_bound`, `waited_for_slot`,
@@ -29,6 +33,7 @@ from typing import Any
 
 from specbench.config import RunConfig
 from specbench.config.load import WARMUP_SHARE
+from specbench.config.profile import MIX_WORKLOAD, PROFILE_MIX
 from specbench.data import Prompt
 from specbench.harness.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
 from specbench.harness.serving.arrivals import (
@@ -51,10 +56,21 @@ from specbench.harness.serving.engine_records import (
     metrics_record,
     request_record,
 )
+from specbench.harness.serving.mix_draws import (
+    MIX_TEMPERATURE,
+    MixDraw,
+    MixPlan,
+    draw_head,
+    mix_draws,
+    mix_head,
+    mix_mode,
+    plan_mix,
+)
 from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
 
-# one open-loop batch: (workload, temperature, load point, repeat)
+# one open-loop batch: (workload, temperature, load point, repeat); a mix batch's workload is
+# MIX_WORKLOAD (config/profile.py)
 OpenBatchId = tuple[str, float, LoadPoint, int]
 
 
@@ -64,11 +80,19 @@ class OpenPlan:
     done: set[BatchKey] = field(default_factory=set)  # batches whose metrics line is on disk
     trace: list[float] | None = None
     steady_n: dict[OpenBatchId, int] = field(default_factory=dict)  # arrivals per steady batch
+    mix: MixPlan | None = None  # the open-loop batches draw the profile's mix (mix_draws.py)
 
     def key(self, setting: EngineSetting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
         workload, temp, point, rep = batch
         return BatchKey(
-            setting.gamma, setting.label, workload, temp, in_flight(cfg, point), rep, point.name
+            setting.gamma,
+            setting.label,
+            workload,
+            temp,
+            in_flight(cfg, point),
+            rep,
+            point.name,
+            PROFILE_MIX if self.mix is not None else "",
         )
 
     def todo(self, setting: EngineSetting, cfg: RunConfig) -> list[OpenBatchId]:
@@ -95,12 +119,18 @@ def plan_open(
     if not points:
         return OpenPlan()
     trace = read_trace(cfg.load.trace, base_dir, cfg.load.trace_speed) if cfg.load.trace else None
+    mix = plan_mix(cfg, prompts) if mix_mode(cfg) else None
+    groups = (
+        [(MIX_WORKLOAD, MIX_TEMPERATURE)]
+        if mix is not None
+        else [
+            (wl.name, temp)
+            for wl in cfg.workloads
+            for temp in workload_temperatures(cfg, wl, prompts[wl.name])
+        ]
+    )
     batches = [
-        (wl.name, temp, point, rep)
-        for wl in cfg.workloads
-        for temp in workload_temperatures(cfg, wl, prompts[wl.name])
-        for point in points
-        for rep in range(cfg.repeats)
+        (w, t, point, rep) for w, t in groups for point in points for rep in range(cfg.repeats)
     ]
     # a steady closed loop by duration only sends as many as the server completes: not known
     # before it runs (0 here; the progress counts them as they come)
@@ -115,7 +145,7 @@ def plan_open(
         if cfg.load.steady
         else {}
     )
-    return OpenPlan(batches, completed_open_batches(out_dir / RECORDS_FILE), trace, steady_n)
+    return OpenPlan(batches, completed_open_batches(out_dir / RECORDS_FILE), trace, steady_n, mix)
 
 
 def completed_open_batches(records: Path) -> set[BatchKey]:
@@ -138,22 +168,30 @@ def run_open_batch(
     writer: RecordWriter,
     ev: RunEvents,
     outcome: RunOutcome,
+    mix: MixPlan | None = None,
 ) -> None:
-    """Run one open-loop batch; each request's record as it completes, the batch's last."""
+    """Run one open-loop batch; each request's record as it completes, the batch's last. A mix
+    batch (`mix` given: `convs` unused) draws each request's workload, temperature and prompt."""
     workload, temp, point, rep = batch
     if not isinstance(session, OpenLoopSession):
         raise TypeError(f"{type(session).__name__} cannot run open-loop batches")
     window: SteadyWindow | None = None
-    draws: list[int] = []
     closed = point.concurrency is not None
+    drawn: list[MixDraw] = []  # a mix batch's: each request's workload, temperature, prompt
+    head = mix_head(head, mix)
     if cfg.load.steady:
         arrivals = steady_arrivals(cfg, point, workload, temp, rep, trace)
         window = closed_window(cfg, len(arrivals)) if closed else steady_window(cfg, arrivals)
-        draws = draw_prompts(cfg, point, workload, temp, rep, len(convs), len(arrivals))
-        # each draw its own sampling seed: a prompt drawn twice is two users' requests
-        convs = [
-            replace(convs[i], seed=unit_seed(convs[i].seed, "draw", j)) for j, i in enumerate(draws)
-        ]
+        if mix is not None:
+            drawn = mix_draws(cfg, mix, point, rep, len(arrivals))
+            convs = [d.conversation for d in drawn]
+        else:
+            draws = draw_prompts(cfg, point, workload, temp, rep, len(convs), len(arrivals))
+            # each draw its own sampling seed: a prompt drawn twice is two users' requests
+            convs = [
+                replace(convs[i], seed=unit_seed(convs[i].seed, "draw", j))
+                for j, i in enumerate(draws)
+            ]
     else:
         arrivals = batch_arrivals(cfg, point, len(convs), workload, temp, rep, trace)
         convs = convs[: len(arrivals)]
@@ -165,7 +203,7 @@ def run_open_batch(
     sent_at: dict[int, float] = {}
 
     def write(i: int, res: ConversationResult) -> None:
-        rec = request_record(head, convs[i], res, True)
+        rec = request_record(draw_head(head, drawn[i]) if drawn else head, convs[i], res, True)
         at = arrivals[i]
         if closed:  # a client's next request: sent when free, no client-side wait to count
             at = (rec.pop("queue_ms", None) or 0.0) / 1000.0
