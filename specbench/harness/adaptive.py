@@ -49,6 +49,7 @@ from specbench.analysis.estimators.content import degenerate_reason, record_chec
 from specbench.analysis.simulate.replay import replay
 from specbench.analysis.stats.sequential import SequentialDecision
 from specbench.config import DraftSpec, RunConfig
+from specbench.config.stored import StoredConfig
 from specbench.data import Prompt
 from specbench.decoding.policies import Policy
 from specbench.harness.plan import (
@@ -191,10 +192,10 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
     return [unit(base, p, "measure")] + [unit(st, p, "measure") for st in cell.candidates]
 
 
-def update(config: dict[str, Any], cell: Cell) -> None:
+def update(config: StoredConfig, cell: Cell) -> None:
     """The cell's sequential verdict over the candidates measured so far (none in the pilot,
     where only the usable-prompt supply can end the cell, as futile); `config`: the run's config
-    as stored (`RunConfig.model_dump(mode="json")`), which the report reads too."""
+    as stored (`StoredConfig.of`), which the report reads too."""
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
@@ -258,7 +259,7 @@ def run_adaptive(
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
     warmed: set[float] = set()  # the temperatures warmed up in this invocation
-    config = cfg.model_dump(mode="json")
+    config = StoredConfig.of(cfg)  # as the report will read it back
     line = 1.0 + cfg.decision.margin
     for cell in cells:
         ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)

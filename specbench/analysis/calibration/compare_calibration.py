@@ -33,6 +33,7 @@ from specbench.analysis.compare.metrics import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
+from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,15 @@ SIM_TTFT_MS = 5.0
 SIM_ENV = {"device": "cpu", "gpu": None, "cpu": "simulated", "torch": "2", "transformers": "5"}
 
 
-def _config(size: SimSize) -> dict[str, Any]:
-    return {
-        "name": "calibration",
-        "target": {"model": "sim-target", "dtype": "float32"},
-        "draft": {"method": "model", "model": "sim-draft", "dtype": "float32"},
-        "sampling": {"temperatures": list(size.temperatures), "top_p": 1.0, "top_k": 0},
-        "gammas": list(size.gammas),
-        "max_new_tokens": 64,
-    }
+def _config(size: SimSize) -> StoredConfig:
+    return StoredConfig(
+        name="calibration",
+        target=StoredModel(model="sim-target", dtype="float32"),
+        draft=StoredModel(method="model", model="sim-draft", dtype="float32"),
+        sampling=StoredSampling(temperatures=list(size.temperatures), top_p=1.0, top_k=0),
+        gammas=list(size.gammas),
+        max_new_tokens=64,
+    )
 
 
 def simulate_run(

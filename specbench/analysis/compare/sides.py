@@ -19,6 +19,7 @@ from specbench.analysis.compare.samples import (
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
 
 
 @dataclass(frozen=True)
@@ -150,9 +151,9 @@ def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], di
     return gammas, out
 
 
-def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str, Any]:
+def _identity(doc: RunResults | None, config: StoredConfig | None) -> dict[str, Any]:
     """What must match to compare at all: from results.json's run when given, else the config."""
-    cfg = config or {}
+    cfg = config or StoredConfig()
     if doc is not None:
         sampling = doc.run.sampling
         ident: dict[str, Any] = {
@@ -164,19 +165,18 @@ def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str
             "max_new_tokens": doc.run.max_new_tokens,
         }
     else:
-        draft, sampling_cfg = cfg.get("draft") or {}, cfg.get("sampling") or {}
+        draft, sampling_cfg = cfg.draft or StoredModel(), cfg.sampling or StoredSampling()
         ident = {
             "results schema": None,
-            "target model": (cfg.get("target") or {}).get("model"),
-            "draft model": draft.get("model") or draft.get("method"),
-            "top_p": sampling_cfg.get("top_p"),
-            "top_k": sampling_cfg.get("top_k"),
-            "max_new_tokens": cfg.get("max_new_tokens"),
+            "target model": cfg.target.model if cfg.target else None,
+            "draft model": draft.model or draft.method,
+            "top_p": sampling_cfg.top_p,
+            "top_k": sampling_cfg.top_k,
+            "max_new_tokens": cfg.max_new_tokens,
         }
-    for role in ("target", "draft"):
-        spec = cfg.get(role) or {}
-        ident[f"{role} revision"] = spec.get("revision")
-        ident[f"{role} dtype"] = spec.get("dtype")
+    for role, spec in (("target", cfg.target), ("draft", cfg.draft)):
+        ident[f"{role} revision"] = spec.revision if spec else None
+        ident[f"{role} dtype"] = spec.dtype if spec else None
     return ident
 
 
@@ -222,15 +222,14 @@ def side_from_results(results: RunResults, label: str) -> Side:
 
 def side_from_records(
     records: list[dict[str, Any]],
-    config: dict[str, Any],
+    config: StoredConfig,
     env: dict[str, Any],
     label: str,
     results: RunResults | None = None,
 ) -> Side:
     """A side from a run's records (per-prompt values), with its results (recommendation) when
     given — `build_typed_results(records, config, env)` computes them."""
-    draft = config.get("draft") or {}
-    label_primary = draft.get("name") or draft.get("method", "model")
+    label_primary = config.draft.label if config.draft else "model"
     primary = f"{label_primary}/fixed"
     by_group: dict[tuple[str, float], dict[str, Any]] = {}
     failed: dict[str, int] = {}
@@ -284,7 +283,7 @@ def side_from_records(
         )
     ident = {**_identity(doc, config), **tokenizer_identity(env)}
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
-    level = float((config.get("decision") or {}).get("ci_level") or 0.95)
+    level = float((config.decision.ci_level if config.decision else None) or 0.95)
     fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]
     return Side(label, ident, env, groups, level, True, fails)
 

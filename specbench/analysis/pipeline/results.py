@@ -31,7 +31,7 @@ cell stopped on, `analysis.decide.adaptive_summary`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, cast
 
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
@@ -60,6 +60,7 @@ from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
 from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.stats.serialize import json_safe
+from specbench.config.stored import StoredConfig
 
 RESULTS_SCHEMA = 3  # = analysis.documents.results_read's
 
@@ -75,19 +76,20 @@ def entry_analysis(grp: Group) -> EntryAnalysis:
     return serving_entry if is_engine_group(grp) else transformers_entry
 
 
-def run_header(config: Mapping[str, Any], s: AnalysisSettings) -> dict[str, Any]:
-    """results.json's `run`: what was measured, as the stored config says."""
-    draft = config.get("draft", {})
+def run_header(config: StoredConfig, s: AnalysisSettings) -> dict[str, Any]:
+    """results.json's `run`: what was measured, as the stored config says (its `sampling` as
+    stored, key for key)."""
+    draft = config.draft
     return {
-        "name": config.get("name"),
-        "target": config.get("target", {}).get("model"),
-        "draft": draft.get("model") or draft.get("method"),
-        "drafter": draft.get("method", "model"),
-        "sampling": config.get("sampling"),
-        "gammas": config.get("gammas"),
-        "max_new_tokens": config.get("max_new_tokens"),
-        "backend": config.get("backend", "transformers"),
-        "concurrency": config.get("concurrency"),
+        "name": config.name,
+        "target": config.target.model if config.target else None,
+        "draft": (draft.model or draft.method) if draft else None,
+        "drafter": (draft.method or "model") if draft else "model",
+        "sampling": config.sampling.model_dump(exclude_unset=True) if config.sampling else None,
+        "gammas": config.gammas,
+        "max_new_tokens": config.max_new_tokens,
+        "backend": config.backend or "transformers",
+        "concurrency": config.concurrency,
         "margin": s.margin,
         "ci_level": s.ci_level,
     }
@@ -95,7 +97,7 @@ def run_header(config: Mapping[str, Any], s: AnalysisSettings) -> dict[str, Any]
 
 def build_results(
     records: list[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     env: dict[str, Any],
     batch_timing: list[Record] | None = None,
 ) -> dict[str, Any]:
@@ -155,7 +157,7 @@ def build_results(
             economics_section(
                 entries,
                 cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
-                config.get("economics"),
+                config.economics,
                 env.get("device"),
             ),
             env,
@@ -172,7 +174,7 @@ def build_results(
 
 def build_typed_results(
     records: list[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     env: dict[str, Any],
     batch_timing: list[Record] | None = None,
 ) -> RunResults:

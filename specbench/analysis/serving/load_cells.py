@@ -27,6 +27,7 @@ from specbench.analysis.serving.buffering import buffered_cell
 from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
 from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.steady_state import kept_up, queueing_growth
+from specbench.config.stored import StoredConfig, StoredSlo
 
 Record = dict[str, Any]
 CLOSED = "closed"
@@ -49,9 +50,9 @@ def _order(key: CellKey) -> tuple[Any, ...]:
     return (g, label, kind, c if kind in (0, 3) else 0, rate or 0.0)
 
 
-def slo_of(config: dict[str, Any]) -> Slo:
-    s = config.get("slo") or {}
-    return Slo(s.get("ttft_ms"), s.get("tpot_ms"), s.get("e2e_ms"))
+def slo_of(config: StoredConfig) -> Slo:
+    s = config.slo or StoredSlo()
+    return Slo(s.ttft_ms, s.tpot_ms, s.e2e_ms)
 
 
 def _kept(recs: Sequence[Record]) -> tuple[list[Record], list[Record]]:
@@ -221,11 +222,10 @@ def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> st
 
 
 def load_section(
-    recs: Sequence[Record], config: dict[str, Any], level: float, n_boot: int
+    recs: Sequence[Record], slo: Slo, level: float, n_boot: int
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The cells of one workload × temperature (records of that group, every load point) and
-    their warnings."""
-    slo = slo_of(config)
+    their warnings, under the run's SLO."""
     reqs, metrics = _kept(recs)
     attempts = {m.get("attempt") for m in metrics}
     by_cell: dict[CellKey, list[Record]] = defaultdict(list)
@@ -258,7 +258,7 @@ def load_section(
 def attach_load(
     entries: list[dict[str, Any]],
     records: Sequence[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     level: float,
     n_boot: int,
 ) -> None:
@@ -272,10 +272,11 @@ def attach_load(
         if eng is None:
             continue
         cells, notes = load_section(
-            by_group[(e["workload"], float(e["temperature"]))], config, level, n_boot
+            by_group[(e["workload"], float(e["temperature"]))], slo_of(config), level, n_boot
         )
         eng["load"] = cells
-        eng["slo"] = {k: v for k, v in (config.get("slo") or {}).items() if v is not None} or None
+        slo = config.slo.model_dump(exclude_unset=True) if config.slo else {}
+        eng["slo"] = {k: v for k, v in slo.items() if v is not None} or None
         e["warnings"] = list(dict.fromkeys([*e.get("warnings", []), *notes]))
 
 

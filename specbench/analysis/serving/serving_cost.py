@@ -33,6 +33,7 @@ import numpy as np
 
 from specbench.analysis.arithmetic.roi import economics
 from specbench.analysis.stats.serialize import json_num
+from specbench.config.stored import StoredEconomics
 
 PERCENTILES = (50, 90, 99)
 
@@ -163,14 +164,13 @@ def kv_capacity_taken(env: dict[str, Any]) -> dict[str, Any] | None:
 def economics_section(
     entries: list[dict[str, Any]],
     groups: dict[tuple[str, float], dict[str, Any]],
-    settings: dict[str, Any] | None,
+    settings: StoredEconomics | None,
     device: str | None = "cuda",
 ) -> dict[str, Any]:
     """The `economics` block: inputs, and per workload × temperature the cost per 10⁶ output
     tokens with and without speculation at each measured load, the TTFT change and draft memory."""
-    settings = settings or {}
-    price = settings.get("gpu_hour_usd")
-    gpus = int(settings.get("gpus") or 1)
+    price = settings.gpu_hour_usd if settings else None
+    gpus = int((settings.gpus if settings else None) or 1)
     rows = []
     for e in entries:
         rec = e["recommendation"]
