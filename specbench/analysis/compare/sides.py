@@ -19,6 +19,7 @@ from specbench.analysis.compare.samples import (
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.analysis.pipeline.prompt_basis import set_aside
 from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
 
 
@@ -60,8 +61,8 @@ class Group:
     # T = 0: the same prompt repeated gave the same acceptance, round by round (True), did not
     # (False), or was never repeated (None: determinism not shown)
     deterministic: bool | None = None
-    # the prompts the run's verdict set aside as degenerate (`prompt_sets.set_aside`): compare
-    # sets them aside on both sides (docs/theory.md §13)
+    # the prompts the run's verdict set aside as degenerate (`pipeline.prompt_basis.set_aside`):
+    # compare sets them aside on both sides (docs/theory.md §13)
     set_aside: frozenset[str] = frozenset()
 
 
@@ -109,17 +110,6 @@ def _recommendation(entry: WorkloadResult, primary: str) -> RecommendedSetting:
         setting=f"{rec.drafter or primary}/{rec.policy or 'fixed'}",
         best_gamma=best[1] if best else None,
     )
-
-
-def set_aside(entry: WorkloadResult | None) -> frozenset[str]:
-    """The prompts a cell's verdict and figures leave out (`figures_basis` "non_degenerate":
-    the degenerate ones); none when its figures cover every prompt (no degenerate prompt, or
-    none left — `analysis/pipeline/prompt_basis.py`)."""
-    if entry is None or entry.figures_basis is None or entry.content is None:
-        return frozenset()
-    if entry.figures_basis.prompts != "non_degenerate":
-        return frozenset()
-    return frozenset(d.prompt_id for d in entry.content.degenerate_prompts)
 
 
 def _timing_warnings(entry: WorkloadResult) -> list[str]:
@@ -212,7 +202,7 @@ def side_from_results(results: RunResults, label: str) -> Side:
                 for r in (e.engine.ranking if e.engine is not None else [])
                 if r.method
             },
-            set_aside=set_aside(e),
+            set_aside=set_aside(e.figures_basis, e.content),
         )
     # env.json as written (the keys it had), for the environment comparison
     env = doc.env.model_dump(exclude_unset=True)
@@ -279,7 +269,7 @@ def side_from_records(
             primary,
             methods=grp.get("methods", {}),
             deterministic=repeat_determinism(specs) if key[1] == 0 else None,
-            set_aside=set_aside(entry),
+            set_aside=set_aside(entry.figures_basis, entry.content) if entry else frozenset(),
         )
     ident = {**_identity(doc, config), **tokenizer_identity(env)}
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
