@@ -26,6 +26,7 @@ import yaml
 
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 
 Format = Literal["vllm", "sglang", "trtllm", "json"]
 MAX_CONCURRENCY = 1 << 20
@@ -65,7 +66,7 @@ def _levels_check(label: str, sched: Any) -> None:
 
 
 def _pick(
-    results: Any, records: list[dict[str, Any]], config: StoredConfig, workload: str | None,
+    results: Any, records: list[RecordLine], config: StoredConfig, workload: str | None,
     temperature: float | None,
 ) -> tuple[str, float | None, Any]:  # fmt: skip
     """(label, temperature, GammaSchedule): the named workload's, or the pool's when the run

@@ -33,7 +33,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -62,13 +62,27 @@ from specbench.harness.plan import (
     workload_temperatures,
 )
 from specbench.harness.runner import Session, measure_unit, start_run
-from specbench.records import RECORDS_FILE, RecordWriter, iter_records
+from specbench.record_line import RecordLine
+from specbench.records import (
+    RECORDS_FILE,
+    SCHEMA_VERSION,
+    RecordWriter,
+    iter_records,
+    parse_record,
+)
 
 PILOT_PROMPTS = 2
 NEIGHBOUR_TOL = 0.05  # a setting predicted within 5 % of the best is measured too
 PREDICT_BOOT = 1  # a policy's replay is used for its point prediction only
 
-Record = dict[str, Any]
+Record = RecordLine
+
+
+def _line(rec: dict[str, Any]) -> RecordLine:
+    """A record just measured, checked by its kind's model as `specbench report` will read it
+    back (records.parse_record), as the analysis takes it."""
+    parse_record({"schema": SCHEMA_VERSION, **rec})
+    return cast(RecordLine, rec)
 
 
 @dataclass
@@ -295,7 +309,7 @@ def run_adaptive(
                     if record["status"] == "failed":
                         outcome.failures.append(record)
                     writer.write(record)
-                    cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = record
+                    cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = _line(record)
                     outcome.written += 1
                     ev.unit_finished(record)
                 if pilot_or_measure:

@@ -23,12 +23,13 @@ from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config.stored import StoredConfig, StoredEconomics
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
 
 
 def load_run(
     run_dir: Path,
-) -> tuple[list[dict[str, Any]], StoredConfig, dict[str, Any], list[str]]:
+) -> tuple[list[RecordLine], StoredConfig, dict[str, Any], list[str]]:
     """Records, stored config and env of a run directory, plus warnings met while reading."""
     if not run_dir.is_dir():
         raise SpecbenchError(f"run directory not found: {run_dir}")

@@ -430,6 +430,12 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
 # untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
 # raise it (the ones left are JSON documents written out and the run loop's record events).
 REPORT_UNTYPED_SIGNATURES = 10
+# The same ratchet on analysis/ (issue 30 took it from 163 to 101): a records.jsonl line crosses as
+# `record_line.RecordLine` (a TypedDict) and a stored config as `config.stored.StoredConfig`. The
+# ones left are the results.json sections the pipeline still builds as dicts before
+# `build_typed_results` validates them (the pipeline's entry bodies, tables, rows), env.json passed
+# through, JSON Schemas and to_dict / to_json outputs (docs/architecture.md "Typed data").
+ANALYSIS_UNTYPED_SIGNATURES = 101
 
 
 def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -466,6 +472,34 @@ def test_report_signatures_pass_typed_models_not_dicts() -> None:
     )
     assert len(found) == REPORT_UNTYPED_SIGNATURES, (
         f"only {len(found)} left: lower REPORT_UNTYPED_SIGNATURES to {len(found)} (a ratchet)"
+    )
+
+
+def test_analysis_signatures_pass_typed_models_not_dicts() -> None:
+    found = untyped_signatures("specbench.analysis")
+    assert len(found) <= ANALYSIS_UNTYPED_SIGNATURES, (
+        f"{len(found)} `dict[str, Any]` in analysis/'s public signatures, more than the "
+        f"{ANALYSIS_UNTYPED_SIGNATURES} allowed; pass a typed model (a record: RecordLine; the "
+        "stored config: StoredConfig):\n" + "\n".join(found)
+    )
+    assert len(found) == ANALYSIS_UNTYPED_SIGNATURES, (
+        f"only {len(found)} left: lower ANALYSIS_UNTYPED_SIGNATURES to {len(found)} (a ratchet)"
+    )
+
+
+def test_analysis_hides_no_untyped_record_behind_an_alias() -> None:
+    """`Record = dict[str, Any]` would take records out of the count above: a module-level alias
+    in analysis/ is never a bare `dict[str, Any]` or a list / sequence of them."""
+    bare = {"dict[str, Any]", "list[dict[str, Any]]", "Sequence[dict[str, Any]]"}
+    found = [
+        f"{mod}:{node.lineno} {ast.unparse(node)}"
+        for mod, path in modules().items()
+        if _in(mod, ("specbench.analysis",))
+        for node in tree(path).body
+        if isinstance(node, ast.Assign) and ast.unparse(node.value) in bare
+    ]
+    assert not found, "untyped aliases in analysis/ (use RecordLine or a model):\n" + "\n".join(
+        found
     )
 
 

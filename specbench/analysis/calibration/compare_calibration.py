@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from specbench.analysis.compare.metrics import (
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
 from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
+from specbench.record_line import RecordLine
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,14 @@ def simulate_run(
     speedup_cv: float = RUN_TO_RUN_CV_SPEEDUP,
     timing_cv: float = RUN_TO_RUN_CV_TIMING,
     prompt_seed: int = 7,
-) -> list[dict[str, Any]]:
+) -> list[RecordLine]:
     """The records of one simulated run. `prompt_seed` fixes what belongs to the prompts (their
     α_p, their greedy acceptance, their length); `run_seed` everything a rerun changes."""
     prompts = np.random.default_rng(prompt_seed)
     run = np.random.default_rng(run_seed)
     machine = math.exp(timing_cv * run.standard_normal())  # this run's machine speed
     t_ar, t_draft, t_verify0, t_verify1 = 20.0, 2.0, 18.0, 0.8  # ms: a tiny-pair-like cost
-    out: list[dict[str, Any]] = []
+    out: list[RecordLine] = []
     for w in range(size.workloads):
         alpha_w = 0.55 + 0.1 * w  # workloads differ in acceptance
         for temp in size.temperatures:
@@ -116,7 +116,7 @@ def simulate_run(
     return out
 
 
-def _baseline(workload: str, temp: float, pid: str, tpot: float) -> dict[str, Any]:
+def _baseline(workload: str, temp: float, pid: str, tpot: float) -> RecordLine:
     tokens = SIM_NEW_TOKENS
     return {
         "schema": 1,
@@ -146,7 +146,7 @@ def _spec(
     beta: np.ndarray,
     tokens: int,
     decode_ms: float,
-) -> dict[str, Any]:
+) -> RecordLine:
     return {
         "schema": 1,
         "kind": "spec",
@@ -171,7 +171,7 @@ def _spec(
     }
 
 
-def sim_side(runs: list[list[dict[str, Any]]], size: SimSize, label: str) -> Side:
+def sim_side(runs: list[list[RecordLine]], size: SimSize, label: str) -> Side:
     cfg = _config(size)
     return merge_runs(
         [side_from_records(r, cfg, SIM_ENV, f"{label}{i}") for i, r in enumerate(runs)]

@@ -21,6 +21,7 @@ from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.pipeline.prompt_basis import set_aside
 from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
+from specbench.record_line import RecordLine
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ def side_from_results(results: RunResults, label: str) -> Side:
 
 
 def side_from_records(
-    records: list[dict[str, Any]],
+    records: list[RecordLine],
     config: StoredConfig,
     env: dict[str, Any],
     label: str,
@@ -278,7 +279,7 @@ def side_from_records(
     return Side(label, ident, env, groups, level, True, fails)
 
 
-def repeat_determinism(specs: list[dict[str, Any]]) -> bool | None:
+def repeat_determinism(specs: list[RecordLine]) -> bool | None:
     """Whether the speculative records of one T = 0 group show greedy decoding deterministic:
     every prompt measured more than once (repeats) gave the same tokens — the same acceptance
     round by round and the same number of new tokens; None when no prompt was repeated."""

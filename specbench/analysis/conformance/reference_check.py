@@ -23,6 +23,7 @@ from specbench.config.stored import (
     StoredSpeculative,
 )
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 
 _DECISION, _CONFORMANCE = DecisionSpec(), ConformanceSpec()  # the defaults of unset keys
 
@@ -42,7 +43,7 @@ CAUSES = {
 
 
 def greedy_outputs(
-    records: list[dict[str, Any]], ref_records: list[dict[str, Any]], workload: str, gamma: int
+    records: list[RecordLine], ref_records: list[RecordLine], workload: str, gamma: int
 ) -> dict[str, int] | None:
     """At T = 0: engine γ outputs identical to the reference's target-only greedy outputs."""
     ref = {
@@ -125,9 +126,9 @@ def setting_mismatches(config: StoredConfig, ref_config: StoredConfig) -> list[t
 
 
 def check_against_reference(
-    records: list[dict[str, Any]],
+    records: list[RecordLine],
     config: StoredConfig,
-    loader: Callable[[Path], tuple[list[dict[str, Any]], StoredConfig, dict[str, Any], list[str]]],
+    loader: Callable[[Path], tuple[list[RecordLine], StoredConfig, dict[str, Any], list[str]]],
 ) -> dict[str, Any] | None:
     """The results.json `conformance` section, or None when no reference run is configured."""
     conf = config.conformance or StoredConformance()

@@ -32,10 +32,11 @@ from specbench.analysis.stats.sequential import (
 from specbench.analysis.stats.serialize import json_num
 from specbench.config import AdaptiveSpec, DecisionSpec
 from specbench.config.stored import StoredAdaptive, StoredConfig, StoredDecision
+from specbench.record_line import RecordLine
 
 _DECISION, _ADAPTIVE = DecisionSpec(), AdaptiveSpec()  # the defaults of unset keys
 
-Record = dict[str, Any]
+Record = RecordLine
 
 
 def is_adaptive(records: list[Record]) -> bool:
@@ -65,7 +66,7 @@ def with_cap(s: SequenceSettings, records: Sequence[Record]) -> SequenceSettings
     """The design of this cell: its looks end at the prompts it may use (`plan_prompts`, fixed
     when the cell was planned, before any data); records without it keep `s.n_max` (None: the
     α-spending design over the whole schedule, docs/theory.md §14)."""
-    plan = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    plan = [int(x) for r in records if (x := r.get("plan_prompts")) is not None]
     return replace(s, n_max=max(plan)) if plan else s
 
 
@@ -101,7 +102,7 @@ def prompts_left(records: Sequence[Record], config: StoredConfig) -> int | None:
 def unused_prompts(records: Sequence[Record]) -> int:
     """The prompts the cell may use (`plan_prompts`) that it has not measured; 0 when the
     records predate `plan_prompts`."""
-    supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    supply = [int(x) for r in records if (x := r.get("plan_prompts")) is not None]
     measured = len({str(r["prompt_id"]) for r in records})
     return max(max(supply) - measured, 0) if supply else 0
 

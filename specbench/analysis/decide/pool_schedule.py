@@ -48,8 +48,9 @@ from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_schedule import split_schedule
 from specbench.analysis.stats.serialize import json_num
 from specbench.config.stored import StoredConfig
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 
 
 @dataclass(frozen=True)

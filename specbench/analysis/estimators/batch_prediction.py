@@ -30,6 +30,7 @@ from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
 from specbench.analysis.estimators.acceptance import prompt_truncation
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
 from specbench.analysis.stats.serialize import est_json
+from specbench.record_line import RecordLine
 
 BATCH_TIMING_KIND = "batch_timing"
 
@@ -52,7 +53,7 @@ class StepCosts:
         return gamma * self.draft_ms[b] + self.verify_ms[(b, gamma)]
 
 
-def step_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, StepCosts]:
+def step_costs(records: Sequence[RecordLine]) -> dict[str, StepCosts]:
     """Per workload, the median of each batched forward over its `batch_timing` records."""
     draft: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     verify: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -110,8 +111,8 @@ class PromptTokens:
         return Estimate(value, est.lo, est.hi)
 
 
-def prompt_tokens(spec_records: Sequence[Mapping[str, Any]], gamma_max: int) -> PromptTokens:
-    recs = [dict(r) for r in spec_records if r.get("rounds")]
+def prompt_tokens(spec_records: Sequence[RecordLine], gamma_max: int) -> PromptTokens:
+    recs = [r for r in spec_records if r.get("rounds")]
     pt = prompt_truncation(recs, gamma_max)
     return PromptTokens(pt.lengths, pt.expected, [str(r["prompt_id"]) for r in recs])
 
@@ -159,7 +160,7 @@ def best_gamma(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def batch_prediction(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[RecordLine],
     groups: Mapping[tuple[str, float], Mapping[str, Any]],
     primary_drafter: str,
     n_boot: int,

@@ -18,6 +18,7 @@ from specbench.analysis.arithmetic.timing_model import TimingModel
 from specbench.analysis.estimators.entry_warnings import few_tokens_per_round
 from specbench.analysis.estimators.latency import measured_latency
 from specbench.analysis.stats.serialize import json_num
+from specbench.record_line import RecordLine
 
 MODELS = ("iid", "empirical")
 
@@ -62,8 +63,8 @@ def gamma_table(
     gamma_max: int,
     curves: Mapping[str, Mapping[int, float]],
     model: TimingModel,
-    base: list[dict[str, Any]],
-    specs: Mapping[int, list[dict[str, Any]]],
+    base: list[RecordLine],
+    specs: Mapping[int, list[RecordLine]],
     acceptance: Callable[[int], GammaAcceptance],
     n_boot: int,
     level: float,

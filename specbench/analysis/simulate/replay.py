@@ -39,6 +39,7 @@ from specbench.analysis.stats.serialize import est_json
 from specbench.config import PolicySpec
 from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 
 Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
 
@@ -224,7 +225,7 @@ def replay_greedy_prompt(
 
 def replay(
     policy: Policy,
-    records: list[dict[str, Any]],
+    records: list[RecordLine],
     timing: Timing,
     gamma_max: int,
     n_boot: int = 2000,
@@ -311,7 +312,7 @@ def policy_for(
         raise SpecbenchError(f"policy '{name}': {msg.removeprefix('Value error, ')}") from None
 
 
-def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]]) -> Timing:
+def timing_from_records(base: list[RecordLine], trace: list[RecordLine]) -> Timing:
     """The timing model of one drafter's trace (`analysis.arithmetic.timing_model.fit_from_records`)."""
     if not any(r.get("step_ms") for r in base):
         raise SpecbenchError("the run has no baseline step timings to simulate against")
@@ -319,7 +320,7 @@ def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]])
 
 
 def simulate_run(
-    records: list[dict[str, Any]],
+    records: list[RecordLine],
     policies: Sequence[Policy | tuple[str, dict[str, Any]]],
     n_boot: int = 2000,
     ngram_drafters: frozenset[str] = frozenset({"ngram"}),
