@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,8 +26,11 @@ from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.report.terminal import make_console
 
+if TYPE_CHECKING:
+    from specbench.analysis.simulate.replay import PolicyOptions
 
-def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
+
+def parse_policy(text: str) -> tuple[str, PolicyOptions]:
     """'name' or 'name:key=value,key=value' → (name, options)."""
     name, _, rest = text.partition(":")
     name = name.strip()
@@ -35,7 +38,7 @@ def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
         raise SpecbenchError(
             f"--policy: unknown policy '{name}'; valid policies: {', '.join(POLICY_NAMES)}"
         )
-    options: dict[str, Any] = {}
+    options: PolicyOptions = {}
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq:
@@ -50,13 +53,13 @@ def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
     return name, options
 
 
-def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
+def check_policy(text: str, name: str, options: PolicyOptions) -> None:
     """Validate the options as the config's PolicySpec does, as one line naming the option (not
     pydantic's multi-line dump)."""
     from pydantic import ValidationError
 
     try:
-        PolicySpec(name=name, **options)
+        PolicySpec.model_validate({"name": name, **options})
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"])

@@ -29,7 +29,7 @@ import numpy as np
 from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
 from specbench.analysis.estimators.acceptance import prompt_truncation
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
-from specbench.analysis.stats.serialize import est_json
+from specbench.analysis.stats.serialize import EstimateDoc, est_json
 from specbench.record_line import RecordLine
 
 BATCH_TIMING_KIND = "batch_timing"
@@ -117,7 +117,7 @@ def prompt_tokens(spec_records: Sequence[RecordLine], gamma_max: int) -> PromptT
     return PromptTokens(pt.lengths, pt.expected, [str(r["prompt_id"]) for r in recs])
 
 
-def _scaled(est: Estimate, factor: float) -> dict[str, Any] | None:
+def _scaled(est: Estimate, factor: float) -> EstimateDoc | None:
     return est_json(Estimate(est.value * factor, est.lo * factor, est.hi * factor))
 
 

@@ -42,6 +42,7 @@ from specbench.errors import SpecbenchError
 from specbench.record_line import RecordLine
 
 Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
+PolicyOptions = dict[str, float]  # `--policy name:key=value,…`, as `config.PolicySpec` takes them
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,7 @@ def bound_advice(name: str, gamma_max: int) -> str:
     return f"bound it: --policy {name}:{key}"
 
 
-def fitted_options(name: str, options: dict[str, Any], gamma_max: int) -> dict[str, Any]:
+def fitted_options(name: str, options: PolicyOptions, gamma_max: int) -> PolicyOptions:
     """The options with every γ bound the user did not give clamped to the trace's γ_max, so the
     default policy set (and `--policy adaptive`) replays on a run whose grid stops below 8; a
     bound the user gave is kept, and refused by `replay` when the trace cannot hold it."""
@@ -296,14 +297,14 @@ def fitted_options(name: str, options: dict[str, Any], gamma_max: int) -> dict[s
 
 
 def policy_for(
-    name: str, options: dict[str, Any], temperature: float, gamma_max: int | None = None
+    name: str, options: PolicyOptions, temperature: float, gamma_max: int | None = None
 ) -> Policy:
     """The policy `name` with `options`; given the trace's `gamma_max`, the bounds not given are
     fitted to it (`fitted_options`)."""
     if gamma_max is not None:
         options = fitted_options(name, options, gamma_max)
     try:
-        return Policy(PolicySpec(name=name, **options), temperature)
+        return Policy(PolicySpec.model_validate({"name": name, **options}), temperature)
     except ValueError as exc:  # pydantic validation → one line
         first = str(exc).splitlines()
         msg = next(
@@ -321,7 +322,7 @@ def timing_from_records(base: list[RecordLine], trace: list[RecordLine]) -> Timi
 
 def simulate_run(
     records: list[RecordLine],
-    policies: Sequence[Policy | tuple[str, dict[str, Any]]],
+    policies: Sequence[Policy | tuple[str, PolicyOptions]],
     n_boot: int = 2000,
     ngram_drafters: frozenset[str] = frozenset({"ngram"}),
 ) -> list[dict[str, Any]]:
