@@ -40,6 +40,7 @@ from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
 from specbench.analysis.pipeline.results import build_typed_results
 from specbench.analysis.serving.load_cells import closed_loop
+from specbench.config.stored import StoredConfig
 from specbench.harness.compare_inputs import load_thresholds
 from specbench.harness.rundir import load_run
 
@@ -66,7 +67,7 @@ def make_runs(pool: Path, kind: str, n: int, config: Path) -> None:
 
 
 def _side(
-    records: list[dict[str, Any]], config: dict[str, Any], env: dict[str, Any], label: str
+    records: list[dict[str, Any]], config: StoredConfig, env: dict[str, Any], label: str
 ) -> Side:
     results = build_typed_results(records, config, env)
     return side_from_records(closed_loop(records), config, env, label, results)
@@ -87,7 +88,7 @@ def slowed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def load_pool(
     pool: Path, kind: str
-) -> list[tuple[Path, list[dict[str, Any]], dict[str, Any], dict[str, Any]]]:
+) -> list[tuple[Path, list[dict[str, Any]], StoredConfig, dict[str, Any]]]:
     runs = sorted(p for p in (pool / kind).glob("run*") if (p / "records.jsonl").is_file())
     return [(p, *load_run(p)[:3]) for p in runs]
 

@@ -58,7 +58,10 @@ def pool_schedule_of(run_dir: Path) -> tuple[Any, str]:
 
     records, config, _, _ = load_run(run_dir)
     s = AnalysisSettings.from_config(config)
-    temp = float(config["sampling"]["temperatures"][0])
+    temps = config.sampling.temperatures if config.sampling else None
+    if not temps:
+        raise SystemExit(f"error: {run_dir}: the stored config names no temperature")
+    temp = float(temps[0])
     members = pool_members(records, s, temp)
     doc = pool_schedule(members, s)
     if doc is None:

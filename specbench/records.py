@@ -1,10 +1,9 @@
 """Run records: one self-describing JSON line per generated prompt, appended as soon as it exists.
 
 Every line carries the schema version, its kind ("baseline", "spec", "warmup_baseline",
-"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch, and the transformers
-backend with `batch_timing` writes "batch_timing" lines, one per workload × batch size × repeat,
-to batch_timing.jsonl beside records.jsonl) and its
-unit key (workload, temperature, γ, drafter, policy, prompt id, repeat). A record is never
+"warmup_spec", "failed"; the engine backends add one "engine_metrics" line per batch, and the
+transformers backend with `batch_timing` writes "batch_timing" lines, one per workload × batch
+size × repeat, to batch_timing.jsonl beside records.jsonl) and its unit key (workload, temperature, γ, drafter, policy, prompt id, repeat). A record is never
 rewritten: `--resume` reads the file, skips the complete units and appends the rest; derived
 files (results.json, reports) are regenerated from the records.
 
@@ -12,7 +11,7 @@ Each kind is a pydantic model (`BaselineRecord`, `SpecRecord`, `WarmupRecord`, `
 `EngineMetricsRecord`, `BatchTimingRecord`; unknown keys are kept): the reader validates every line against its
 kind's model (`iter_records` yields the JSON objects as written, `read_typed_records` the
 models), and `record_json_schema()` documents a line. The harness writes plain dicts, so the
-lines are exactly what it wrote. The analysis reads records as tables (`analysis.estimators.tables`).
+lines are exactly what it wrote; the analysis reads them as `record_line.RecordLine` (typed keys).
 
 Schema history:
   1 — first version (per-prompt lines holding per-round arrays).
@@ -24,14 +23,15 @@ import contextlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from specbench.errors import SpecbenchError, SpecbenchWarning
+from specbench.record_line import RecordLine
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
@@ -54,7 +54,7 @@ class UnitKey:
     repeat: int
 
     @classmethod
-    def of(cls, rec: dict[str, Any]) -> UnitKey:
+    def of(cls, rec: Mapping[str, Any]) -> UnitKey:
         return cls(
             kind=rec["unit_kind"],
             workload=rec["workload"],
@@ -370,11 +370,11 @@ def _iter_parsed(path: Path) -> Iterator[tuple[dict[str, Any], Record]]:
         yield rec, typed
 
 
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+def iter_records(path: Path) -> Iterator[RecordLine]:
     """The records of a file as the JSON objects written (each validated by its kind's model),
     with `_iter_parsed`'s handling of truncated and malformed lines."""
     for rec, _ in _iter_parsed(path):
-        yield rec
+        yield cast(RecordLine, rec)  # checked by its kind's model (`RecordLine`'s docstring)
 
 
 def read_typed_records(path: Path) -> list[Record]:
@@ -385,7 +385,7 @@ def read_typed_records(path: Path) -> list[Record]:
 MEASURED_KINDS = ("baseline", "spec")
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[RecordLine]:
     return list(iter_records(path))
 
 

@@ -24,7 +24,9 @@ from typing import Annotated, Any, Literal
 import typer
 import yaml
 
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 
 Format = Literal["vllm", "sglang", "trtllm", "json"]
 MAX_CONCURRENCY = 1 << 20
@@ -64,7 +66,7 @@ def _levels_check(label: str, sched: Any) -> None:
 
 
 def _pick(
-    results: Any, records: list[dict[str, Any]], config: dict[str, Any], workload: str | None,
+    results: Any, records: list[RecordLine], config: StoredConfig, workload: str | None,
     temperature: float | None,
 ) -> tuple[str, float | None, Any]:  # fmt: skip
     """(label, temperature, GammaSchedule): the named workload's, or the pool's when the run
@@ -140,12 +142,12 @@ def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> 
     ]
 
 
-def _provenance(run_dir: Path, env: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def _provenance(run_dir: Path, env: dict[str, Any], config: StoredConfig) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir),
-        "run": config.get("name"),
-        "target": (config.get("target") or {}).get("model"),
-        "draft": (config.get("draft") or {}).get("model"),
+        "run": config.name,
+        "target": config.target.model if config.target else None,
+        "draft": config.draft.model if config.draft else None,
         "backend": env.get("backend"),
         "engine_version": env.get("vllm"),
         "device": env.get("gpu") or env.get("device"),
@@ -153,25 +155,25 @@ def _provenance(run_dir: Path, env: dict[str, Any], config: dict[str, Any]) -> d
     }
 
 
-def _deployment(env: dict[str, Any], config: dict[str, Any]) -> Any:
+def _deployment(env: dict[str, Any], config: StoredConfig) -> Any:
     """The target, method, draft and options the run served (env.json's speculative_config; an
     openai run's first speculative endpoint), for the engine flags."""
     from specbench.report.schedule_export import Deployment
 
     target = str(
         (env.get("engine_args") or {}).get("model")
-        or (config.get("target") or {}).get("model")
+        or (config.target.model if config.target else None)
         or "MODEL"
     )
     conf = env.get("speculative_config")
     if isinstance(conf, list):
         conf = conf[0] if conf else None
-    draft = (config.get("draft") or {}).get("model")
+    draft = config.draft.model if config.draft else None
     if isinstance(conf, dict) and conf:
         dep = Deployment.from_vllm(target, conf)
         return dep if dep.draft or dep.method != "draft_model" else replace(dep, draft=draft)
-    endpoints = ((config.get("server") or {}).get("endpoints")) or []
-    method = next((e.get("method") for e in endpoints if e.get("method")), None)
+    endpoints = (config.server.endpoints if config.server else None) or []
+    method = next((e.method for e in endpoints if e.method), None)
     return Deployment(target, str(method or "draft_model"), draft)
 
 

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from specbench.cli.options import JsonOption
 from specbench.config import POLICY_NAMES, PolicySpec
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.report.terminal import make_console
 
+if TYPE_CHECKING:
+    from specbench.analysis.simulate.replay import PolicyOptions
 
-def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
+
+def parse_policy(text: str) -> tuple[str, PolicyOptions]:
     """'name' or 'name:key=value,key=value' → (name, options)."""
     name, _, rest = text.partition(":")
     name = name.strip()
@@ -34,7 +38,7 @@ def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
         raise SpecbenchError(
             f"--policy: unknown policy '{name}'; valid policies: {', '.join(POLICY_NAMES)}"
         )
-    options: dict[str, Any] = {}
+    options: PolicyOptions = {}
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq:
@@ -49,13 +53,13 @@ def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
     return name, options
 
 
-def check_policy(text: str, name: str, options: dict[str, Any]) -> None:
+def check_policy(text: str, name: str, options: PolicyOptions) -> None:
     """Validate the options as the config's PolicySpec does, as one line naming the option (not
     pydantic's multi-line dump)."""
     from pydantic import ValidationError
 
     try:
-        PolicySpec(name=name, **options)
+        PolicySpec.model_validate({"name": name, **options})
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
@@ -74,7 +78,7 @@ N_BOOT = 2000  # analysis.simulate.replay.simulate_run's default
 
 
 def provenance(
-    run_dir: Path, config: dict[str, Any], env: dict[str, Any], policies: list[str]
+    run_dir: Path, config: StoredConfig, env: dict[str, Any], policies: list[str]
 ) -> dict[str, Any]:
     """What a simulation was computed from, as run and accept record theirs."""
     import hashlib
@@ -83,19 +87,19 @@ def provenance(
     from specbench.analysis.stats.resampling import DEFAULT_SEED
     from specbench.records import RECORDS_FILE
 
-    draft = config.get("draft") or {}
+    draft = config.draft
     records = run_dir / RECORDS_FILE
     return {
         "specbench": specbench.__version__,
         "run_dir": str(run_dir),
         "run": {
-            "name": config.get("name"),
-            "target": (config.get("target") or {}).get("model"),
-            "draft": draft.get("model") or draft.get("method"),
-            "backend": config.get("backend", "transformers"),
-            "gammas": config.get("gammas"),
-            "sampling": config.get("sampling"),
-            "seed": config.get("seed"),
+            "name": config.name,
+            "target": config.target.model if config.target else None,
+            "draft": (draft.model or draft.method) if draft else None,
+            "backend": config.backend or "transformers",
+            "gammas": config.gammas,
+            "sampling": config.sampling.model_dump(exclude_unset=True) if config.sampling else None,
+            "seed": config.seed,
             "specbench": env.get("specbench"),
             "specbench_git_commit": env.get("specbench_git_commit"),
             "tokenizers": env.get("tokenizers"),
@@ -129,10 +133,7 @@ def simulate(
 
     specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
     records, config, env, _notes = load_run(run_dir)
-    drafters = [config.get("draft") or {}, *(config.get("extra_drafters") or [])]
-    ngram = frozenset(
-        d.get("name") or d.get("method", "model") for d in drafters if d.get("method") == "ngram"
-    )
+    ngram = frozenset(d.label for d in config.drafters if d.method == "ngram")
     results = simulate_run(records, specs, N_BOOT, ngram_drafters=ngram or frozenset({"ngram"}))
     if not results:
         raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")

@@ -8,6 +8,7 @@ Public API (see each module for details):
   bounds `MAX_*` and the names `DRAFT_METHODS`, `POLICY_NAMES` (`config.sections`)
 - the backend sections: `EngineSpec`, `SpeculativeSpec` (vllm), `ServerSpec`, `EndpointSpec`
   (openai), `speculative_specs`, `speculative_label` (`config.backends`)
+- a run directory's config.yaml as the analyses read it: `StoredConfig` (`config.stored`)
 - reading: `load_config`, `parse_config`, `read_yaml`, `deep_merge`, `dump_config`,
   `format_validation_error` (`config.loader`)
 """

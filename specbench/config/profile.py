@@ -53,6 +53,16 @@ def _off_to_none(v: Any) -> Any:
     return v
 
 
+def _number(t: Any) -> Any:
+    """A temperature key written as text ("0.7") read as the number it names."""
+    if isinstance(t, str):
+        try:
+            return float(t)
+        except ValueError:
+            return t
+    return t
+
+
 def _shares(v: dict[Any, float]) -> dict[Any, float]:
     """Non-negative finite shares, at least one positive, normalised to sum 1."""
     if not v:
@@ -86,6 +96,8 @@ class TrafficMix(StrictModel):
     @classmethod
     def _temps_keys(cls, v: Any) -> Any:
         if isinstance(v, dict):
+            # a stored config.yaml (written from the model as JSON) has the keys as strings
+            v = {_number(t): x for t, x in v.items()}
             for t in v:
                 if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 100:
                     raise ValueError(f"{t!r} is not a temperature in [0, 100]")

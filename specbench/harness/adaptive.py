@@ -33,7 +33,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from specbench.analysis.estimators.content import degenerate_reason, record_chec
 from specbench.analysis.simulate.replay import replay
 from specbench.analysis.stats.sequential import SequentialDecision
 from specbench.config import DraftSpec, RunConfig
+from specbench.config.stored import StoredConfig
 from specbench.data import Prompt
 from specbench.decoding.policies import Policy
 from specbench.harness.plan import (
@@ -61,13 +62,27 @@ from specbench.harness.plan import (
     workload_temperatures,
 )
 from specbench.harness.runner import Session, measure_unit, start_run
-from specbench.records import RECORDS_FILE, RecordWriter, iter_records
+from specbench.record_line import RecordLine
+from specbench.records import (
+    RECORDS_FILE,
+    SCHEMA_VERSION,
+    RecordWriter,
+    iter_records,
+    parse_record,
+)
 
 PILOT_PROMPTS = 2
 NEIGHBOUR_TOL = 0.05  # a setting predicted within 5 % of the best is measured too
 PREDICT_BOOT = 1  # a policy's replay is used for its point prediction only
 
-Record = dict[str, Any]
+Record = RecordLine
+
+
+def _line(rec: dict[str, Any]) -> RecordLine:
+    """A record just measured, checked by its kind's model as `specbench report` will read it
+    back (records.parse_record), as the analysis takes it."""
+    parse_record({"schema": SCHEMA_VERSION, **rec})
+    return cast(RecordLine, rec)
 
 
 @dataclass
@@ -191,10 +206,10 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
     return [unit(base, p, "measure")] + [unit(st, p, "measure") for st in cell.candidates]
 
 
-def update(config: dict[str, Any], cell: Cell) -> None:
+def update(config: StoredConfig, cell: Cell) -> None:
     """The cell's sequential verdict over the candidates measured so far (none in the pilot,
     where only the usable-prompt supply can end the cell, as futile); `config`: the run's config
-    as stored (`RunConfig.model_dump(mode="json")`), which the report reads too."""
+    as stored (`StoredConfig.of`), which the report reads too."""
     base = cell.ok(DecodingSetting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
@@ -258,7 +273,7 @@ def run_adaptive(
     ev.planned(sum(len(c.prompts) for c in cells) * per_prompt, len(done))
     outcome = AdaptiveOutcome(out_dir, cells=cells)
     warmed: set[float] = set()  # the temperatures warmed up in this invocation
-    config = cfg.model_dump(mode="json")
+    config = StoredConfig.of(cfg)  # as the report will read it back
     line = 1.0 + cfg.decision.margin
     for cell in cells:
         ev.cell_updated(cell.workload, cell.temp, cell.state, cell.decision, line)
@@ -294,7 +309,7 @@ def run_adaptive(
                     if record["status"] == "failed":
                         outcome.failures.append(record)
                     writer.write(record)
-                    cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = record
+                    cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = _line(record)
                     outcome.written += 1
                     ev.unit_finished(record)
                 if pilot_or_measure:

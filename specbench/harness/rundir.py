@@ -12,23 +12,24 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
-from specbench.config import MAX_BOOTSTRAP
+from specbench.config.stored import StoredConfig, StoredEconomics
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 from specbench.records import BATCH_TIMING_FILE, RECORDS_FILE, read_records
 
 
 def load_run(
     run_dir: Path,
-) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
+) -> tuple[list[RecordLine], StoredConfig, dict[str, Any], list[str]]:
     """Records, stored config and env of a run directory, plus warnings met while reading."""
     if not run_dir.is_dir():
         raise SpecbenchError(f"run directory not found: {run_dir}")
@@ -54,68 +55,12 @@ def _text(path: Path) -> str:
         raise SpecbenchError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _StoredModel(_Loose):
-    model: str | None = None
-    dtype: str | None = None
-    revision: str | None = None
-    method: str | None = None
-    name: str | None = None
-    logit_noise: float | None = None
-
-
-class _StoredWorkload(_Loose):
-    name: str
-    weight: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
-    n: int | None = None
-
-
-class _StoredSampling(_Loose):
-    temperatures: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-
-
-class _StoredDecision(_Loose):
-    margin: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
-    ci_level: float | None = Field(default=None, gt=0.0, lt=1.0)
-    bootstrap: int | None = Field(default=None, ge=1, le=MAX_BOOTSTRAP)
-    target_ci_halfwidth: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-
-
-class StoredConfig(_Loose):
-    """The keys of a run's stored config.yaml that report / compare / simulate read, typed. A
-    stored config is a dumped RunConfig; this checks only what the analyses use, so a run dir
-    written by an older specbench (or a test's synthetic run) still reads."""
-
-    name: str | None = None
-    backend: str | None = None
-    target: _StoredModel | None = None
-    draft: _StoredModel | None = None
-    extra_drafters: list[_StoredModel] | None = None
-    workloads: list[_StoredWorkload] | None = None
-    sampling: _StoredSampling | None = None
-    gammas: list[int] | None = None
-    max_new_tokens: int | None = None
-    chat_template: str | bool | None = None
-    concurrency: list[int] | None = None
-    decision: _StoredDecision | None = None
-    conformance: dict[str, Any] | None = None
-    server: dict[str, Any] | None = None
-    engine: dict[str, Any] | None = None
-    speculative: dict[str, Any] | list[dict[str, Any]] | None = None
-    economics: dict[str, Any] | None = None
-
-
-def read_stored_config(path: Path) -> dict[str, Any]:
-    """A run's stored config.yaml, its analysed keys typed (one line naming the file and the key
-    otherwise); a missing file is an empty config."""
+def read_stored_config(path: Path) -> StoredConfig:
+    """A run's stored config.yaml as the typed `StoredConfig` the analyses take (one line naming
+    the file and the key when a key it reads is unusable); a missing file is an empty config."""
 
     if not path.is_file():
-        return {}
+        return StoredConfig()
     try:
         data = yaml.safe_load(_text(path))
     except yaml.YAMLError as exc:
@@ -123,17 +68,16 @@ def read_stored_config(path: Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecbenchError(f"{path}: invalid YAML{where}") from None
     if data is None:
-        return {}
+        return StoredConfig()
     if not isinstance(data, dict):
         raise SpecbenchError(f"{path}: the stored config must be a mapping of keys to values")
     try:
-        StoredConfig.model_validate(data)
+        return StoredConfig.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
         got = " ".join(repr(first.get("input"))[:60].split())
         raise SpecbenchError(f"{path}: {key}: {first['msg']} (got {got})") from None
-    return data
 
 
 def read_env(path: Path) -> dict[str, Any]:
@@ -187,15 +131,18 @@ def write_results(
     records, config, env, notes = load_run(run_dir)
     given = {k: v for k, v in (economics or {}).items() if v is not None}
     if given:
-        config = {**config, "economics": {**(config.get("economics") or {}), **given}}
+        stored = config.economics.model_dump(exclude_unset=True) if config.economics else {}
+        econ = StoredEconomics.model_validate({**stored, **given})
+        config = config.model_copy(update={"economics": econ})
     timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§18)
     timing = read_records(timing_path) if timing_path.is_file() else None
     results = build_results(records, config, env, timing)
-    if (config.get("conformance") or {}).get("reference_run"):  # engine runs
+    reference = config.conformance.reference_run if config.conformance else None
+    if reference:  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
         results["conformance"] = check_against_reference(closed_loop(records), config, load_run)
-        predicted = prediction_check_of(results, Path(config["conformance"]["reference_run"]))
+        predicted = prediction_check_of(results, Path(reference))
         if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §18)
             results["prediction_check"] = predicted
     if not results["workloads"]:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 
-from ..unit.test_compare import ENV, config, make_records
+from ..unit.test_compare import ENV, config, make_records, stored_config
 
 runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1"})
 
@@ -189,7 +189,7 @@ def test_exit_2_on_a_results_json_that_does_not_validate(
 ) -> None:
     # compare reads results.json through the typed model: a renamed key is bad input, not a
     # silently missing row
-    doc = build_results(make_records(seed=300), config(), ENV)
+    doc = build_results(make_records(seed=300), stored_config(), ENV)
     doc["workloads"][0]["alpha_rate"] = doc["workloads"][0].pop("alpha")
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))

@@ -13,6 +13,7 @@ from specbench.analysis.decide.adaptive_summary import cell_decision, sequence_s
 from specbench.analysis.stats.sequential import FUTILITY_FROM, MIN_PROMPTS
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.harness import runner
 from specbench.harness.adaptive import PILOT_PROMPTS, predictions, run_adaptive
@@ -129,7 +130,7 @@ def test_futility_state_is_a_function_of_the_records(tmp_path: Path, session) ->
 def test_sequential_verdict_from_records_matches_the_recorded_state(session) -> None:  # type: ignore[no-untyped-def]
     """cell_decision on too few prompts is undecided, whatever the speedup."""
     cfg = parse_config(tiny_config(Path("unused")))
-    s = sequence_settings(cfg.model_dump(mode="json"))
+    s = sequence_settings(StoredConfig.of(cfg))
     assert s.candidates == 2 and s.margin == cfg.decision.margin
     assert cell_decision([], [], s).state == "undecided"
 

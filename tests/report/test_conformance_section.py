@@ -11,6 +11,7 @@ import numpy as np
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
 from specbench.analysis.documents.results_model_engine import Conformance
+from specbench.config.stored import StoredConfig
 from specbench.harness.rundir import load_run
 from specbench.report.blocks import to_markdown
 from specbench.report.serving_sections import conformance_blocks
@@ -45,7 +46,8 @@ def test_a_shortfall_an_equal_and_an_insufficient_comparison_render() -> None:
 
 
 def test_an_unavailable_reference_is_one_sentence() -> None:
-    doc = check_against_reference([], {"conformance": {"reference_run": "/no/run"}}, load_run)
+    config = StoredConfig.model_validate({"conformance": {"reference_run": "/no/run"}})
+    doc = check_against_reference([], config, load_run)
     conf = Conformance.model_validate(doc)
     md = to_markdown(conformance_blocks(conf))
     assert conf.status == "unavailable"

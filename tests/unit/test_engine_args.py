@@ -23,6 +23,7 @@ from specbench.analysis.pipeline.results import build_typed_results
 from specbench.cli.app import app
 from specbench.config import parse_config
 from specbench.config.backends import ExecutorBackend
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.endpoints import check_endpoints, endpoints_of
 from specbench.harness.serving.vllm_args import engine_args
@@ -148,7 +149,7 @@ def test_schedule_and_the_first_screen_paste_the_measured_layout(tmp_path: Path)
     assert res.exit_code == 0 and "--tensor-parallel-size" not in res.stdout
 
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = build_typed_results(synthetic_engine_run(), cfg, env)
+    results = build_typed_results(synthetic_engine_run(), StoredConfig.model_validate(cfg), env)
     g = results.global_.by_temperature[0]
     line = paste_line(results, g)
     assert g.verdict == "on" and line is not None

@@ -24,6 +24,7 @@ from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.analysis.decide.pool_schedule import PoolMember, pool_schedule
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.cli.app import app
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.report import schedule_export as ex
 from tests.unit.test_engine_metrics import _minimal, _req, synthetic_engine_run
@@ -232,7 +233,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = build_typed_results(recs, cfg, {})
+    results = build_typed_results(recs, StoredConfig.model_validate(cfg), {})
     console = Console(record=True, width=400)
     render_summary(console, results)
     line = next(x for x in console.export_text().splitlines() if "paste (T=0)" in x)
@@ -244,11 +245,12 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
     # an openai run whose servers name no method: no line rather than a guessed one
     env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}
-    plain = build_typed_results(recs, {**cfg, "backend": "openai"}, env)
+    openai = StoredConfig.model_validate({**cfg, "backend": "openai"})
+    plain = build_typed_results(recs, openai, env)
     g = plain.global_.by_temperature[0]
     assert g.verdict == "on" and paste_line(plain, g) is None
     env["servers"][0] |= {"label": g.drafter, "method": "eagle3"}
-    named = build_typed_results(recs, {**cfg, "backend": "openai"}, env)
+    named = build_typed_results(recs, openai, env)
     line = paste_line(named, named.global_.by_temperature[0])
     assert line is not None and '"method": "eagle3"' in line
 

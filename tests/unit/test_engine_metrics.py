@@ -23,6 +23,7 @@ from specbench.analysis.estimators.groups import Group
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
+from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.harness.serving.metrics import (
     accept_length_gauge,
@@ -337,7 +338,12 @@ def test_setting_mismatches_name_the_causes() -> None:
         "chat_template": "auto",
         "max_new_tokens": 48,
     }
-    kinds = {k for k, _ in setting_mismatches(cfg, ref)}
+    kinds = {
+        k
+        for k, _ in setting_mismatches(
+            StoredConfig.model_validate(cfg), StoredConfig.model_validate(ref)
+        )
+    }
     assert kinds == {"sampling", "dtype"}
 
 

@@ -10,14 +10,17 @@ from specbench.analysis.arithmetic.timing_model import linear_fit
 from specbench.analysis.estimators import acceptance
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.stats.resampling import mean_ci, prompts_needed, ratio_ci
+from specbench.config.stored import StoredConfig
 
 from .synthetic import baseline_record, spec_record
 
-CONFIG = {
-    "name": "synthetic",
-    "workloads": [{"name": "w", "weight": 1.0}],
-    "decision": {"margin": 0.05, "bootstrap": 1000},
-}
+CONFIG = StoredConfig.model_validate(
+    {
+        "name": "synthetic",
+        "workloads": [{"name": "w", "weight": 1.0}],
+        "decision": {"margin": 0.05, "bootstrap": 1000},
+    }
+)
 
 
 def test_ratio_ci_hand_values() -> None:

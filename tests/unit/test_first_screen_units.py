@@ -16,6 +16,7 @@ from specbench.analysis.documents.results_model import (
 )
 from specbench.analysis.documents.results_model_workload import Recommendation, WorkloadResult
 from specbench.analysis.serving.serving_cost import economics_section, latency_tails
+from specbench.config.stored import StoredEconomics
 from specbench.report.text import (
     counts_line,
     decision_warnings,
@@ -160,7 +161,9 @@ def test_economics_batch1_cost_ttft_and_memory() -> None:
         "baseline": [_rec(0, ttft=20.0), _rec(1, ttft=30.0)],
         "spec": {("model", "fixed", 2): [_rec(0, ttft=22.0), _rec(1, ttft=36.0)]},
     }
-    out = economics_section([e], {("a", 0.0): grp}, {"gpu_hour_usd": 3.6, "gpus": 2}, "cuda:0")
+    out = economics_section(
+        [e], {("a", 0.0): grp}, StoredEconomics(gpu_hour_usd=3.6, gpus=2), "cuda:0"
+    )
     row = out["by_workload"][0]
     # $3.6/h × 2 GPUs = $0.002/s; 10 ms per token → 100 tokens/s → $20 per 10⁶ tokens
     assert row["loads"][0]["usd_per_million_off"] == pytest.approx(20.0)
@@ -182,7 +185,7 @@ def test_economics_engine_cost_per_concurrency_from_batch_throughput() -> None:
              "gammas": {"4": {"output_tokens_per_s": 640.0}}},
         ],
     }  # fmt: skip
-    out = economics_section([e], {}, {"gpu_hour_usd": 3.6})
+    out = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6))
     loads = out["by_workload"][0]["loads"]
     assert [x["concurrency"] for x in loads] == [1, 8]
     assert loads[0]["usd_per_million_off"] == pytest.approx(10.0)  # $0.001/s ÷ 100 tokens/s
@@ -254,7 +257,7 @@ def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:
         gammas=[{"gamma": 4, "itl_ms": {"value": 12.5}}],
     )  # fmt: skip
     e["recommendation"]["best_measured"] = {"gamma": 4}
-    row = economics_section([e], {}, {"gpu_hour_usd": 3.6}, "cuda")["by_workload"][0]
+    row = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6), "cuda")["by_workload"][0]
     assert row["gamma"] == 4
     assert row["loads"][0]["usd_per_million_off"] == pytest.approx(10.0)
     assert row["loads"][0]["usd_per_million_on"] == pytest.approx(12.5)  # on would cost more

@@ -224,7 +224,7 @@ def test_cells_keep_only_the_completed_open_loop_attempt() -> None:
     done = [_req("rate=2", "a2", f"p{i}", 10.0, queue=5.0) for i in range(4)]
     closed = [_req("closed", None, f"p{i}", 20.0) for i in range(4)]
     recs = [*closed, _metrics("closed", None, 4), *killed, *done, _metrics("rate=2", "a2", 4)]
-    cells, _ = load_section(recs, {"slo": {"ttft_ms": 16}}, 0.95, 200)
+    cells, _ = load_section(recs, Slo(ttft_ms=16), 0.95, 200)
     by = {c["load"]: c for c in cells}
     assert set(by) == {"closed", "rate=2"}
     assert by["rate=2"]["n"] == 4  # the killed attempt's three requests left out
@@ -239,7 +239,7 @@ def test_unreachable_concurrency_is_stated() -> None:
     m = {**_metrics("closed", None, 3), "concurrency": 16}
     for r in recs:
         r["concurrency"] = 16
-    cells, notes = load_section([*recs, m], {}, 0.95, 200)
+    cells, notes = load_section([*recs, m], Slo(), 0.95, 200)
     assert cells[0]["effective_concurrency"] == 3
     assert any("concurrency 16 cannot be reached with 3 prompts" in n for n in notes)
 

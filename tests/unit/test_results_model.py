@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.schemas import SCHEMA_DIR
 from specbench.analysis.pipeline.results import build_results
+from specbench.config.stored import StoredConfig
 from specbench.harness.rundir import load_run
 from tests.unit.test_engine_metrics import synthetic_engine_run
 
@@ -35,7 +36,7 @@ def engine_results() -> dict[str, Any]:
         "gammas": [3],
         "decision": {"bootstrap": 300},
     }
-    return build_results(synthetic_engine_run(), config, {})
+    return build_results(synthetic_engine_run(), StoredConfig.model_validate(config), {})
 
 
 @pytest.fixture(scope="module")

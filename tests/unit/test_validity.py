@@ -17,6 +17,7 @@ from specbench.analysis.pipeline.acceptance_detail import (
     per_position_intervals,
 )
 from specbench.analysis.pipeline.results import build_results
+from specbench.config.stored import StoredConfig
 from tests.unit.synthetic import baseline_record, spec_record
 from tests.unit.test_engine_metrics import _req
 
@@ -50,7 +51,7 @@ def _records(n_loop: int, n_text: int, gammas: tuple[int, ...] = (4,)) -> list[d
     return recs
 
 
-CONFIG = {"workloads": [{"name": "w"}], "decision": {"bootstrap": 400}}
+CONFIG = StoredConfig.model_validate({"workloads": [{"name": "w"}], "decision": {"bootstrap": 400}})
 
 
 def test_verdict_uses_only_the_non_degenerate_prompts() -> None:

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from specbench.record_line import RecordLine
+
 BUDGET_STOP = "max_new_tokens"  # the stop reason of a turn that used its whole budget
 EOS_STOP = "eos"
 
@@ -163,7 +165,7 @@ def _linear_tail(
 
 
 def tokens_per_round_by_prompt(
-    records: Sequence[Mapping[str, Any]], pmfs: np.ndarray, gamma_max: int
+    records: Sequence[RecordLine], pmfs: np.ndarray, gamma_max: int
 ) -> np.ndarray:
     """(P, γ_max): each prompt's ā_p(γ) = Σ_turns emitted / Σ_turns rounds of a γ run, turns
     that ended at the budget or at EOS walked down to it (`capped_walk`), the others at

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from specbench.analysis.arithmetic import roi
+from specbench.record_line import RecordLine
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -99,9 +99,7 @@ def fit_timing(
     return TimingFit(model, t0, t1, o0, o1, residual, draft)
 
 
-def fit_from_records(
-    baseline: Sequence[dict[str, Any]], spec: Sequence[dict[str, Any]]
-) -> TimingFit:
+def fit_from_records(baseline: Sequence[RecordLine], spec: Sequence[RecordLine]) -> TimingFit:
     """The fit over every speculative round of `spec` and the baseline's decode steps."""
     rounds = [r["rounds"] for r in spec]
     return fit_timing(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,8 @@ from specbench.analysis.compare.metrics import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
+from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
+from specbench.record_line import RecordLine
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,15 @@ SIM_TTFT_MS = 5.0
 SIM_ENV = {"device": "cpu", "gpu": None, "cpu": "simulated", "torch": "2", "transformers": "5"}
 
 
-def _config(size: SimSize) -> dict[str, Any]:
-    return {
-        "name": "calibration",
-        "target": {"model": "sim-target", "dtype": "float32"},
-        "draft": {"method": "model", "model": "sim-draft", "dtype": "float32"},
-        "sampling": {"temperatures": list(size.temperatures), "top_p": 1.0, "top_k": 0},
-        "gammas": list(size.gammas),
-        "max_new_tokens": 64,
-    }
+def _config(size: SimSize) -> StoredConfig:
+    return StoredConfig(
+        name="calibration",
+        target=StoredModel(model="sim-target", dtype="float32"),
+        draft=StoredModel(method="model", model="sim-draft", dtype="float32"),
+        sampling=StoredSampling(temperatures=list(size.temperatures), top_p=1.0, top_k=0),
+        gammas=list(size.gammas),
+        max_new_tokens=64,
+    )
 
 
 def simulate_run(
@@ -72,14 +73,14 @@ def simulate_run(
     speedup_cv: float = RUN_TO_RUN_CV_SPEEDUP,
     timing_cv: float = RUN_TO_RUN_CV_TIMING,
     prompt_seed: int = 7,
-) -> list[dict[str, Any]]:
+) -> list[RecordLine]:
     """The records of one simulated run. `prompt_seed` fixes what belongs to the prompts (their
     α_p, their greedy acceptance, their length); `run_seed` everything a rerun changes."""
     prompts = np.random.default_rng(prompt_seed)
     run = np.random.default_rng(run_seed)
     machine = math.exp(timing_cv * run.standard_normal())  # this run's machine speed
     t_ar, t_draft, t_verify0, t_verify1 = 20.0, 2.0, 18.0, 0.8  # ms: a tiny-pair-like cost
-    out: list[dict[str, Any]] = []
+    out: list[RecordLine] = []
     for w in range(size.workloads):
         alpha_w = 0.55 + 0.1 * w  # workloads differ in acceptance
         for temp in size.temperatures:
@@ -115,7 +116,7 @@ def simulate_run(
     return out
 
 
-def _baseline(workload: str, temp: float, pid: str, tpot: float) -> dict[str, Any]:
+def _baseline(workload: str, temp: float, pid: str, tpot: float) -> RecordLine:
     tokens = SIM_NEW_TOKENS
     return {
         "schema": 1,
@@ -145,7 +146,7 @@ def _spec(
     beta: np.ndarray,
     tokens: int,
     decode_ms: float,
-) -> dict[str, Any]:
+) -> RecordLine:
     return {
         "schema": 1,
         "kind": "spec",
@@ -170,7 +171,7 @@ def _spec(
     }
 
 
-def sim_side(runs: list[list[dict[str, Any]]], size: SimSize, label: str) -> Side:
+def sim_side(runs: list[list[RecordLine]], size: SimSize, label: str) -> Side:
     cfg = _config(size)
     return merge_runs(
         [side_from_records(r, cfg, SIM_ENV, f"{label}{i}") for i, r in enumerate(runs)]

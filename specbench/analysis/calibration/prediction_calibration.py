@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from specbench.analysis.estimators.acceptance import iid_curve, prompt_truncatio
 from specbench.analysis.simulate.replay import replay
 from specbench.config import PolicySpec
 from specbench.decoding.policies import Policy
+from specbench.record_line import RecordLine
 
 METHODS = ("truncation", "iid", "replay", "old truncation", "old iid", "old replay")
 _TIMING = TimingModel(t_ar_ms=10.0, t_draft_ms=1.0, t0_ms=10.0, t1_ms=0.5)  # replay needs one
@@ -74,7 +74,7 @@ def _prompt(rng: np.random.Generator, tr: Traffic) -> _Prompt:
 
 def decode(
     rng: np.random.Generator, p: _Prompt, gamma: int, budget: int, round_sd: float = 0.0
-) -> dict[str, Any]:
+) -> RecordLine:
     """One prompt decoded at fixed γ as decoding/generate.py does; its record's analysed fields.
     A prompt that stops at EOS has it at output position `length` − 1: a draft accepted there
     was the EOS, and the drafter stops proposing after it.
@@ -126,13 +126,13 @@ def decode(
     }
 
 
-def _measured(records: list[dict[str, Any]]) -> float:
+def _measured(records: list[RecordLine]) -> float:
     """τ = 1 + Σ accepted / Σ rounds over the run (what `estimate_alpha` reports)."""
     acc = sum(sum(r["rounds"]["accepted"]) for r in records)
     return 1.0 + acc / sum(len(r["rounds"]["accepted"]) for r in records)
 
 
-def _old_predictions(records: list[dict[str, Any]], tr: Traffic) -> dict[str, dict[int, float]]:
+def _old_predictions(records: list[RecordLine], tr: Traffic) -> dict[str, dict[int, float]]:
     """The per-round rules the budget walk replaced (module docstring)."""
     pt = prompt_truncation(records, tr.gamma_max)
     trunc, iid, rep = {}, {}, {}

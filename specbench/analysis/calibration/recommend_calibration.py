@@ -23,6 +23,7 @@ from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.recommend import recommend
 from specbench.analysis.estimators.latency import pair
 from specbench.analysis.stats.resampling import mean_ci, proportion_ci, throughput_ratio_ci
+from specbench.record_line import RecordLine
 
 Rate = tuple[float, float]  # (rate, Monte Carlo standard error)
 
@@ -68,7 +69,7 @@ def interval_coverage(kind: str, n: int, reps: int, seed: int = 1) -> Rate:
 # the ON rule at the boundary (true speedup exactly 1 + margin for every candidate)
 
 
-def _record(kind: str, pid: str, gamma: int, tokens: float, decode_ms: float) -> dict[str, Any]:
+def _record(kind: str, pid: str, gamma: int, tokens: float, decode_ms: float) -> RecordLine:
     return {
         "kind": kind,
         "prompt_id": pid,
@@ -84,7 +85,7 @@ def _record(kind: str, pid: str, gamma: int, tokens: float, decode_ms: float) ->
 
 def boundary_run(
     rng: np.random.Generator, n: int, k: int, speedup: float, base_noise: float = 0.0
-) -> tuple[list[dict[str, Any]], dict[tuple[str, str, int], list[dict[str, Any]]]]:
+) -> tuple[list[RecordLine], dict[tuple[str, str, int], list[RecordLine]]]:
     """Baseline and k settings whose pooled speedup is exactly `speedup` in expectation; the
     settings share a per-prompt component (machine state while that prompt ran). Each setting's
     time carries lognormal timing noise of sd ≈ 0.18 a prompt; the baseline's carries
@@ -148,7 +149,7 @@ def methods_false_on_rate(
     names = [(m, g) for m in methods for g in gammas]
     for r in range(reps):
         base, settings = boundary_run(rng, n, len(names), 1.0 + margin)
-        records = [{**b, "unit_kind": "baseline", "drafter": "", "policy": "", "concurrency": 1,
+        records: list[RecordLine] = [{**b, "unit_kind": "baseline", "drafter": "", "policy": "", "concurrency": 1,
                     "workload": "w", "temperature": 0.0} for b in base]  # fmt: skip
         for (method, g), recs in zip(names, settings.values(), strict=True):
             label = f"{method} γ={g}"

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from specbench.analysis.decide.gamma_schedule import decide_schedule
 from specbench.analysis.estimators.latency import pair, speedup_of
+from specbench.record_line import RecordLine
 
 Rate = tuple[float, float]
-Record = dict[str, Any]
+Record = RecordLine
 
 
 def _rate(hits: int, reps: int) -> Rate:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -33,6 +32,7 @@ from specbench.analysis.compare.metrics import Calibration
 from specbench.analysis.compare.prompt_sets import same_prompts
 from specbench.analysis.compare.samples import Samples, sum_by_key
 from specbench.analysis.compare.sides import Group, Side
+from specbench.record_line import RecordLine
 
 CALIBRATION_CONFIDENCE = 0.95
 CALIBRATION_BOOTSTRAP = 400  # resamples per run pair (the prompt part is an average over pairs)
@@ -48,7 +48,7 @@ class RunCost:
     prompts: int
 
 
-def run_cost(records: list[dict[str, Any]]) -> RunCost:
+def run_cost(records: list[RecordLine]) -> RunCost:
     """A run's cost from its records: a baseline generation is one target forward per new token
     (prefill included); a speculative one a prefill plus one verification forward per round."""
     forwards, ms = 0.0, 0.0

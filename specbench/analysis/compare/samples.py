@@ -20,6 +20,7 @@ import numpy as np
 from specbench.analysis.estimators.acceptance import per_prompt
 from specbench.analysis.estimators.latency import decode_tokens_ms, pair
 from specbench.analysis.stats.resampling import THROUGHPUT_RATIO_COEFS
+from specbench.record_line import RecordLine
 
 RATIO = (1.0, -1.0)  # Σ num / Σ den
 
@@ -62,11 +63,11 @@ class Summary:
     hi: float | None
 
 
-def _key(rec: dict[str, Any]) -> str:
+def _key(rec: RecordLine) -> str:
     return f"{rec['prompt_id']}#{rec.get('repeat', 0)}"
 
 
-def timing_samples(recs: list[dict[str, Any]]) -> tuple[Samples, Samples]:
+def timing_samples(recs: list[RecordLine]) -> tuple[Samples, Samples]:
     """(ITL ms, decode tokens/s) pooled over prompts as the report pools them: Σ decode ms /
     Σ decode tokens and 1000 · Σ decode tokens / Σ decode ms (`latency.decode_tokens_ms`)."""
     rows = [(_key(r), m) for r in recs if (m := decode_tokens_ms(r)) is not None]
@@ -92,7 +93,7 @@ def sum_by_key(parts: list[Samples]) -> Samples:
     return Samples(tuple(keys), arrays, coefs)
 
 
-def speedup_samples(baseline: list[dict[str, Any]], recs: list[dict[str, Any]]) -> Samples:
+def speedup_samples(baseline: list[RecordLine], recs: list[RecordLine]) -> Samples:
     """Per prompt measured on both sides (`latency.pair`): decode tokens and ms with speculation
     and without; the statistic is the speedup of pooled decode throughput, the report's."""
     p = pair(baseline, recs)
@@ -101,7 +102,7 @@ def speedup_samples(baseline: list[dict[str, Any]], recs: list[dict[str, Any]]) 
 
 
 def group_samples(
-    baseline: list[dict[str, Any]], specs: dict[int, list[dict[str, Any]]]
+    baseline: list[RecordLine], specs: dict[int, list[RecordLine]]
 ) -> dict[str, Samples]:
     """Per-prompt samples of every metric of one workload × temperature, keyed "name" or
     "name@γ" (α per γ as "alpha@γ"; compare pools α over the γ both runs measured)."""

@@ -19,6 +19,9 @@ from specbench.analysis.compare.samples import (
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
+from specbench.analysis.pipeline.prompt_basis import set_aside
+from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
+from specbench.record_line import RecordLine
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ class Group:
     # T = 0: the same prompt repeated gave the same acceptance, round by round (True), did not
     # (False), or was never repeated (None: determinism not shown)
     deterministic: bool | None = None
-    # the prompts the run's verdict set aside as degenerate (`prompt_sets.set_aside`): compare
-    # sets them aside on both sides (docs/theory.md §13)
+    # the prompts the run's verdict set aside as degenerate (`pipeline.prompt_basis.set_aside`):
+    # compare sets them aside on both sides (docs/theory.md §13)
     set_aside: frozenset[str] = frozenset()
 
 
@@ -110,17 +113,6 @@ def _recommendation(entry: WorkloadResult, primary: str) -> RecommendedSetting:
     )
 
 
-def set_aside(entry: WorkloadResult | None) -> frozenset[str]:
-    """The prompts a cell's verdict and figures leave out (`figures_basis` "non_degenerate":
-    the degenerate ones); none when its figures cover every prompt (no degenerate prompt, or
-    none left — `analysis/pipeline/prompt_basis.py`)."""
-    if entry is None or entry.figures_basis is None or entry.content is None:
-        return frozenset()
-    if entry.figures_basis.prompts != "non_degenerate":
-        return frozenset()
-    return frozenset(d.prompt_id for d in entry.content.degenerate_prompts)
-
-
 def _timing_warnings(entry: WorkloadResult) -> list[str]:
     return [w for w in entry.warnings if w.startswith("unstable timing")]
 
@@ -150,9 +142,9 @@ def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], di
     return gammas, out
 
 
-def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str, Any]:
+def _identity(doc: RunResults | None, config: StoredConfig | None) -> dict[str, Any]:
     """What must match to compare at all: from results.json's run when given, else the config."""
-    cfg = config or {}
+    cfg = config or StoredConfig()
     if doc is not None:
         sampling = doc.run.sampling
         ident: dict[str, Any] = {
@@ -164,19 +156,18 @@ def _identity(doc: RunResults | None, config: dict[str, Any] | None) -> dict[str
             "max_new_tokens": doc.run.max_new_tokens,
         }
     else:
-        draft, sampling_cfg = cfg.get("draft") or {}, cfg.get("sampling") or {}
+        draft, sampling_cfg = cfg.draft or StoredModel(), cfg.sampling or StoredSampling()
         ident = {
             "results schema": None,
-            "target model": (cfg.get("target") or {}).get("model"),
-            "draft model": draft.get("model") or draft.get("method"),
-            "top_p": sampling_cfg.get("top_p"),
-            "top_k": sampling_cfg.get("top_k"),
-            "max_new_tokens": cfg.get("max_new_tokens"),
+            "target model": cfg.target.model if cfg.target else None,
+            "draft model": draft.model or draft.method,
+            "top_p": sampling_cfg.top_p,
+            "top_k": sampling_cfg.top_k,
+            "max_new_tokens": cfg.max_new_tokens,
         }
-    for role in ("target", "draft"):
-        spec = cfg.get(role) or {}
-        ident[f"{role} revision"] = spec.get("revision")
-        ident[f"{role} dtype"] = spec.get("dtype")
+    for role, spec in (("target", cfg.target), ("draft", cfg.draft)):
+        ident[f"{role} revision"] = spec.revision if spec else None
+        ident[f"{role} dtype"] = spec.dtype if spec else None
     return ident
 
 
@@ -212,7 +203,7 @@ def side_from_results(results: RunResults, label: str) -> Side:
                 for r in (e.engine.ranking if e.engine is not None else [])
                 if r.method
             },
-            set_aside=set_aside(e),
+            set_aside=set_aside(e.figures_basis, e.content),
         )
     # env.json as written (the keys it had), for the environment comparison
     env = doc.env.model_dump(exclude_unset=True)
@@ -221,16 +212,15 @@ def side_from_results(results: RunResults, label: str) -> Side:
 
 
 def side_from_records(
-    records: list[dict[str, Any]],
-    config: dict[str, Any],
+    records: list[RecordLine],
+    config: StoredConfig,
     env: dict[str, Any],
     label: str,
     results: RunResults | None = None,
 ) -> Side:
     """A side from a run's records (per-prompt values), with its results (recommendation) when
     given — `build_typed_results(records, config, env)` computes them."""
-    draft = config.get("draft") or {}
-    label_primary = draft.get("name") or draft.get("method", "model")
+    label_primary = config.draft.label if config.draft else "model"
     primary = f"{label_primary}/fixed"
     by_group: dict[tuple[str, float], dict[str, Any]] = {}
     failed: dict[str, int] = {}
@@ -280,16 +270,16 @@ def side_from_records(
             primary,
             methods=grp.get("methods", {}),
             deterministic=repeat_determinism(specs) if key[1] == 0 else None,
-            set_aside=set_aside(entry),
+            set_aside=set_aside(entry.figures_basis, entry.content) if entry else frozenset(),
         )
     ident = {**_identity(doc, config), **tokenizer_identity(env)}
     ident["records schema"] = sorted({int(r.get("schema", 0)) for r in records})
-    level = float((config.get("decision") or {}).get("ci_level") or 0.95)
+    level = float((config.decision.ci_level if config.decision else None) or 0.95)
     fails = [f"{k}: {v} failed record{'s' if v > 1 else ''}" for k, v in sorted(failed.items())]
     return Side(label, ident, env, groups, level, True, fails)
 
 
-def repeat_determinism(specs: list[dict[str, Any]]) -> bool | None:
+def repeat_determinism(specs: list[RecordLine]) -> bool | None:
     """Whether the speculative records of one T = 0 group show greedy decoding deterministic:
     every prompt measured more than once (repeats) gave the same tokens — the same acceptance
     round by round and the same number of new tokens; None when no prompt was repeated."""

@@ -12,7 +12,20 @@ from typing import Any
 from specbench.analysis.conformance.decision import Measured, judge, measure
 from specbench.analysis.conformance.units import engine_units, reference_units
 from specbench.analysis.serving.serving_acceptance import request_counts
+from specbench.config import ConformanceSpec, DecisionSpec
+from specbench.config.stored import (
+    StoredConfig,
+    StoredConformance,
+    StoredDecision,
+    StoredModel,
+    StoredSampling,
+    StoredServer,
+    StoredSpeculative,
+)
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
+
+_DECISION, _CONFORMANCE = DecisionSpec(), ConformanceSpec()  # the defaults of unset keys
 
 CAUSES = {
     "chat_template": "chat template: the engine renders prompts differently from the reference "
@@ -30,7 +43,7 @@ CAUSES = {
 
 
 def greedy_outputs(
-    records: list[dict[str, Any]], ref_records: list[dict[str, Any]], workload: str, gamma: int
+    records: list[RecordLine], ref_records: list[RecordLine], workload: str, gamma: int
 ) -> dict[str, int] | None:
     """At T = 0: engine γ outputs identical to the reference's target-only greedy outputs."""
     ref = {
@@ -64,61 +77,62 @@ def greedy_outputs(
     return {"n": len(pairs), "identical": sum(1 for a, b in pairs if list(a) == list(b))}
 
 
-def setting_mismatches(config: dict[str, Any], ref_config: dict[str, Any]) -> list[tuple[str, str]]:
+def setting_mismatches(config: StoredConfig, ref_config: StoredConfig) -> list[tuple[str, str]]:
     """(cause key, what differs) between the engine run's config and the reference's."""
     out: list[tuple[str, str]] = []
-    s, rs = config.get("sampling") or {}, ref_config.get("sampling") or {}
+    s, rs = config.sampling or StoredSampling(), ref_config.sampling or StoredSampling()
     for key in ("top_p", "top_k"):
-        if s.get(key) != rs.get(key):
-            out.append(("sampling", f"sampling.{key} {s.get(key)} vs reference {rs.get(key)}"))
+        if getattr(s, key) != getattr(rs, key):
+            out.append(
+                ("sampling", f"sampling.{key} {getattr(s, key)} vs reference {getattr(rs, key)}")
+            )
     for key in ("max_new_tokens", "stop"):
-        if config.get(key) != ref_config.get(key):
-            out.append(("sampling", f"{key} {config.get(key)} vs reference {ref_config.get(key)}"))
-    if config.get("chat_template") != ref_config.get("chat_template"):
+        mine, ref = getattr(config, key), getattr(ref_config, key)
+        if mine != ref:
+            out.append(("sampling", f"{key} {mine} vs reference {ref}"))
+    if config.chat_template != ref_config.chat_template:
         out.append(
             (
                 "chat_template",
-                f"chat_template {config.get('chat_template')} vs reference {ref_config.get('chat_template')}",
+                f"chat_template {config.chat_template} vs reference {ref_config.chat_template}",
             )
         )
-    server = config.get("server") or {}
-    if config.get("backend") == "openai":
-        if server.get("chat"):
+    server = config.server or StoredServer()
+    if config.backend == "openai":
+        if server.chat:
             out.append(("chat_template", "server.chat: true (the server applies its own template)"))
-        elif server.get("prompt_format", "text") == "text":
+        elif (server.prompt_format or "text") == "text":
             out.append(
                 ("chat_template", "server.prompt_format text (the server re-tokenizes the prompt)")
             )
-    engine = config.get("engine") or {}
-    dtype = engine.get("dtype") or (config.get("target") or {}).get("dtype")
-    ref_dtype = (ref_config.get("target") or {}).get("dtype")
-    if config.get("backend") == "vllm" and dtype != ref_dtype:
-        out.append(("dtype", f"dtype {dtype} vs reference {ref_dtype}"))
-    spec = config.get("speculative") or {}
+    target, ref_target = config.target or StoredModel(), ref_config.target or StoredModel()
+    dtype = (config.engine.dtype if config.engine else None) or target.dtype
+    if config.backend == "vllm" and dtype != ref_target.dtype:
+        out.append(("dtype", f"dtype {dtype} vs reference {ref_target.dtype}"))
+    spec = config.speculative or StoredSpeculative()
     if isinstance(spec, list):  # several methods: the draft-model one is the one compared
-        spec = next((x for x in spec if x.get("method") == "draft_model"), spec[0] if spec else {})
-    opts = spec.get("options") or {}
-    if config.get("backend") == "vllm" and opts.get("draft_sample_method", "greedy") == "greedy":
-        temps = [t for t in (config.get("sampling") or {}).get("temperatures", []) if t > 0]
+        first = spec[0] if spec else StoredSpeculative()
+        spec = next((x for x in spec if x.method == "draft_model"), first)
+    opts = spec.options or {}
+    if config.backend == "vllm" and opts.get("draft_sample_method", "greedy") == "greedy":
+        temps = [t for t in (s.temperatures or []) if t > 0]
         if temps:
             out.append(("sampling", "vLLM drafts greedily (draft_sample_method greedy) at T > 0"))
-    draft = spec.get("model") or (config.get("draft") or {}).get("model")
-    ref_draft = (ref_config.get("draft") or {}).get("model")
-    if config.get("backend") == "vllm" and draft and ref_draft and draft != ref_draft:
+    draft = spec.model or (config.draft.model if config.draft else None)
+    ref_draft = ref_config.draft.model if ref_config.draft else None
+    if config.backend == "vllm" and draft and ref_draft and draft != ref_draft:
         out.append(("draft_config", f"draft {draft} vs reference {ref_draft}"))
     return out
 
 
 def check_against_reference(
-    records: list[dict[str, Any]],
-    config: dict[str, Any],
-    loader: Callable[
-        [Path], tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]
-    ],
+    records: list[RecordLine],
+    config: StoredConfig,
+    loader: Callable[[Path], tuple[list[RecordLine], StoredConfig, dict[str, Any], list[str]]],
 ) -> dict[str, Any] | None:
     """The results.json `conformance` section, or None when no reference run is configured."""
-    conf = config.get("conformance") or {}
-    ref_dir = conf.get("reference_run")
+    conf = config.conformance or StoredConformance()
+    ref_dir = conf.reference_run
     if not ref_dir:
         return None
     out: dict[str, Any] = {"reference_run": str(ref_dir), "comparisons": []}
@@ -126,22 +140,18 @@ def check_against_reference(
         ref_records, ref_config, _, _ = loader(Path(ref_dir))
     except SpecbenchError as exc:
         return {**out, "status": "unavailable", "reason": str(exc)}
-    if (ref_config.get("backend") or "transformers") != "transformers":
+    if (ref_config.backend or "transformers") != "transformers":
         return {
             **out,
             "status": "unavailable",
             "reason": "the reference run must use the transformers backend",
         }
-    decision = config.get("decision") or {}
-    n_boot = int(decision.get("bootstrap", 2000))
-    level = float(decision.get("ci_level", 0.95))
-    min_effect = float(conf.get("min_effect", 0.05))
-    ref_draft = ref_config.get("draft") or {}
-    drafters = {
-        str(ref_draft.get("name") or ""),
-        str(ref_draft.get("method", "model")),
-        "model",
-    } - {""}
+    decision = config.decision or StoredDecision()
+    n_boot = _DECISION.bootstrap if decision.bootstrap is None else decision.bootstrap
+    level = _DECISION.ci_level if decision.ci_level is None else decision.ci_level
+    min_effect = _CONFORMANCE.min_effect if conf.min_effect is None else conf.min_effect
+    ref_draft = ref_config.draft or StoredModel()
+    drafters = {ref_draft.name or "", ref_draft.method or "model", "model"} - {""}
     groups: dict[tuple[str, float], set[int]] = defaultdict(set)
     for r in records:
         if r.get("kind") == "spec" and request_counts(r) is not None:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.serving.serving_acceptance import request_counts
+from specbench.record_line import RecordLine
 
 Units = dict[str, tuple[float, float, np.ndarray]]
 
@@ -27,7 +28,7 @@ def _pool(
 
 
 def reference_units(
-    records: list[dict[str, Any]], workload: str, temp: float, gamma: int, drafters: set[str]
+    records: list[RecordLine], workload: str, temp: float, gamma: int, drafters: set[str]
 ) -> dict[str, tuple[float, float, np.ndarray]]:
     """Per prompt from a transformers run: accepted, rounds and #(A ≥ i) over full-γ rounds."""
     rows = []
@@ -50,7 +51,7 @@ def reference_units(
 
 
 def engine_units(
-    records: list[dict[str, Any]], workload: str, temp: float, gamma: int
+    records: list[RecordLine], workload: str, temp: float, gamma: int
 ) -> dict[str, tuple[float, float, np.ndarray]]:
     """Per prompt from an engine run: each request's own counts (the engine's per-request
     figures, else its unpolluted counter deltas) at the lowest concurrency."""

@@ -11,7 +11,7 @@ cell may use, so the prompts left are a function of the records, as the harness 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,8 +30,13 @@ from specbench.analysis.stats.sequential import (
     decide,
 )
 from specbench.analysis.stats.serialize import json_num
+from specbench.config import AdaptiveSpec, DecisionSpec
+from specbench.config.stored import StoredAdaptive, StoredConfig, StoredDecision
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+_DECISION, _ADAPTIVE = DecisionSpec(), AdaptiveSpec()  # the defaults of unset keys
+
+Record = RecordLine
 
 
 def is_adaptive(records: list[Record]) -> bool:
@@ -39,19 +44,21 @@ def is_adaptive(records: list[Record]) -> bool:
     return any(r.get("plan_step") for r in records)
 
 
-def sequence_settings(config: Mapping[str, Any]) -> SequenceSettings:
+def sequence_settings(config: StoredConfig) -> SequenceSettings:
     """The sequential design's settings from a run's (stored) config: margin, level, the cap on
     candidates (max_candidates × drafters) and the prompt cap `adaptive.max_prompts` (a cell's
-    records' `plan_prompts` replace it: `with_cap`)."""
-    decision = config.get("decision") or {}
-    adaptive = config.get("adaptive") or {}
-    drafters = 1 + len(config.get("extra_drafters") or [])
-    cap = adaptive.get("max_prompts")
+    records' `plan_prompts` replace it: `with_cap`); unset keys take `RunConfig`'s defaults."""
+    decision = config.decision or StoredDecision()
+    adaptive = config.adaptive or StoredAdaptive()
+    drafters = 1 + len(config.extra_drafters or [])
+    margin = _DECISION.margin if decision.margin is None else decision.margin
+    level = _DECISION.ci_level if decision.ci_level is None else decision.ci_level
+    per = _ADAPTIVE.max_candidates if adaptive.max_candidates is None else adaptive.max_candidates
     return SequenceSettings(
-        margin=float(decision.get("margin", 0.05)),
-        candidates=int(adaptive.get("max_candidates", 3)) * drafters,
-        alpha=1.0 - float(decision.get("ci_level", 0.95)),
-        n_max=int(cap) if cap is not None else None,
+        margin=float(margin),
+        candidates=int(per) * drafters,
+        alpha=1.0 - float(level),
+        n_max=adaptive.max_prompts,
     )
 
 
@@ -59,7 +66,7 @@ def with_cap(s: SequenceSettings, records: Sequence[Record]) -> SequenceSettings
     """The design of this cell: its looks end at the prompts it may use (`plan_prompts`, fixed
     when the cell was planned, before any data); records without it keep `s.n_max` (None: the
     α-spending design over the whole schedule, docs/theory.md §14)."""
-    plan = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    plan = [int(x) for r in records if (x := r.get("plan_prompts")) is not None]
     return replace(s, n_max=max(plan)) if plan else s
 
 
@@ -79,11 +86,11 @@ def setting_label(rec: Record) -> str:
     return f"{rec.get('drafter') or 'model'} {pol} γ={rec['gamma']}"
 
 
-def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | None:
+def prompts_left(records: Sequence[Record], config: StoredConfig) -> int | None:
     """The prompts the cell has left for the futility stop: its `plan_prompts` less the prompts
     measured (any unit, failed ones included); None when futility is off, before FUTILITY_FROM
     prompts, or when the records predate `plan_prompts`."""
-    if not (config.get("adaptive") or {}).get("futility", True):
+    if config.adaptive is not None and config.adaptive.futility is False:
         return None
     supply = any(r.get("plan_prompts") is not None for r in records)
     measured = len({str(r["prompt_id"]) for r in records})
@@ -95,7 +102,7 @@ def prompts_left(records: Sequence[Record], config: Mapping[str, Any]) -> int | 
 def unused_prompts(records: Sequence[Record]) -> int:
     """The prompts the cell may use (`plan_prompts`) that it has not measured; 0 when the
     records predate `plan_prompts`."""
-    supply = [int(r["plan_prompts"]) for r in records if r.get("plan_prompts") is not None]
+    supply = [int(x) for r in records if (x := r.get("plan_prompts")) is not None]
     measured = len({str(r["prompt_id"]) for r in records})
     return max(max(supply) - measured, 0) if supply else 0
 
@@ -143,7 +150,7 @@ def first_look(s: SequenceSettings) -> float:
 def adaptive_summary(
     baseline: list[Record],
     spec: list[Record],
-    config: Mapping[str, Any],
+    config: StoredConfig,
     failed: Sequence[Record] = (),
 ) -> dict[str, Any]:
     """results.json's `adaptive` of one entry: the state ("on", "off", "undecided", "futile"),

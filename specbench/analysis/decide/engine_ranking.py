@@ -31,8 +31,9 @@ from specbench.analysis.serving.serving_acceptance import (
 )
 from specbench.analysis.serving.serving_concurrency import concurrency_table
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 
 
 def setting_name(key: SettingKey, recs: Sequence[Record]) -> str:

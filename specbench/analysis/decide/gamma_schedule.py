@@ -49,8 +49,9 @@ from specbench.analysis.estimators.latency import Paired, pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.stats.resampling import DEFAULT_SEED, simultaneous_lower
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 OPEN_END = 65536  # the last range's upper end: engines clamp it to their own max batch size
 
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from specbench.analysis.decide.engine_ranking import primary_keys
 from specbench.analysis.decide.gamma_schedule import (
@@ -48,10 +47,10 @@ from specbench.analysis.serving.load_cells import closed_loop
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_schedule import split_schedule
 from specbench.analysis.stats.serialize import json_num
-from specbench.config.profile import TrafficMix
-from specbench.errors import SpecbenchError
+from specbench.config.stored import StoredConfig
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 
 
 @dataclass(frozen=True)
@@ -99,20 +98,13 @@ def pool_members(
 
 
 def traffic_shares(
-    config: Mapping[str, Any],
+    config: StoredConfig,
 ) -> tuple[dict[str, float] | None, dict[float, float] | None]:
-    """A stored config's deployment-profile traffic mix (config/profile.py), typed and
-    normalised: (workload shares, temperature shares), each None when not given."""
-    prof = config.get("profile")
-    if not isinstance(prof, dict):
-        return None, None
-    try:
-        mix = TrafficMix.model_validate(prof.get("traffic") or {})
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise SpecbenchError(f"config.yaml: profile.traffic.{where}: {first['msg']}") from None
-    return mix.workloads, mix.temperatures
+    """A stored config's deployment-profile traffic mix (config/profile.py; checked and
+    normalised when the config was read): (workload shares, temperature shares), each None when
+    not given."""
+    mix = config.profile.traffic if config.profile else None
+    return (mix.workloads, mix.temperatures) if mix else (None, None)
 
 
 def weighted_pair(parts: Sequence[tuple[str, float, Paired]]) -> Paired | None:

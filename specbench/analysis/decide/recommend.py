@@ -46,6 +46,7 @@ from specbench.analysis.stats.resampling import (
 )
 from specbench.analysis.stats.serialize import est_json, json_num
 from specbench.analysis.stats.signflip import Decision, RatioPivots, throughput_pivots
+from specbench.record_line import RecordLine
 
 MIN_PROMPTS = 2
 RULE = "sign-flip max-T: ON if a lower bound > 1 + margin, OFF if every upper bound < 1 + margin"
@@ -221,8 +222,8 @@ class WorkloadDecision:
 
 
 def workload_decision(
-    base: list[dict[str, Any]],
-    settings: dict[SettingKey, list[dict[str, Any]]],
+    base: list[RecordLine],
+    settings: dict[SettingKey, list[RecordLine]],
     margin: float,
     level: float,
     n_boot: int,
@@ -249,8 +250,8 @@ def workload_decision(
 
 
 def recommend(
-    base: list[dict[str, Any]],
-    settings: dict[SettingKey, list[dict[str, Any]]],
+    base: list[RecordLine],
+    settings: dict[SettingKey, list[RecordLine]],
     margin: float,
     level: float,
     n_boot: int,
@@ -341,9 +342,9 @@ def fmt_bound(x: float) -> str:
 
 def decide_entry(
     out: dict[str, Any],
-    base: list[dict[str, Any]],
-    settings: dict[SettingKey, list[dict[str, Any]]],
-    failed: list[dict[str, Any]],
+    base: list[RecordLine],
+    settings: dict[SettingKey, list[RecordLine]],
+    failed: list[RecordLine],
     margin: float,
     level: float,
     n_boot: int,

@@ -38,8 +38,9 @@ from specbench.analysis.estimators.latency import pair, pooled_itl, speedup_of
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Records = list[dict[str, Any]]
+Records = list[RecordLine]
 
 
 @dataclass
@@ -57,11 +58,11 @@ class Validity:
         return self.n_prompts - len(self.degenerate)
 
 
-def _answer_text(rec: dict[str, Any]) -> str:
+def _answer_text(rec: RecordLine) -> str:
     return "\x1e".join(str(a) for a in rec.get("answers") or [])
 
 
-def _answer_key(rec: dict[str, Any]) -> str | None:
+def _answer_key(rec: RecordLine) -> str | None:
     """What "identical across prompts" compares: the answers' text or, for a private prompt
     (data/privacy.py), their keyed digest; None for an answer too short or empty to count."""
     checks = record_checks(rec)
@@ -76,7 +77,7 @@ def _answer_key(rec: dict[str, Any]) -> str | None:
     return None
 
 
-def _setting(rec: dict[str, Any]) -> tuple[str, int, str, str]:
+def _setting(rec: RecordLine) -> tuple[str, int, str, str]:
     return (rec["kind"], int(rec["gamma"]), rec.get("drafter", ""), rec.get("policy", ""))
 
 

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from specbench.config import DecisionSpec
+from specbench.config.stored import StoredConfig, StoredDecision
 
 _DECISION = DecisionSpec()  # the defaults of `decision:`
-
-
-class _Decision(BaseModel):
-    """`decision:` as stored; checked on reading by `harness.rundir.read_stored_config`."""
-
-    model_config = ConfigDict(extra="allow")
-    margin: float = _DECISION.margin
-    ci_level: float = _DECISION.ci_level
-    bootstrap: int = _DECISION.bootstrap
-    target_ci_halfwidth: float = _DECISION.target_ci_halfwidth
 
 
 @dataclass(frozen=True)
@@ -44,18 +32,21 @@ class AnalysisSettings:
     primary_drafter: str = "model"
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> AnalysisSettings:
-        decision = _Decision.model_validate(config.get("decision", {}))
-        workloads = config.get("workloads", [])
-        draft = config.get("draft", {})
+    def from_config(cls, config: StoredConfig) -> AnalysisSettings:
+        d = config.decision or StoredDecision()
+        workloads = config.workloads or []
         return cls(
-            margin=float(decision.margin),
-            ci_level=float(decision.ci_level),
-            n_boot=int(decision.bootstrap),
-            target_halfwidth=float(decision.target_ci_halfwidth),
-            weights={w["name"]: float(w.get("weight", 1.0)) for w in workloads},
-            order={w["name"]: i for i, w in enumerate(workloads)},
-            primary_drafter=draft.get("name") or draft.get("method", "model"),
+            margin=float(_DECISION.margin if d.margin is None else d.margin),
+            ci_level=float(_DECISION.ci_level if d.ci_level is None else d.ci_level),
+            n_boot=int(_DECISION.bootstrap if d.bootstrap is None else d.bootstrap),
+            target_halfwidth=float(
+                _DECISION.target_ci_halfwidth
+                if d.target_ci_halfwidth is None
+                else d.target_ci_halfwidth
+            ),
+            weights={w.name: float(1.0 if w.weight is None else w.weight) for w in workloads},
+            order={w.name: i for i, w in enumerate(workloads)},
+            primary_drafter=config.draft.label if config.draft else "model",
         )
 
     def weight(self, workload: str) -> float:

@@ -16,7 +16,6 @@ budget with the loop's cap (`analysis.arithmetic.end_of_budget`), pooled by toke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from specbench.analysis.arithmetic.end_of_budget import (
 )
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.signflip import rate_estimate, ratio_estimate
+from specbench.record_line import RecordLine
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class PromptAcceptance:
     prompt_ids: list[str]
 
 
-def per_prompt(records: list[dict[str, Any]]) -> PromptAcceptance:
+def per_prompt(records: list[RecordLine]) -> PromptAcceptance:
     cols: dict[str, list[float]] = {
         k: [] for k in PromptAcceptance.__dataclass_fields__ if k != "prompt_ids"
     }
@@ -65,7 +65,7 @@ def per_prompt(records: list[dict[str, Any]]) -> PromptAcceptance:
     return PromptAcceptance(**arrays, prompt_ids=[str(rec["prompt_id"]) for rec in records])
 
 
-def all_rounds(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+def all_rounds(records: list[RecordLine]) -> tuple[np.ndarray, np.ndarray]:
     """(accepted, drafted) of every round, flattened."""
     acc = [a for rec in records for a in rec["rounds"]["accepted"]]
     dra = [d for rec in records for d in rec["rounds"]["drafted"]]
@@ -82,7 +82,7 @@ class AlphaEstimates:
 
 
 def estimate_alpha(
-    records: list[dict[str, Any]], gamma: int, n_boot: int, level: float
+    records: list[RecordLine], gamma: int, n_boot: int, level: float
 ) -> AlphaEstimates:
     pp = per_prompt(records)
     ids = pp.prompt_ids
@@ -134,7 +134,7 @@ class PromptTruncation:
     expected: np.ndarray  # (P, γ_max); column γ − 1 holds ā_p(γ)
 
 
-def prompt_truncation(records: list[dict[str, Any]], gamma_max: int) -> PromptTruncation:
+def prompt_truncation(records: list[RecordLine], gamma_max: int) -> PromptTruncation:
     """Valid because the first γ decisions of a round do not depend on what is drafted after them;
     a round near the end of the budget is capped by the tokens left, not by γ (docs/theory.md §3)."""
     lengths, alphas, pmfs = [], [], []
@@ -152,7 +152,7 @@ def prompt_truncation(records: list[dict[str, Any]], gamma_max: int) -> PromptTr
     return PromptTruncation(np.asarray(lengths, float), np.asarray(alphas, float), expected)
 
 
-def truncation_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int, float]:
+def truncation_curve(records: list[RecordLine], gamma_max: int) -> dict[int, float]:
     """Empirical ā(γ) for γ ≤ γ_max: per-prompt truncation pooled by tokens (docs/theory.md §3)."""
     pt = prompt_truncation(records, gamma_max)
     if not np.isfinite(pt.expected).any():
@@ -163,7 +163,7 @@ def truncation_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int,
     }
 
 
-def iid_curve(records: list[dict[str, Any]], gamma_max: int) -> dict[int, float]:
+def iid_curve(records: list[RecordLine], gamma_max: int) -> dict[int, float]:
     """ā(γ) from the iid model at each prompt's own exact-β α, pooled by tokens, each turn that
     ran into max_new_tokens walked down its budget as in `prompt_truncation`."""
     pt = prompt_truncation(records, gamma_max)

@@ -29,7 +29,8 @@ import numpy as np
 from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
 from specbench.analysis.estimators.acceptance import prompt_truncation
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
-from specbench.analysis.stats.serialize import est_json
+from specbench.analysis.stats.serialize import EstimateDoc, est_json
+from specbench.record_line import RecordLine
 
 BATCH_TIMING_KIND = "batch_timing"
 
@@ -52,7 +53,7 @@ class StepCosts:
         return gamma * self.draft_ms[b] + self.verify_ms[(b, gamma)]
 
 
-def step_costs(records: Sequence[Mapping[str, Any]]) -> dict[str, StepCosts]:
+def step_costs(records: Sequence[RecordLine]) -> dict[str, StepCosts]:
     """Per workload, the median of each batched forward over its `batch_timing` records."""
     draft: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     verify: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -110,13 +111,13 @@ class PromptTokens:
         return Estimate(value, est.lo, est.hi)
 
 
-def prompt_tokens(spec_records: Sequence[Mapping[str, Any]], gamma_max: int) -> PromptTokens:
-    recs = [dict(r) for r in spec_records if r.get("rounds")]
+def prompt_tokens(spec_records: Sequence[RecordLine], gamma_max: int) -> PromptTokens:
+    recs = [r for r in spec_records if r.get("rounds")]
     pt = prompt_truncation(recs, gamma_max)
     return PromptTokens(pt.lengths, pt.expected, [str(r["prompt_id"]) for r in recs])
 
 
-def _scaled(est: Estimate, factor: float) -> dict[str, Any] | None:
+def _scaled(est: Estimate, factor: float) -> EstimateDoc | None:
     return est_json(Estimate(est.value * factor, est.lo * factor, est.hi * factor))
 
 
@@ -159,7 +160,7 @@ def best_gamma(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def batch_prediction(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[RecordLine],
     groups: Mapping[tuple[str, float], Mapping[str, Any]],
     primary_drafter: str,
     n_boot: int,

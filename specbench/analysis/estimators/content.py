@@ -35,6 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from specbench.record_line import RecordLine
+
 NGRAM_MIN, NGRAM_MAX = 4, 16  # n-gram length (tokens) = answer length / 8, clamped to these
 REPEATED_NGRAM_MAX = 0.5  # share of tokens covered by a repeated n-gram above which: repetition
 REPEATED_LINE_MAX = 0.5  # share of characters in repeated non-blank lines above which: repetition
@@ -133,7 +135,7 @@ def answer_checks(
     }
 
 
-def record_checks(rec: dict[str, Any]) -> list[dict[str, Any]]:
+def record_checks(rec: RecordLine) -> list[dict[str, Any]]:
     """The per-turn checks of a record: as stored by `run`, or computed from its answers and
     token ids (records written before the checks existed). [] when the record holds no answers."""
     if isinstance(rec.get("content"), list):

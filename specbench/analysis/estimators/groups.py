@@ -23,9 +23,10 @@ from specbench.analysis.estimators.tables import (
     SettingKey,
     records_frame,
 )
+from specbench.record_line import RecordLine
 from specbench.records import MEASURED_KINDS
 
-Record = dict[str, Any]
+Record = RecordLine
 GroupKey = tuple[str, float]  # (workload, temperature)
 ENGINE_METRICS_KIND = "engine_metrics"
 

@@ -30,9 +30,10 @@ from specbench.analysis.stats.crossed import MIN_STARTS, crossed_ratio_ci
 from specbench.analysis.stats.resampling import Estimate, cluster_sums, ratio_ci
 from specbench.analysis.stats.serialize import est_json
 from specbench.analysis.stats.signflip import throughput_pivots
+from specbench.record_line import RecordLine
 
 
-def decode_tokens_ms(rec: dict[str, Any]) -> tuple[float, float] | None:
+def decode_tokens_ms(rec: RecordLine) -> tuple[float, float] | None:
     """(decode tokens, decode ms) of one record, or None when it decoded nothing measurable."""
     turns = len(rec.get("ttft_ms") or [0])
     tokens = float(rec.get("new_tokens") or 0) - turns
@@ -44,7 +45,7 @@ def decode_tokens_ms(rec: dict[str, Any]) -> tuple[float, float] | None:
     return (tokens, ms) if ms > 0 else None
 
 
-def e2e_tokens_ms(rec: dict[str, Any]) -> tuple[float, float] | None:
+def e2e_tokens_ms(rec: RecordLine) -> tuple[float, float] | None:
     tokens, wall = rec.get("new_tokens"), rec.get("wall_ms")
     if not tokens or not wall or wall <= 0:
         return None
@@ -90,13 +91,11 @@ class Paired:
         return [self.tok_new, self.ms_new, self.tok_base, self.ms_base]
 
 
-def _key(rec: dict[str, Any]) -> tuple[str, int]:
+def _key(rec: RecordLine) -> tuple[str, int]:
     return str(rec["prompt_id"]), int(rec.get("repeat", 0))
 
 
-def pair(
-    base: list[dict[str, Any]], recs: list[dict[str, Any]], end_to_end: bool = False
-) -> Paired:
+def pair(base: list[RecordLine], recs: list[RecordLine], end_to_end: bool = False) -> Paired:
     """The prompts measured by both the baseline and the setting, in the setting's order."""
     measure = e2e_tokens_ms if end_to_end else decode_tokens_ms
     by_key = {_key(r): measure(r) for r in base}
@@ -111,7 +110,7 @@ def pair(
     return Paired(keys, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], crossed)
 
 
-def pooled_itl(recs: list[dict[str, Any]], n_boot: int, level: float) -> Estimate | None:
+def pooled_itl(recs: list[RecordLine], n_boot: int, level: float) -> Estimate | None:
     """Σ decode ms / Σ decode tokens over the records (ITL, ms per token)."""
     rows: list[tuple[float, float, str]] = []
     for r in recs:
@@ -150,7 +149,7 @@ def speedup_of(p: Paired, n_boot: int, level: float) -> Estimate | None:
 
 
 def measured_latency(
-    base: list[dict[str, Any]], recs: list[dict[str, Any]], n_boot: int, level: float
+    base: list[RecordLine], recs: list[RecordLine], n_boot: int, level: float
 ) -> dict[str, Any]:
     """ITL, decode tokens/s and the speedups (decode and end to end, paired by prompt) of a
     setting's records against the baseline's — shared by every backend's analysis."""
@@ -185,7 +184,7 @@ def shown_gamma(e: WorkloadResult) -> int:
 
 
 def latency_distributions(
-    results: RunResults, records: list[dict[str, Any]]
+    results: RunResults, records: list[RecordLine]
 ) -> dict[tuple[str, float], LatencyDistribution]:
     """Each workload × temperature's per-request TPOT, baseline and shown setting, from the
     closed-loop records (open-loop cells are in results.json only)."""
@@ -201,11 +200,11 @@ def latency_distributions(
             and float(r["temperature"]) == e.temperature
             and r.get("concurrency", 1) == c_ref
         ]
-        base = [r["tpot_ms"] for r in mine if r["kind"] == "baseline" and r.get("tpot_ms")]
+        base = [x for r in mine if r["kind"] == "baseline" and (x := r.get("tpot_ms"))]
         spec = [
-            r["tpot_ms"]
+            x
             for r in mine
-            if r["kind"] == "spec" and r["gamma"] == gamma and r.get("tpot_ms")
+            if r["kind"] == "spec" and r["gamma"] == gamma and (x := r.get("tpot_ms"))
         ]
         out[(e.workload, e.temperature)] = LatencyDistribution(gamma, base, spec)
     return out

@@ -17,7 +17,8 @@ import numpy as np
 from specbench.analysis.arithmetic.timing_model import TimingModel
 from specbench.analysis.estimators.entry_warnings import few_tokens_per_round
 from specbench.analysis.estimators.latency import measured_latency
-from specbench.analysis.stats.serialize import json_num
+from specbench.analysis.stats.serialize import EstimateDoc, json_num
+from specbench.record_line import RecordLine
 
 MODELS = ("iid", "empirical")
 
@@ -27,9 +28,9 @@ class GammaAcceptance:
     """A measured γ's acceptance columns, from the backend's own estimators (JSON-ready;
     None where the backend cannot measure it), and its mean tokens per round for the warning."""
 
-    alpha_exact_beta: dict[str, Any] | None
-    accepted_proposed: dict[str, Any] | None
-    mean_tokens_per_round: dict[str, Any] | None
+    alpha_exact_beta: EstimateDoc | None
+    accepted_proposed: EstimateDoc | None
+    mean_tokens_per_round: EstimateDoc | None
     t_verify_ms_median: float | None
     peak_memory_mb: float | None
     tokens_per_round: float | None
@@ -62,8 +63,8 @@ def gamma_table(
     gamma_max: int,
     curves: Mapping[str, Mapping[int, float]],
     model: TimingModel,
-    base: list[dict[str, Any]],
-    specs: Mapping[int, list[dict[str, Any]]],
+    base: list[RecordLine],
+    specs: Mapping[int, list[RecordLine]],
     acceptance: Callable[[int], GammaAcceptance],
     n_boot: int,
     level: float,

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.record_line import RecordLine
 
-def request_mix(baseline: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+
+def request_mix(baseline: Sequence[RecordLine]) -> dict[str, Any] | None:
     """One count per prompt (its first baseline record): temperatures (to 0.1) and top_p (to
     0.01) as counts, max tokens as min / median / max, and how many values came from the config
     (absent in the row) or were capped at `max_new_tokens`. None for a workload sampled with the
@@ -18,7 +20,7 @@ def request_mix(baseline: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     first: dict[str, dict[str, Any]] = {}
     for rec in baseline:
         if rec.get("sampling") == "logged" and "request" in rec:
-            first.setdefault(rec["prompt_id"], rec["request"])
+            first.setdefault(rec["prompt_id"], rec["request"] or {})
     if not first:
         return None
     reqs = pd.DataFrame(list(first.values()))

@@ -13,9 +13,10 @@ The statistics (`analysis.stats.resampling`) take numpy arrays; these tables onl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
+
+from specbench.record_line import RecordLine
 
 UNIT_COLUMNS = [
     "unit_kind",
@@ -51,7 +52,7 @@ ROUND_COLUMNS = [
 ]
 
 
-def records_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Sequence[RecordLine]) -> pd.DataFrame:
     """One row per record, in file order (`pos`). `policy` is as written ("" for a baseline);
     `concurrency` is 0 on the transformers backend (it has none)."""
     rows = [
@@ -74,7 +75,7 @@ def records_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["pos", *UNIT_COLUMNS, "record"])
 
 
-def rounds_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def rounds_frame(records: Sequence[RecordLine]) -> pd.DataFrame:
     """One row per round of the spec records that carry per-round data (transformers backend).
     `setting_gamma` is the setting's γ (a policy's largest), `gamma` the γ the round asked for
     and `drafted` what it drafted (fewer at the end of the answer, 0 on an n-gram miss)."""

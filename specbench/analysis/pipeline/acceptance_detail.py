@@ -17,7 +17,7 @@ import numpy as np
 from specbench.analysis.arithmetic import roi
 from specbench.analysis.decide.validity import Records, Validity
 from specbench.analysis.estimators.acceptance import per_prompt, prompt_truncation
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import EstimateDoc, est_json, json_num
 from specbench.analysis.stats.signflip import rate_estimate
 
 MIN_POSITION_ROUNDS = 20  # per-position rates over fewer rounds are shown greyed out, not as points
@@ -49,7 +49,7 @@ def per_prompt_alpha(
     alphas = np.asarray([by_prompt[p][0] / by_prompt[p][1] for p in ids])
     clean = np.asarray([p not in degenerate for p in ids])
 
-    def request_mean(mask: np.ndarray) -> dict[str, Any] | None:
+    def request_mean(mask: np.ndarray) -> EstimateDoc | None:
         if not mask.any():
             return None
         a = alphas[mask]

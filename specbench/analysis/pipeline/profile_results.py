@@ -27,6 +27,7 @@ from specbench.analysis.stats.latency_tails import Slo
 from specbench.analysis.stats.serialize import json_num
 from specbench.config.load import SloSpec
 from specbench.config.profile import DeploymentProfile
+from specbench.record_line import RecordLine
 
 RULE = (
     "ON with the eligible setting of highest gain among those whose simultaneous lower bound "
@@ -112,15 +113,15 @@ def mix_acceptance(
 
 
 def profile_section(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[RecordLine],
     profile: DeploymentProfile | None,
     run_slo: SloSpec | None,
     mix: Mapping[str, float],
     margin: float,
     level: float,
     interleaved: bool,
-) -> dict[str, Any] | None:
-    """results.json's `profile_decision` (validated against its model), or None."""
+) -> ProfileDecision | None:
+    """results.json's `profile_decision` as its model, or None."""
     if profile is None:
         return None
     batches = mix_batches(records)
@@ -135,7 +136,7 @@ def profile_section(
         runs, slo, shares, profile.objective, margin, level, interleaved, acceptance=acc
     )
     doc = _document(v, slo, mix, acc)
-    return ProfileDecision.model_validate(doc).model_dump(mode="json", by_alias=True)
+    return ProfileDecision.model_validate(doc)
 
 
 def _attain(a: Sequence[Attainment]) -> list[dict[str, Any]]:

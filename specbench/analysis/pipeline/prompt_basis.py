@@ -14,18 +14,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from specbench.analysis.documents.results_model_workload import ContentCheck, FiguresBasis
 from specbench.analysis.estimators.groups import Group, Record
 
 # acceptance sources (`analysis.serving.serving_acceptance.counter_units`) read per request
 PER_REQUEST_SOURCES = ("per_request_counters", "per_request_response")
 
 
+def set_aside(basis: FiguresBasis | None, content: ContentCheck | None) -> frozenset[str]:
+    """The one rule for which prompts a cell's verdict and figures leave out: its degenerate
+    prompts when its figures are over the non-degenerate ones (`figures_basis` "non_degenerate");
+    none when they cover every prompt (no degenerate prompt, or none left). The pipeline asks it
+    of an entry it builds (`excluded_prompts`), compare of a results.json entry (`compare.sides`)."""
+    if basis is None or content is None or basis.prompts != "non_degenerate":
+        return frozenset()
+    return frozenset(d.prompt_id for d in content.degenerate_prompts)
+
+
 def excluded_prompts(body: dict[str, Any]) -> set[str]:
-    """The prompt ids an analysed entry's figures leave out (none when they cover every prompt)."""
-    if (body.get("figures_basis") or {}).get("prompts") != "non_degenerate":
-        return set()
-    content = body.get("content") or {}
-    return {str(d["prompt_id"]) for d in content.get("degenerate_prompts") or []}
+    """`set_aside` of an entry the pipeline is building: its `figures_basis` and `content` read
+    as the typed parts results.json's model holds."""
+    basis, content = body.get("figures_basis"), body.get("content")
+    return set(
+        set_aside(
+            FiguresBasis.model_validate(basis) if basis else None,
+            ContentCheck.model_validate(content) if content else None,
+        )
+    )
 
 
 def keep_prompts(recs: Sequence[Record], excluded: set[str]) -> list[Record]:

@@ -31,7 +31,7 @@ cell stopped on, `analysis.decide.adaptive_summary`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, cast
 
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
@@ -63,7 +63,7 @@ from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
 from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
-from specbench.config.profile import DeploymentProfile
+from specbench.config.stored import StoredConfig
 
 RESULTS_SCHEMA = 3  # = analysis.documents.results_read's
 
@@ -79,19 +79,20 @@ def entry_analysis(grp: Group) -> EntryAnalysis:
     return serving_entry if is_engine_group(grp) else transformers_entry
 
 
-def run_header(config: Mapping[str, Any], s: AnalysisSettings) -> dict[str, Any]:
-    """results.json's `run`: what was measured, as the stored config says."""
-    draft = config.get("draft", {})
+def run_header(config: StoredConfig, s: AnalysisSettings) -> dict[str, Any]:
+    """results.json's `run`: what was measured, as the stored config says (its `sampling` as
+    stored, key for key)."""
+    draft = config.draft
     return {
-        "name": config.get("name"),
-        "target": config.get("target", {}).get("model"),
-        "draft": draft.get("model") or draft.get("method"),
-        "drafter": draft.get("method", "model"),
-        "sampling": config.get("sampling"),
-        "gammas": config.get("gammas"),
-        "max_new_tokens": config.get("max_new_tokens"),
-        "backend": config.get("backend", "transformers"),
-        "concurrency": config.get("concurrency"),
+        "name": config.name,
+        "target": config.target.model if config.target else None,
+        "draft": (draft.model or draft.method) if draft else None,
+        "drafter": (draft.method or "model") if draft else "model",
+        "sampling": config.sampling.model_dump(exclude_unset=True) if config.sampling else None,
+        "gammas": config.gammas,
+        "max_new_tokens": config.max_new_tokens,
+        "backend": config.backend or "transformers",
+        "concurrency": config.concurrency,
         "margin": s.margin,
         "ci_level": s.ci_level,
     }
@@ -99,7 +100,7 @@ def run_header(config: Mapping[str, Any], s: AnalysisSettings) -> dict[str, Any]
 
 def build_results(
     records: list[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     env: dict[str, Any],
     batch_timing: list[Record] | None = None,
 ) -> dict[str, Any]:
@@ -160,27 +161,33 @@ def build_results(
             economics_section(
                 entries,
                 cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
-                config.get("economics"),
+                config.economics,
                 env.get("device"),
             ),
             env,
         ),
         "failures": failures,
     }
-    mix = mix_section(mixed, config, s.ci_level, s.n_boot)
-    if mix is not None:  # engine runs with a profile and a steady-state load
-        out["mix"] = mix
+    profile_mix = mix_section(mixed, config, s.ci_level, s.n_boot)
+    if profile_mix is not None:  # engine runs with a profile and a steady-state load
+        out["mix"] = profile_mix.model_dump(mode="json", by_alias=True)
         decided = profile_section(
             mixed,
-            DeploymentProfile.model_validate(config["profile"]) if config.get("profile") else None,
-            SloSpec.model_validate(config.get("slo") or {}),
-            mix["token_shares"],
+            config.profile.deployment() if config.profile is not None else None,
+            SloSpec(
+                **(
+                    config.slo.model_dump(include={"ttft_ms", "tpot_ms", "e2e_ms"})
+                    if config.slo
+                    else {}
+                )
+            ),
+            profile_mix.token_shares,
             s.margin,
             s.ci_level,
-            bool((config.get("engine") or {}).get("interleave")),
+            bool(config.engine and config.engine.interleave),
         )
         if decided is not None:  # the decision at the profile (analysis.decide.profile_decision)
-            out["profile_decision"] = decided
+            out["profile_decision"] = decided.model_dump(mode="json", by_alias=True)
     predicted = batch_prediction(
         batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )
@@ -191,7 +198,7 @@ def build_results(
 
 def build_typed_results(
     records: list[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     env: dict[str, Any],
     batch_timing: list[Record] | None = None,
 ) -> RunResults:

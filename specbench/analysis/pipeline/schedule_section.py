@@ -36,8 +36,9 @@ from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_concurrency import output_throughput
 from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 MODEL_FORM = "T(b,γ) = v0 + vb·b + vc·max(0, b(γ+1) − knee) + γ·(d0 + db·b)"
 
 
@@ -46,10 +47,10 @@ def _cell_tau(recs: Sequence[Record], metrics: Sequence[Record], gamma: int, c: 
     if gamma == 0:
         return 1.0
     units = [
-        SpecCounters.from_dict(m["spec_counters"])
+        SpecCounters.from_dict(x)
         for m in metrics
-        if int(m["gamma"]) == gamma and concurrency_of(m) == c and m.get("spec_counters")
-    ] or [SpecCounters.from_dict(r["spec_counters"]) for r in recs if r.get("spec_counters")]
+        if int(m["gamma"]) == gamma and concurrency_of(m) == c and (x := m.get("spec_counters"))
+    ] or [SpecCounters.from_dict(x) for r in recs if (x := r.get("spec_counters"))]
     drafts = sum(u.drafts for u in units)
     return 1.0 + sum(u.accepted for u in units) / drafts if drafts > 0 else math.nan
 

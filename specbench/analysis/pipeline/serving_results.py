@@ -64,7 +64,7 @@ def engine_round_fit(
     points = []
     for g in sorted(specs):
         tau = ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
-        itl = [r["tpot_ms"] for r in specs[g] if r.get("tpot_ms")]
+        itl = [x for r in specs[g] if (x := r.get("tpot_ms"))]
         if tau is not None and itl:
             points.append((g, float(np.mean(itl)) * tau))
     if not points:
@@ -238,7 +238,7 @@ def analyse_engine_group(
 
 
 def _mean_gauge(metrics: list[Record]) -> float | None:
-    gauges = [m["accept_length_gauge"] for m in metrics if m.get("accept_length_gauge") is not None]
+    gauges = [x for m in metrics if (x := m.get("accept_length_gauge")) is not None]
     return json_num(float(np.mean(gauges))) if gauges else None
 
 

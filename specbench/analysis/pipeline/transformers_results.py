@@ -61,7 +61,8 @@ def baseline_summary(base: list[Record], n_boot: int, level: float) -> dict[str,
 
 
 def _peak_memory(recs: list[Record]) -> float | None:
-    return json_num(max((r["peak_memory_mb"] for r in recs), default=math.nan))
+    peaks = [x for r in recs if (x := r.get("peak_memory_mb")) is not None]
+    return json_num(max(peaks, default=math.nan))
 
 
 def timing_section(fit: TimingFit) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+
+from specbench.record_line import RecordLine
 
 STEP_FLOOR_MS = 0.5  # faster than any engine's decode step
 BUFFERED_SHARE = 0.5
@@ -45,7 +46,7 @@ def buffered_request(
     )
 
 
-def buffered_cell(recs: Sequence[dict[str, Any]]) -> tuple[int, bool]:
+def buffered_cell(recs: Sequence[RecordLine]) -> tuple[int, bool]:
     """(buffered requests, TPOT meaningless) over a cell's successful requests."""
     flags = [bool(r.get("buffered")) for r in recs]
     n = sum(flags)

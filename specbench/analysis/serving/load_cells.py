@@ -27,8 +27,10 @@ from specbench.analysis.serving.buffering import buffered_cell
 from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
 from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.steady_state import kept_up, queueing_growth
+from specbench.config.stored import StoredConfig, StoredSlo
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 CLOSED = "closed"
 CellKey = tuple[int, str, str, int]  # (γ, drafter label, load, concurrency)
 
@@ -49,9 +51,9 @@ def _order(key: CellKey) -> tuple[Any, ...]:
     return (g, label, kind, c if kind in (0, 3) else 0, rate or 0.0)
 
 
-def slo_of(config: dict[str, Any]) -> Slo:
-    s = config.get("slo") or {}
-    return Slo(s.get("ttft_ms"), s.get("tpot_ms"), s.get("e2e_ms"))
+def slo_of(config: StoredConfig) -> Slo:
+    s = config.slo or StoredSlo()
+    return Slo(s.ttft_ms, s.tpot_ms, s.e2e_ms)
 
 
 def _kept(recs: Sequence[Record]) -> tuple[list[Record], list[Record]]:
@@ -125,8 +127,8 @@ def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
     }
 
 
-def _sum(ms: list[Record], field: str) -> float:
-    return float(sum(m.get(field) or 0 for m in ms))
+def _sum(values: list[float | None]) -> float:
+    return float(sum(v or 0 for v in values))
 
 
 def cell_entry(
@@ -146,9 +148,9 @@ def cell_entry(
     ttft = [r["ttft_ms"][0] + d for r, d in zip(ok, q, strict=True) if r.get("ttft_ms")]
     e2e = [float(r["wall_ms"]) + d for r, d in zip(ok, q, strict=True)]
     tpot = [r.get("tpot_ms") for r in ok]
-    wall_s = _sum(metrics, "batch_wall_ms") / 1000.0
-    rps = _sum(metrics, "n_requests") / wall_s if wall_s > 0 else None
-    tps = _sum(metrics, "output_tokens") / wall_s if wall_s > 0 else None
+    wall_s = _sum([m.get("batch_wall_ms") for m in metrics]) / 1000.0
+    rps = _sum([m.get("n_requests") for m in metrics]) / wall_s if wall_s > 0 else None
+    tps = _sum([m.get("output_tokens") for m in metrics]) / wall_s if wall_s > 0 else None
     if steady is not None:  # completions inside the window per second of it
         wall_s = steady["steady_duration_s"] or 0.0
         rps, tps = steady["achieved_rate"], steady["achieved_tokens_per_s"]
@@ -173,7 +175,7 @@ def cell_entry(
         "tpot_ms": percentiles_ci([t for t in tpot if t is not None], level),
         "e2e_ms": percentiles_ci(e2e, level),
         "queue_ms_max": json_num(max(q)) if load != CLOSED and q else None,
-        "not_sent": int(_sum(metrics, "not_sent")),
+        "not_sent": int(_sum([m.get("not_sent") for m in metrics])),
         "hit_bound": any(m.get("hit_bound") for m in metrics),
         "buffered_requests": n_buf,
         "tpot_meaningless": meaningless,
@@ -181,7 +183,7 @@ def cell_entry(
         "steady": steady,
     }
     if load != CLOSED:
-        offered = [m["offered_rate"] for m in metrics if m.get("offered_rate") is not None]
+        offered = [x for m in metrics if (x := m.get("offered_rate")) is not None]
         body["offered_rate"] = json_num(sum(offered) / len(offered)) if offered else None
     if slo.any:
         good = [
@@ -221,11 +223,10 @@ def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> st
 
 
 def load_section(
-    recs: Sequence[Record], config: dict[str, Any], level: float, n_boot: int
+    recs: Sequence[Record], slo: Slo, level: float, n_boot: int
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The cells of one workload × temperature (records of that group, every load point) and
-    their warnings."""
-    slo = slo_of(config)
+    their warnings, under the run's SLO."""
     reqs, metrics = _kept(recs)
     attempts = {m.get("attempt") for m in metrics}
     by_cell: dict[CellKey, list[Record]] = defaultdict(list)
@@ -258,7 +259,7 @@ def load_section(
 def attach_load(
     entries: list[dict[str, Any]],
     records: Sequence[Record],
-    config: dict[str, Any],
+    config: StoredConfig,
     level: float,
     n_boot: int,
 ) -> None:
@@ -272,10 +273,11 @@ def attach_load(
         if eng is None:
             continue
         cells, notes = load_section(
-            by_group[(e["workload"], float(e["temperature"]))], config, level, n_boot
+            by_group[(e["workload"], float(e["temperature"]))], slo_of(config), level, n_boot
         )
         eng["load"] = cells
-        eng["slo"] = {k: v for k, v in (config.get("slo") or {}).items() if v is not None} or None
+        slo = config.slo.model_dump(exclude_unset=True) if config.slo else {}
+        eng["slo"] = {k: v for k, v in slo.items() if v is not None} or None
         e["warnings"] = list(dict.fromkeys([*e.get("warnings", []), *notes]))
 
 

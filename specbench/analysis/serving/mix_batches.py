@@ -17,15 +17,18 @@ shares, the request shares drawn with, the temperature shares, each workload's m
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.analysis.serving.load_cells import load_section, steady_fields
+from specbench.analysis.documents.results_model_load import MixSection
+from specbench.analysis.serving.load_cells import load_section, slo_of, steady_fields
 from specbench.analysis.stats.serialize import json_num
+from specbench.config.stored import StoredConfig
+from specbench.record_line import RecordLine
 
 PROFILE_MIX = "profile"  # = config.profile.PROFILE_MIX (analysis does not import config)
-Record = Mapping[str, Any]
+Record = RecordLine
 
 
 def is_mix(rec: Record) -> bool:
@@ -80,11 +83,11 @@ def _request(r: Record) -> MixRequest:
         phase=str(r.get("phase")),
         ok=ok,
         ttft_ms=float(ttft[0]) + q if ok and ttft else None,
-        tpot_ms=float(r["tpot_ms"]) if ok and r.get("tpot_ms") is not None else None,
+        tpot_ms=float(tpot) if ok and (tpot := r.get("tpot_ms")) is not None else None,
         e2e_ms=float(r["wall_ms"]) + q if ok and r.get("wall_ms") is not None else None,
         new_tokens=int(r.get("new_tokens") or 0) if ok else 0,
         prompt_id=str(r.get("prompt_id", "")),
-        draw=int(r.get("draw", -1)),
+        draw=int(d) if (d := r.get("draw")) is not None else -1,
     )
 
 
@@ -106,29 +109,29 @@ def _completed(records: Iterable[Record]) -> tuple[list[Record], dict[str, list[
     return metrics, by_attempt
 
 
-def mix_batches(records: Iterable[Mapping[str, Any]]) -> list[MixBatch]:
+def mix_batches(records: Iterable[Record]) -> list[MixBatch]:
     """Every completed mix batch, in the order its metrics lines were written."""
     metrics, by_attempt = _completed(records)
     out = []
     for m in metrics:
         reqs = by_attempt.get(str(m.get("attempt")), [])
         start, end = m["steady_window_s"]
-        kept = steady_fields([dict(r) for r in reqs], [dict(m)])["kept_up"]
+        kept = steady_fields(list(reqs), [m])["kept_up"]
         inside = sorted(
             (r for r in reqs if r.get("phase") in ("steady", "drain")),
-            key=lambda r: (float(r.get("arrival_s") or 0.0), int(r.get("draw", 0))),
+            key=lambda r: (float(r.get("arrival_s") or 0.0), int(r.get("draw") or 0)),
         )
         start_no = m.get("engine_start")
         out.append(
             MixBatch(
-                gamma=int(m["gamma"]),
+                gamma=int(m.get("gamma") or 0),
                 drafter=str(m.get("drafter", "")),
                 setting=str(m.get("setting", "")),
                 method=m.get("method"),
                 schedule=m.get("schedule"),
                 load=str(m.get("load")),
-                rate=float(m["rate"]) if m.get("rate") is not None else None,
-                repeat=int(m.get("repeat", 0)),
+                rate=float(rate) if (rate := m.get("rate")) is not None else None,
+                repeat=int(m.get("repeat") or 0),
                 engine_start=int(start_no) if start_no is not None else None,
                 window_s=(float(start), float(end)),
                 requests=tuple(_request(r) for r in inside),
@@ -154,16 +157,17 @@ def token_shares_of(
 
 
 def mix_section(
-    records: Sequence[Record], config: dict[str, Any], level: float, n_boot: int
-) -> dict[str, Any] | None:
-    """results.json's `mix` (module docstring); None when the run has no mix batch."""
+    records: Sequence[Record], config: StoredConfig, level: float, n_boot: int
+) -> MixSection | None:
+    """results.json's `mix` (module docstring) as its model; None when the run has no mix
+    batch."""
     metrics, by_attempt = _completed(records)
     if not metrics:
         return None
     reqs = [r for a in by_attempt.values() for r in a]
     shares = metrics[0].get("mix_shares") or {}
     # one group for load_cells: the requests' own workload / temperature do not split a cell
-    cells, notes = load_section([dict(r) for r in [*reqs, *metrics]], config, level, n_boot)
+    cells, notes = load_section([*reqs, *metrics], slo_of(config), level, n_boot)
     for c in cells:
         own = [
             r
@@ -173,11 +177,13 @@ def mix_section(
             and r.get("load") == c["load"]
         ]
         c["token_shares"] = token_shares_of(own, shares.get("token_shares") or {})
-    return {
-        "token_shares": shares.get("token_shares") or {},
-        "request_shares": shares.get("request_shares") or {},
-        "temperature_shares": shares.get("temperature_shares") or {},
-        "mean_max_tokens": shares.get("mean_max_tokens") or {},
-        "cells": cells,
-        "warnings": [f"mix {n}" for n in notes],
-    }
+    return MixSection.model_validate(
+        {
+            "token_shares": shares.get("token_shares") or {},
+            "request_shares": shares.get("request_shares") or {},
+            "temperature_shares": shares.get("temperature_shares") or {},
+            "mean_max_tokens": shares.get("mean_max_tokens") or {},
+            "cells": cells,
+            "warnings": [f"mix {n}" for n in notes],
+        }
+    )

@@ -23,8 +23,9 @@ from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import est_json, json_num
 from specbench.analysis.stats.signflip import rate_estimate, ratio_estimate
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 UnitKey = Any  # (prompt id, repeat) per request, (concurrency, repeat) per batch
 
 
@@ -106,14 +107,14 @@ def counter_units(
     leaving out counters found polluted by other traffic (docs/theory.md §17); "polluted" when
     every counter was, "unavailable" when the engine reported none."""
     at_ref = [r for r in recs if concurrency_of(r) == c_ref]
-    response = [r for r in at_ref if r.get("response_spec")]
+    response = [(r, x) for r in at_ref if (x := r.get("response_spec"))]
     if response and len(response) == len(at_ref):
-        keyed = [(_prompt_key(r), SpecCounters.from_dict(r["response_spec"])) for r in response]
+        keyed = [(_prompt_key(r), SpecCounters.from_dict(x)) for r, x in response]
         return keyed, "per_request_response"
     per_request = [
-        (_prompt_key(r), SpecCounters.from_dict(r["spec_counters"]))
+        (_prompt_key(r), SpecCounters.from_dict(x))
         for r in at_ref
-        if r.get("spec_counters") and not r.get("counters_polluted")
+        if (x := r.get("spec_counters")) and not r.get("counters_polluted")
     ]
     if per_request:
         return per_request, "per_request_counters"
@@ -122,11 +123,12 @@ def counter_units(
     by_batch: dict[UnitKey, SpecCounters] = {}
     polluted = False
     for m in metrics:
-        if m.get("spec_counters") and m.get("counters_polluted"):
+        counters = m.get("spec_counters")
+        if counters and m.get("counters_polluted"):
             polluted = True
-        elif m.get("spec_counters"):
+        elif counters:
             key = (concurrency_of(m), m.get("repeat", 0))
-            c = SpecCounters.from_dict(m["spec_counters"])
+            c = SpecCounters.from_dict(counters)
             by_batch[key] = by_batch[key].plus(c) if key in by_batch else c
     batches = list(by_batch.items())
     if batches:
@@ -137,10 +139,10 @@ def counter_units(
 def request_counts(r: Record) -> dict[str, Any] | None:
     """A request's own acceptance counts: the engine's per-request figures, else its counter
     deltas unless they were polluted; None without either."""
-    if r.get("response_spec"):
-        return dict(r["response_spec"])
-    if r.get("spec_counters") and not r.get("counters_polluted"):
-        return dict(r["spec_counters"])
+    if response := r.get("response_spec"):
+        return dict(response)
+    if (counters := r.get("spec_counters")) and not r.get("counters_polluted"):
+        return dict(counters)
     return None
 
 

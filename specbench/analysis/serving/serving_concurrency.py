@@ -14,18 +14,19 @@ from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.stats.resampling import mean_ci
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 
 
 def output_throughput(metrics: Sequence[Record], gamma: int, c: int) -> float | None:
     """Mean output tokens/s of the batches of γ at concurrency c (complete batches only)."""
     vals = [
-        m["output_tokens_per_s"]
+        x
         for m in metrics
         if int(m["gamma"]) == gamma
         and concurrency_of(m) == c
-        and m.get("output_tokens_per_s")
+        and (x := m.get("output_tokens_per_s"))
         and not m.get("partial")  # a resumed batch's rest ran at a lower load
     ]
     return json_num(float(np.mean(vals))) if vals else None

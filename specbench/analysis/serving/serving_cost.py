@@ -33,6 +33,8 @@ import numpy as np
 
 from specbench.analysis.arithmetic.roi import economics
 from specbench.analysis.stats.serialize import json_num
+from specbench.config.stored import StoredEconomics
+from specbench.record_line import RecordLine
 
 PERCENTILES = (50, 90, 99)
 
@@ -46,7 +48,7 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return out
 
 
-def latency_tails(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def latency_tails(recs: list[RecordLine]) -> dict[str, Any] | None:
     """p50/p90/p99 of TTFT (first turn), TPOT and e2e (ms) over requests; None without records."""
     ok = [r for r in recs if r.get("status", "ok") == "ok"]
     if not ok:
@@ -54,7 +56,7 @@ def latency_tails(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "n": len(ok),
         "ttft_ms": _percentiles([r["ttft_ms"][0] for r in ok if r.get("ttft_ms")]),
-        "tpot_ms": _percentiles([r["tpot_ms"] for r in ok if r.get("tpot_ms")]),
+        "tpot_ms": _percentiles([x for r in ok if (x := r.get("tpot_ms"))]),
         "e2e_ms": _percentiles([r["wall_ms"] for r in ok if r.get("wall_ms") is not None]),
     }
 
@@ -70,7 +72,7 @@ def add_tails(body: dict[str, Any], grp: dict[str, Any], primary: str | None) ->
     eng = body.get("engine")
     c_ref = (eng or {}).get("reference_concurrency", 1)
 
-    def spec_at(g: int, c: int | None) -> list[dict[str, Any]]:
+    def spec_at(g: int, c: int | None) -> list[RecordLine]:
         return [
             r
             for (drafter, policy, gamma), rs in grp["spec"].items()
@@ -91,7 +93,7 @@ def add_tails(body: dict[str, Any], grp: dict[str, Any], primary: str | None) ->
             cell["tails"] = latency_tails(spec_at(int(g), c))
 
 
-def _mean_ttft_by_prompt(recs: list[dict[str, Any]]) -> dict[Any, float]:
+def _mean_ttft_by_prompt(recs: list[RecordLine]) -> dict[Any, float]:
     by: dict[Any, list[float]] = {}
     for r in recs:
         if r.get("ttft_ms"):
@@ -163,14 +165,13 @@ def kv_capacity_taken(env: dict[str, Any]) -> dict[str, Any] | None:
 def economics_section(
     entries: list[dict[str, Any]],
     groups: dict[tuple[str, float], dict[str, Any]],
-    settings: dict[str, Any] | None,
+    settings: StoredEconomics | None,
     device: str | None = "cuda",
 ) -> dict[str, Any]:
     """The `economics` block: inputs, and per workload × temperature the cost per 10⁶ output
     tokens with and without speculation at each measured load, the TTFT change and draft memory."""
-    settings = settings or {}
-    price = settings.get("gpu_hour_usd")
-    gpus = int(settings.get("gpus") or 1)
+    price = settings.gpu_hour_usd if settings else None
+    gpus = int((settings.gpus if settings else None) or 1)
     rows = []
     for e in entries:
         rec = e["recommendation"]

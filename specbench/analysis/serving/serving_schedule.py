@@ -16,8 +16,9 @@ from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_concurrency import request_latency
 from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.record_line import RecordLine
 
-Record = dict[str, Any]
+Record = RecordLine
 SCHEDULE_LABEL = "schedule"
 
 
@@ -34,9 +35,9 @@ def split_schedule(
 
 def _throughput(metrics: Sequence[Record], c: int) -> float | None:
     vals = [
-        float(m["output_tokens_per_s"])
+        float(x)
         for m in metrics
-        if concurrency_of(m) == c and m.get("output_tokens_per_s") and not m.get("partial")
+        if concurrency_of(m) == c and (x := m.get("output_tokens_per_s")) and not m.get("partial")
     ]
     return json_num(sum(vals) / len(vals)) if vals else None
 

@@ -39,8 +39,10 @@ from specbench.analysis.stats.serialize import est_json
 from specbench.config import PolicySpec
 from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
+from specbench.record_line import RecordLine
 
 Timing = TimingModel  # the one timing model (round_ms(γ, draft_forwards))
+PolicyOptions = dict[str, float]  # `--policy name:key=value,…`, as `config.PolicySpec` takes them
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ def replay_greedy_prompt(
 
 def replay(
     policy: Policy,
-    records: list[dict[str, Any]],
+    records: list[RecordLine],
     timing: Timing,
     gamma_max: int,
     n_boot: int = 2000,
@@ -281,7 +283,7 @@ def bound_advice(name: str, gamma_max: int) -> str:
     return f"bound it: --policy {name}:{key}"
 
 
-def fitted_options(name: str, options: dict[str, Any], gamma_max: int) -> dict[str, Any]:
+def fitted_options(name: str, options: PolicyOptions, gamma_max: int) -> PolicyOptions:
     """The options with every γ bound the user did not give clamped to the trace's γ_max, so the
     default policy set (and `--policy adaptive`) replays on a run whose grid stops below 8; a
     bound the user gave is kept, and refused by `replay` when the trace cannot hold it."""
@@ -295,14 +297,14 @@ def fitted_options(name: str, options: dict[str, Any], gamma_max: int) -> dict[s
 
 
 def policy_for(
-    name: str, options: dict[str, Any], temperature: float, gamma_max: int | None = None
+    name: str, options: PolicyOptions, temperature: float, gamma_max: int | None = None
 ) -> Policy:
     """The policy `name` with `options`; given the trace's `gamma_max`, the bounds not given are
     fitted to it (`fitted_options`)."""
     if gamma_max is not None:
         options = fitted_options(name, options, gamma_max)
     try:
-        return Policy(PolicySpec(name=name, **options), temperature)
+        return Policy(PolicySpec.model_validate({"name": name, **options}), temperature)
     except ValueError as exc:  # pydantic validation → one line
         first = str(exc).splitlines()
         msg = next(
@@ -311,7 +313,7 @@ def policy_for(
         raise SpecbenchError(f"policy '{name}': {msg.removeprefix('Value error, ')}") from None
 
 
-def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]]) -> Timing:
+def timing_from_records(base: list[RecordLine], trace: list[RecordLine]) -> Timing:
     """The timing model of one drafter's trace (`analysis.arithmetic.timing_model.fit_from_records`)."""
     if not any(r.get("step_ms") for r in base):
         raise SpecbenchError("the run has no baseline step timings to simulate against")
@@ -319,8 +321,8 @@ def timing_from_records(base: list[dict[str, Any]], trace: list[dict[str, Any]])
 
 
 def simulate_run(
-    records: list[dict[str, Any]],
-    policies: Sequence[Policy | tuple[str, dict[str, Any]]],
+    records: list[RecordLine],
+    policies: Sequence[Policy | tuple[str, PolicyOptions]],
     n_boot: int = 2000,
     ngram_drafters: frozenset[str] = frozenset({"ngram"}),
 ) -> list[dict[str, Any]]:

@@ -4,9 +4,16 @@ commands' `--json` documents hold no non-standard `NaN`)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.analysis.stats.resampling import Estimate
+
+
+class EstimateDoc(TypedDict):
+    """An estimate as results.json holds it (`documents.results_model_base.EstimateJSON`)."""
+
+    value: float | None
+    ci95: list[float | None]
 
 
 def json_num(x: float | None) -> float | None:
@@ -15,7 +22,7 @@ def json_num(x: float | None) -> float | None:
     return round(float(x), 6)
 
 
-def est_json(e: Estimate | None) -> dict[str, Any] | None:
+def est_json(e: Estimate | None) -> EstimateDoc | None:
     """{"value": v, "ci95": [lo, hi]} (the interval at the run's ci_level, named ci95 for history)."""
     if e is None:
         return None

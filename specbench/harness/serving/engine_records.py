@@ -3,6 +3,7 @@ reads back to know which units are done (see `driver.py` for when each is writte
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ class BatchKey:
 UnitId = tuple[BatchKey, str]
 
 
-def batch_key_of(rec: dict[str, Any]) -> BatchKey:
+def batch_key_of(rec: Mapping[str, Any]) -> BatchKey:
     return BatchKey(
         int(rec["gamma"]),
         rec.get("drafter", ""),
