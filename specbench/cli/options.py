@@ -27,7 +27,9 @@ DEFAULT_COST_RATIO = defaults.COST_RATIO  # T_d / T_ar assumed by roi and accept
 
 # Options that name a file to write: its missing parent directories are created, and a path
 # that is a directory (or under a file) is refused before the command starts.
-OUTPUT_FILE_PARAMS = frozenset({"csv_path", "plot_path", "markdown", "junit", "out_file"})
+OUTPUT_FILE_PARAMS = frozenset(
+    {"csv_path", "plot_path", "markdown", "junit", "out_file", "export_rules"}
+)
 OUTPUT_DIR_PARAMS = frozenset({"report_dir"})
 
 

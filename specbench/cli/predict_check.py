@@ -7,6 +7,9 @@ speedup per concurrency × γ against the batch-size prediction of a transformer
 
 Reads the two runs' results.json (no model is loaded, torch is not imported). An engine run whose
 `conformance.reference_run` is the transformers run shows the same table in its report.
+
+The arguments become one typed request (harness/predict_check_request.py: `PredictCheckRequest`,
+checked by `check_runs`); report/batch_sections.py renders the comparison.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from specbench.errors import SpecbenchError
+from specbench.cli.options import JsonOption
 
 
 def predict_check(
@@ -27,54 +30,17 @@ def predict_check(
     transformers_run: Annotated[
         Path, typer.Argument(help="A transformers run directory made with `batch_timing`.")
     ],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the comparison as JSON instead of a table.")
-    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Compare an engine run with a transformers run's predicted throughput by batch size."""
-    from specbench.analysis.documents.results_model_batch import PredictionCheck
-    from specbench.analysis.estimators.prediction_check import check_prediction
-    from specbench.harness.rundir import read_results
-    from specbench.report.batch_sections import PREDICTION_CHECK_SHORT, prediction_check_rows
-    from specbench.report.console import make_console, table_box
+    from specbench.harness.predict_check_request import PredictCheckRequest, check_runs
+    from specbench.report.batch_sections import render_prediction_check
+    from specbench.report.console import make_console
 
-    engine, reference = read_results(engine_run), read_results(transformers_run)
-    if not reference.get("batch_prediction"):
-        raise SpecbenchError(
-            f"{transformers_run} has no batch-size prediction; run it with a `batch_timing:` "
-            "section (backend: transformers)"
-        )
-    if not any(w.get("engine") for w in engine.get("workloads", [])):
-        raise SpecbenchError(f"{engine_run} is not an engine run (backend: vllm or openai)")
-    doc = check_prediction(engine, reference, str(transformers_run))
-    if doc is None:
-        raise SpecbenchError(
-            "no cell to compare: the engine run's workloads, temperatures, concurrencies and γ "
-            "do not meet the prediction's workloads, temperatures, batch sizes and γ"
-        )
+    outcome = check_runs(
+        PredictCheckRequest(engine_run=engine_run, transformers_run=transformers_run)
+    )
     if as_json:
-        typer.echo(json.dumps(doc, indent=2))
+        typer.echo(json.dumps(outcome.document, indent=2))
         return
-    check = PredictionCheck.model_validate(doc)
-    from rich.table import Table
-
-    table = Table(
-        title="measured (engine) vs predicted (transformers): throughput tok/s, speedup vs off; "
-        "error = predicted / measured − 1",
-        title_justify="left",
-        box=table_box(),
-    )
-    for col in PREDICTION_CHECK_SHORT:
-        table.add_column(col, justify="left" if col == "workload" else "right")
-    for row in prediction_check_rows(check):
-        table.add_row(*row)
-    console = make_console()
-    console.print(table)
-    console.print(check.note)
-    med_s, med_g = check.median_abs_speedup_error, check.median_abs_throughput_error
-    console.print(
-        "median |error|: speedup "
-        + ("–" if med_s is None else f"{med_s * 100:.0f} %")
-        + ", throughput "
-        + ("–" if med_g is None else f"{med_g * 100:.0f} %")
-    )
+    render_prediction_check(make_console(), outcome.check)

@@ -4,12 +4,17 @@ prediction). Both return nothing for a run without them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_batch import PredictionCheck
 from specbench.report.blocks import Block, Heading, Para, TableBlock
 from specbench.report.no_verdict import shows_speedup
 from specbench.report.text import num_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _est(e: EstimateJSON | None, fmt: str) -> str:
@@ -130,6 +135,33 @@ def prediction_check_blocks(results: RunResults) -> list[Block]:
         ),
         TableBlock(PREDICTION_CHECK_HEADER, prediction_check_rows(check)),
     ]
+
+
+def render_prediction_check(console: Console, check: PredictionCheck) -> None:
+    """`specbench predict-check` on the console: the cells, the note, the median errors."""
+    from rich.table import Table
+
+    from specbench.report.terminal import table_box
+
+    table = Table(
+        title="measured (engine) vs predicted (transformers): throughput tok/s, speedup vs off; "
+        "error = predicted / measured − 1",
+        title_justify="left",
+        box=table_box(),
+    )
+    for col in PREDICTION_CHECK_SHORT:
+        table.add_column(col, justify="left" if col == "workload" else "right")
+    for row in prediction_check_rows(check):
+        table.add_row(*row)
+    console.print(table)
+    console.print(check.note)
+    med_s, med_g = check.median_abs_speedup_error, check.median_abs_throughput_error
+    console.print(
+        "median |error|: speedup "
+        + ("–" if med_s is None else f"{med_s * 100:.0f} %")
+        + ", throughput "
+        + ("–" if med_g is None else f"{med_g * 100:.0f} %")
+    )
 
 
 def schedule_blocks(results: RunResults) -> list[Block]:
