@@ -203,12 +203,42 @@ def _export(
         return ex.vllm_command(dep.target, conf, engine_args)
     if fmt == "sglang":
         gamma = ex.one_gamma(ranges, at)
+        if at is not None and gamma == 0:  # off there is an answer: the plain launch line
+            from specbench.report.schedule_off import plain_sglang
+
+            notes.append(f"# serve without speculation: the schedule is off at concurrency {at}")
+            return plain_sglang(dep.target)
         if at is not None:
             notes.append(f"γ={gamma}: the schedule's k at concurrency {at}")
         return ex.sglang_command(dep, gamma)
     opts = ex.trtllm_options(ranges, dep)
     notes.append(f"start with: {ex.trtllm_command(dep.target, 'THIS_FILE.yaml')}")
     return yaml.safe_dump(opts, sort_keys=False)
+
+
+def _export_off(
+    fmt: Format,
+    sched: Any,
+    dep: Any,
+    not_measured: bool,
+    notes: list[str],
+    engine_args: dict[str, Any] | None,
+) -> str:
+    """Off at every measured concurrency: the line that starts the engine without speculation,
+    and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule_off.py)."""
+    from specbench.report import schedule_off as off
+    from specbench.report.schedule_export import trtllm_command
+
+    notes.insert(0, off.off_outcome(sched, not_measured)[1])
+    if fmt == "vllm":
+        return off.plain_vllm(dep.target, engine_args)
+    if fmt == "sglang":
+        return off.plain_sglang(dep.target)
+    notes.append(
+        f"start with: {trtllm_command(dep.target, 'THIS_FILE.yaml')} (the file holds no "
+        "speculative_config; with nothing else in it, the option can be left out)"
+    )
+    return yaml.safe_dump(off.plain_trtllm_options(), sort_keys=False)
 
 
 def schedule(
@@ -248,10 +278,11 @@ def schedule(
     results = build_typed_results(records, config, env)
     label, temp, sched = _pick(results, records, config, workload, temperature)
     ranges = [list(r) for r in sched.ranges]
+    unmeasured = _unmeasured_note(results, workload, temp)
     notes = [
         f"{label}: measured up to concurrency {sched.measured_up_to}; the last range's k is "
         "carried beyond it (extrapolated)",
-        *_unmeasured_note(results, workload, temp),
+        *unmeasured,
     ]
     if fmt == "json":
         name = label.rsplit(" T=", 1)[0] if temp is not None else label
@@ -260,7 +291,16 @@ def schedule(
     else:
         # an in-process run's parallel layout goes on the vllm serve line (env.json)
         layout = env.get("engine_args") if env.get("backend") == "vllm" else None
-        text = _export(fmt, ranges, _deployment(env, config), concurrency, notes, layout)
+        dep = _deployment(env, config)
+        if Path(dep.target).is_absolute() and not Path(dep.target).exists():
+            notes.append(
+                f"the run's target {dep.target} is not on this machine: replace it with the "
+                "model's path or name where the server runs"
+            )
+        if not any(int(k) > 0 for _, _, k in ranges):  # off everywhere: serve without it
+            text = _export_off(fmt, sched, dep, bool(unmeasured), notes, layout)
+        else:
+            text = _export(fmt, ranges, dep, concurrency, notes, layout)
     if out_file is not None:
         try:
             out_file.write_text(text.rstrip("\n") + "\n")

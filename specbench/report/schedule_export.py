@@ -137,12 +137,14 @@ def vllm_parallel_flags(engine_args: Mapping[str, Any] | None) -> list[tuple[str
 
 
 def vllm_command(
-    target: str, conf: Mapping[str, Any], engine_args: Mapping[str, Any] | None = None
+    target: str, conf: Mapping[str, Any] | None, engine_args: Mapping[str, Any] | None = None
 ) -> str:
-    """The shell line that starts vLLM's OpenAI server with `conf`, on the parallel layout of
-    `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
-    text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))
+    """The shell line that starts vLLM's OpenAI server with `conf` (None: without speculation),
+    on the parallel layout of `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
     layout = "".join(f" {f} {shlex.quote(v)}" for f, v in vllm_parallel_flags(engine_args))
+    if conf is None:
+        return f"vllm serve {shlex.quote(target)}{layout}"
+    text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))
     return f"vllm serve {shlex.quote(target)}{layout} --speculative-config {shlex.quote(text)}"
 
 
