@@ -60,11 +60,13 @@ def off_outcome(sched: GammaSchedule, not_measured: bool) -> tuple[Outcome, str]
         )
     top = _highest_upper(sched)
     if top is not None and top[2] < bar:
+        # the one-sided error of each interval end, the same figure as the schedule's false ON
+        rate = sched.false_on_rate
+        err = f"; false OFF ≤ {rate:.1%}" if rate is not None else ""
         return "OFF", (
             f"# serve without speculation — OFF, shown not to pay: at every measured concurrency "
             f"({levels}) every γ's interval lies below {bar:g} (highest upper end "
-            f"{top[2]:.3g}, γ={top[1]} at concurrency {top[0]}; false OFF ≤ "
-            f"{float(sched.false_on_rate):.1%})"
+            f"{top[2]:.3g}, γ={top[1]} at concurrency {top[0]}{err})"
         )
     where = (
         "no γ has an interval"
