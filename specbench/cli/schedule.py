@@ -200,6 +200,7 @@ def _export(
             notes.append(f"'{key}' (from the run) is not in vLLM's SpeculativeConfig as recorded")
         if vllm_installed() and "num_speculative_tokens_per_batch_size" in conf:
             notes.append(f"accepted by the installed vLLM {check_with_installed_vllm(ranges)}")
+        notes.extend(filter(None, [ex.vllm_other_nodes(engine_args)]))
         return ex.vllm_command(dep.target, conf, engine_args)
     if fmt == "sglang":
         gamma = ex.one_gamma(ranges, at)
@@ -227,10 +228,11 @@ def _export_off(
     """Off at every measured concurrency: the line that starts the engine without speculation,
     and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule_off.py)."""
     from specbench.report import schedule_off as off
-    from specbench.report.schedule_export import trtllm_command
+    from specbench.report.schedule_export import trtllm_command, vllm_other_nodes
 
     notes.insert(0, off.off_outcome(sched, not_measured)[1])
     if fmt == "vllm":
+        notes.extend(filter(None, [vllm_other_nodes(engine_args)]))
         return off.plain_vllm(dep.target, engine_args)
     if fmt == "sglang":
         return off.plain_sglang(dep.target)
