@@ -240,7 +240,31 @@ def _export_off(
         f"start with: {trtllm_command(dep.target, 'THIS_FILE.yaml')} (the file holds no "
         "speculative_config; with nothing else in it, the option can be left out)"
     )
-    return yaml.safe_dump(off.plain_trtllm_options(), sort_keys=False)
+    return off.plain_trtllm_yaml()
+
+
+def _engine_text(
+    fmt: Format,
+    sched: Any,
+    env: dict[str, Any],
+    config: dict[str, Any],
+    at: int | None,
+    not_measured: bool,
+    notes: list[str],
+) -> str:
+    """The engine's flags or file for the schedule; off everywhere: the server without it."""
+    # an in-process run's parallel layout goes on the vllm serve line (env.json)
+    layout = env.get("engine_args") if env.get("backend") == "vllm" else None
+    dep = _deployment(env, config)
+    if Path(dep.target).is_absolute() and not Path(dep.target).exists():
+        notes.append(
+            f"the run's target {dep.target} is not on this machine: replace it with the "
+            "model's path or name where the server runs"
+        )
+    ranges = [list(r) for r in sched.ranges]
+    if not any(int(k) > 0 for _, _, k in ranges):  # off everywhere: serve without it
+        return _export_off(fmt, sched, dep, not_measured, notes, layout)
+    return _export(fmt, ranges, dep, at, notes, layout)
 
 
 def schedule(
@@ -279,7 +303,6 @@ def schedule(
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)
     label, temp, sched = _pick(results, records, config, workload, temperature)
-    ranges = [list(r) for r in sched.ranges]
     unmeasured = _unmeasured_note(results, workload, temp)
     notes = [
         f"{label}: measured up to concurrency {sched.measured_up_to}; the last range's k is "
@@ -291,18 +314,7 @@ def schedule(
         doc = ex.neutral_document(sched, name, temp, _provenance(run_dir, env, config))
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     else:
-        # an in-process run's parallel layout goes on the vllm serve line (env.json)
-        layout = env.get("engine_args") if env.get("backend") == "vllm" else None
-        dep = _deployment(env, config)
-        if Path(dep.target).is_absolute() and not Path(dep.target).exists():
-            notes.append(
-                f"the run's target {dep.target} is not on this machine: replace it with the "
-                "model's path or name where the server runs"
-            )
-        if not any(int(k) > 0 for _, _, k in ranges):  # off everywhere: serve without it
-            text = _export_off(fmt, sched, dep, bool(unmeasured), notes, layout)
-        else:
-            text = _export(fmt, ranges, dep, concurrency, notes, layout)
+        text = _engine_text(fmt, sched, env, config, concurrency, bool(unmeasured), notes)
     if out_file is not None:
         try:
             out_file.write_text(text.rstrip("\n") + "\n")

@@ -23,6 +23,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import yaml
+
 from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.report import schedule_export as ex
 
@@ -91,6 +93,6 @@ def plain_sglang(target: str) -> str:
     return f"python -m sglang.launch_server --model-path {shlex.quote(target)}"
 
 
-def plain_trtllm_options() -> dict[str, Any]:
-    """The LLM API options without speculative_config: nothing else was measured to set."""
-    return {}
+def plain_trtllm_yaml() -> str:
+    """The LLM API options file without speculative_config: nothing else was measured to set."""
+    return yaml.safe_dump({})

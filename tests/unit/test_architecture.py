@@ -543,7 +543,7 @@ MAX_COMMAND_STATEMENTS = 12
 # Commands not thinned yet, at their statement count today: a ratchet (a count only goes down, and
 # a command leaves the list once it fits). Issue 30 item 3 thinned roi, run, accept, compare and
 # verify; these five still do their work in the command body.
-FAT_COMMANDS = {"predict_check": 28, "schedule": 22, "simulate": 19, "validate": 19, "canary": 16}
+FAT_COMMANDS = {"predict_check": 28, "schedule": 21, "simulate": 19, "validate": 19, "canary": 16}
 # Options declared by several commands with different defaults on purpose (each reason says why).
 INTENTIONAL_DEFAULTS = {
     "--gamma-max": "roi is analytic and looks further (defaults.ROI_GAMMA_MAX) than accept",
