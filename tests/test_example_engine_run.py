@@ -40,9 +40,9 @@ def test_schedule_exports_work_without_an_engine() -> None:
     assert doc["schedule"] == [[1, 65536, 0]]  # off at every measured concurrency
     # off everywhere is an answer, not an error (issue 34 Done-when): each format writes the
     # server without speculation, exit 0, and says why on stderr — NOT MEASURED here
-    plain = {
-        "vllm": ["vllm", "serve"],
-        "sglang": ["python", "-m", "sglang.launch_server", "--model-path"],
+    plain = {  # the run's engine was eager (engine.enforce_eager): the line says so
+        "vllm": (["vllm", "serve"], ["--enforce-eager"]),
+        "sglang": (["python", "-m", "sglang.launch_server", "--model-path"], []),
     }
     for fmt in ("vllm", "sglang", "trtllm"):
         res = runner.invoke(app, ["schedule", str(RUN), "--format", fmt])
@@ -52,8 +52,9 @@ def test_schedule_exports_work_without_an_engine() -> None:
             assert yaml.safe_load(res.stdout) == {}  # no speculative_config
             continue
         argv = shlex.split(res.stdout)
-        assert argv[: len(plain[fmt])] == plain[fmt] and len(argv) == len(plain[fmt]) + 1
-        assert argv[-1].endswith("tiny-pair/target") and "speculative" not in res.stdout
+        head, tail = plain[fmt]
+        assert argv == [*head, argv[len(head)], *tail], argv
+        assert argv[len(head)].endswith("tiny-pair/target") and "speculative" not in res.stdout
 
 
 @pytest.mark.slow

@@ -118,14 +118,19 @@ def vllm_speculative_config(ranges: Ranges, base: Mapping[str, Any] | None) -> d
 def vllm_parallel_flags(engine_args: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """The `vllm serve` flags of the run's parallel and multi-node layout (env.json's engine_args
     of an in-process run: tensor, pipeline, data and context parallel sizes, the executor, the
-    multi-node `mp` rendezvous), each as recorded in engine-keys.json's
+    multi-node `mp` rendezvous) and its execution mode (`--enforce-eager`: a run measured without
+    CUDA graphs or compilation is pasted so; value ""), each as recorded in engine-keys.json's
     `vllm_engine_args.serve_flags` from vLLM's own parser; those at vLLM's default
     (`serve_flag_defaults`) are left off."""
     rec = engine_keys()["vllm_engine_args"]
     out = []
     for key, flag in rec["serve_flags"].items():
         value = (engine_args or {}).get(key)
-        if value is not None and value != rec["serve_flag_defaults"][key]:
+        if value is None or value == rec["serve_flag_defaults"][key]:
+            continue
+        if key in rec["serve_bool_flags"]:  # the bare flag (vLLM's BooleanOptionalAction)
+            out.append((str(flag) if value else f"--no-{str(flag)[2:]}", ""))
+        else:
             out.append((str(flag), str(value)))
     return out
 
@@ -148,7 +153,9 @@ def vllm_command(
 ) -> str:
     """The shell line that starts vLLM's OpenAI server with `conf` (None: without speculation),
     on the parallel layout of `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
-    layout = "".join(f" {f} {shlex.quote(v)}" for f, v in vllm_parallel_flags(engine_args))
+    layout = "".join(
+        f" {f} {shlex.quote(v)}" if v else f" {f}" for f, v in vllm_parallel_flags(engine_args)
+    )
     if conf is None:
         return f"vllm serve {shlex.quote(target)}{layout}"
     text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))

@@ -109,9 +109,16 @@ def test_validate_refuses_a_bad_layout_with_exit_2(tmp_path: Path) -> None:
 
 
 def _argv_flags(line: str) -> tuple[list[str], dict[str, str]]:
+    """The line's argv and its flags → values (a bare boolean flag: "")."""
     argv = shlex.split(line)
     end = argv.index("--speculative-config")
-    return argv, dict(zip(argv[3:end:2], argv[4:end:2], strict=True))
+    flags: dict[str, str] = {}
+    i = 3
+    while i < end:
+        bare = i + 1 >= end or argv[i + 1].startswith("--")
+        flags[argv[i]] = "" if bare else argv[i + 1]
+        i += 1 if bare else 2
+    return argv, flags
 
 
 def test_the_vllm_serve_line_carries_the_measured_layout() -> None:
@@ -222,6 +229,11 @@ def test_every_flag_pasted_is_a_recorded_vllm_serve_flag() -> None:
     # vLLM's own defaults give no flag at all
     defaults = {k: v for k, v in RECORDED["serve_flag_defaults"].items() if v is not None}
     assert ex.vllm_command("t", conf, defaults) == ex.vllm_command("t", conf)
+    # the execution mode: an eager engine is pasted with vLLM's bare flag (a boolean option)
+    eager = shlex.split(ex.vllm_command("t", conf, {"enforce_eager": True, "nnodes": 2}))
+    assert eager[2:5] == ["t", "--nnodes", "2"] and eager[5] == "--enforce-eager"
+    assert ex.vllm_command("t", conf, {"enforce_eager": False}) == ex.vllm_command("t", conf)
+    assert set(RECORDED["serve_bool_flags"]) <= set(RECORDED["serve_flags"])
     # other nodes of a multi-node mp layout: the same line with their rank, headless
     note = ex.vllm_other_nodes(MP_TWO_NODES)
     assert note is not None and "--node-rank i --headless" in note and "1 … 1" in note
