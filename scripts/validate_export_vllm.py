@@ -28,10 +28,14 @@ What each server is:
 - fixed: the same line with `num_speculative_tokens` = the best fixed γ of the source run at the
   measured concurrency nearest the validation's (its `best_fixed_gamma`), no schedule.
 
-Writes DIR/validation.json and prints a Markdown table. The predicted SLO-goodput ratio at the
-profile's load is not in the schedule export: where results.json of the source run holds a
-decision at the profile (`profile_decision`, the lead's issue 34 item 3) its figure is read,
-else the column says "not predicted".
+Writes DIR/validation.json and prints a Markdown table: the predicted ratio against the measured
+closed-loop ratio at the validation's concurrency (what the prediction is of: each prompt once at
+c in flight), the error predicted / measured − 1, and beside them the uncapped `steady c=C`
+ratio and each server's SLO goodput at the profile's rate (pooled by the traffic shares). Not
+done yet: no predicted SLO-goodput ratio (the schedule export has none; the decision at the
+profile, issue 34 item 3, would supply it), one start per server (no interleaving, no interval
+on the measured ratio: docs/serving.md shows what that costs). `--reuse` analyses DIR again
+without starting anything.
 """
 
 from __future__ import annotations
@@ -160,17 +164,18 @@ def main() -> None:
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--reuse", action="store_true", help="analyse DIR's measurements again")
     a = ap.parse_args()
     from specbench.analysis.decide.gamma_schedule import gamma_at
 
-    if a.out.exists():
-        raise SystemExit(f"error: {a.out} exists: choose another --out")
+    if a.out.exists() and not a.reuse:
+        raise SystemExit(f"error: {a.out} exists: choose another --out (or --reuse it)")
     run = a.run
     if a.target or a.draft:  # a copy of the run whose env names models that exist here
         import shutil
 
         run = a.out.with_name(a.out.name + "-source")
-        shutil.copytree(a.run, run, dirs_exist_ok=False)
+        shutil.copytree(a.run, run, dirs_exist_ok=True)
         env = json.loads((run / "env.json").read_text())
         if a.target:
             env.setdefault("engine_args", {})["model"] = a.target
@@ -227,7 +232,7 @@ def main() -> None:
     logs = a.out.with_name(a.out.name + "-logs")
     logs.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    for i, (name, server_line, gamma, label) in enumerate(servers):
+    for i, (name, server_line, gamma, label) in enumerate([] if a.reuse else servers):
         with _server(server_line, a.python, logs / f"{name.replace(' ', '_')}.log") as url:
             over = {
                 "extends": str(a.config.resolve()),
@@ -254,16 +259,23 @@ def main() -> None:
     shares = {k: v / total for k, v in shares.items()}
     steady = f"steady c={c}"
     rate = f"rate={cfg['load']['rates'][0]:g}"
+    # the prediction is a closed-loop ratio (each prompt once at c in flight: the schedule's
+    # reference, docs/schedule.md), so it is compared with the closed loop at c; the uncapped
+    # steady loop and the SLO goodput at the profile's rate are reported beside it
     thr: dict[tuple[str, str], float] = {}
+    thr_steady: dict[tuple[str, str], float] = {}
     good: dict[tuple[str, str], float] = {}
     cells_out = []
     for e in results["workloads"]:
         for cell in ((e.get("engine") or {}).get("load")) or []:
             key = (e["workload"], cell["drafter"])
-            if cell["load"] == steady and cell.get("output_tokens_per_s"):
-                thr[key] = float(cell["output_tokens_per_s"])
+            tok_s = cell.get("output_tokens_per_s")
+            if cell["load"].startswith("closed") and cell.get("concurrency") == c and tok_s:
+                thr[key] = float(tok_s)
+            if cell["load"] == steady and tok_s:
+                thr_steady[key] = float(tok_s)
             g = (cell.get("goodput") or {}).get("output_tokens_per_s") or {}
-            if cell["load"].startswith("rate=") and g.get("value") is not None:
+            if cell["load"] == rate and g.get("value") is not None:
                 good[key] = float(g["value"])
             cells_out.append(
                 {
@@ -291,7 +303,12 @@ def main() -> None:
                 "predicted_throughput_ratio": pred,
                 "measured_throughput_ratio": meas,
                 "prediction_error": err,
-                "measured_slo_goodput_ratio": _pool_ratio(good, label, shares),
+                "measured_steady_throughput_ratio": _pool_ratio(thr_steady, label, shares),
+                # Σ_w W_w · good tokens/s; a ratio only where off met the SLO at all
+                "slo_goodput_tok_s": {
+                    "off": sum(shares[w] * good.get((w, ""), 0.0) for w in shares),
+                    name: sum(shares[w] * good.get((w, label), 0.0) for w in shares),
+                },
                 "predicted_slo_goodput_ratio": None,
             }
         )
@@ -302,7 +319,7 @@ def main() -> None:
         "exported_line": line,
         "exported_note": exported.stderr.strip().splitlines()[:1],
         "prediction_from": f"source run's throughput ratio at concurrency {row['concurrency']} (nearest to {c})",
-        "measured_at": f"{steady} (throughput) and {rate} (SLO goodput), pool shares {shares}",
+        "measured_at": f"closed c={c} (throughput; {steady} beside it) and {rate} (SLO goodput), pool shares {shares}",
         "order": [s[0] for s in servers],
         "rows": rows,
         "cells": cells_out,
@@ -313,13 +330,14 @@ def main() -> None:
         f"{doc['prediction_from']}; measured at {doc['measured_at']}; servers in order {doc['order']}"
     )
     print(
-        "| server | k at c | predicted throughput ÷ off | measured ÷ off | error | measured SLO goodput ÷ off |"
+        "| server | k at c | predicted throughput ÷ off | measured ÷ off (closed) | error | steady ÷ off | SLO goodput tok/s: off → server |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     f = lambda x, p="{:.3f}": "–" if x is None else p.format(x)  # noqa: E731
     for r in rows:
+        g = r["slo_goodput_tok_s"]
         print(
-            f"| {r['server']} | {r['k_at_c']} | {f(r['predicted_throughput_ratio'])} | {f(r['measured_throughput_ratio'])} | {f(r['prediction_error'], '{:+.1%}')} | {f(r['measured_slo_goodput_ratio'])} |"
+            f"| {r['server']} | {r['k_at_c']} | {f(r['predicted_throughput_ratio'])} | {f(r['measured_throughput_ratio'])} | {f(r['prediction_error'], '{:+.1%}')} | {f(r['measured_steady_throughput_ratio'])} | {g['off']:.1f} → {g[r['server']]:.1f} |"
         )
 
 
