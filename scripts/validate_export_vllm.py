@@ -212,7 +212,8 @@ def main() -> None:
     fixed_conf = {k: v for k, v in base.items() if k != "num_speculative_tokens_per_batch_size"}
     fixed_conf["num_speculative_tokens"] = best
     method = str(base.get("method") or "draft_model")
-    servers = [("off", _with_conf(line, None), 0, None)]
+    # (name, line, γ, label): label "" is the server without speculation (the records' drafter)
+    servers: list[tuple[str, str, int, str]] = [("off", _with_conf(line, None), 0, "")]
     if k_export > 0 or "--speculative-config" in argv:
         servers.append(
             (
@@ -239,7 +240,7 @@ def main() -> None:
                 "server": {
                     "url": url,
                     "gamma": gamma,
-                    "label": label,
+                    "label": label or None,
                     "method": method if gamma else "none",
                     "endpoints": [],
                 },
@@ -291,7 +292,7 @@ def main() -> None:
     pred_export = (
         1.0 if k_export == 0 else (row["throughput_ratio"].get(str(k_export)) or {}).get("value")
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, _, _, label in servers[1:]:
         meas = _pool_ratio(thr, label, shares)
         pred = pred_export if name == "export" else pred_fixed
