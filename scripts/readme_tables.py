@@ -116,8 +116,20 @@ def schedule_table(run_dir: Path) -> str:
         base = {"method": dep.method, **({"model": dep.draft} if dep.draft else {}), **dep.options}
         cmd = vllm_command(dep.target, vllm_speculative_config(ranges, base))
         lines += ["", "    " + cmd.replace(str(ROOT) + "/", "")]
-    else:
-        lines += ["", "    (off at every measured concurrency: serve without speculation)"]
+    else:  # off everywhere: the line without speculation and why (report/schedule_off.py)
+        from specbench.analysis.pipeline.results import build_typed_results
+        from specbench.harness.rundir import load_run
+        from specbench.report.no_verdict import shows_speedup
+        from specbench.report.schedule_off import off_outcome, plain_vllm
+
+        records, config, env, _ = load_run(run_dir)
+        results = build_typed_results(records, config, env)
+        unmeasured = any(e.engine is not None and not shows_speedup(e) for e in results.workloads)
+        lines += [
+            "",
+            "    " + plain_vllm(dep.target, env.get("engine_args")),
+            "    " + off_outcome(sched, unmeasured)[1],
+        ]
     return "\n".join(lines)
 
 

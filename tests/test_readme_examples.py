@@ -48,10 +48,10 @@ RUNS: dict[str, tuple[str, int]] = {
     ),
     "report reports/tiny": ("report {tmp}/reports/tiny", 0),
     "schedule docs/example-engine-run": ("schedule docs/example-engine-run", 0),
-    # the shipped engine run's pool schedule is off everywhere: no engine config (one line)
+    # the shipped engine run's pool schedule is off everywhere: the line without speculation
     "schedule docs/example-engine-run --format vllm": (
         "schedule docs/example-engine-run --format vllm",
-        2,
+        0,
     ),
     "run configs/tiny.yaml --adaptive --budget-forwards 3000": (
         "run configs/tiny.yaml --adaptive --budget-forwards 300 --out {tmp}/ad "

@@ -202,15 +202,71 @@ def _export(
             notes.append(f"'{key}' (from the run) is not in vLLM's SpeculativeConfig as recorded")
         if vllm_installed() and "num_speculative_tokens_per_batch_size" in conf:
             notes.append(f"accepted by the installed vLLM {check_with_installed_vllm(ranges)}")
+        notes.extend(filter(None, [ex.vllm_other_nodes(engine_args)]))
         return ex.vllm_command(dep.target, conf, engine_args)
     if fmt == "sglang":
         gamma = ex.one_gamma(ranges, at)
+        if at is not None and gamma == 0:  # off there is an answer: the plain launch line
+            from specbench.report.schedule_off import plain_sglang
+
+            notes.append(f"# serve without speculation: the schedule is off at concurrency {at}")
+            return plain_sglang(dep.target)
         if at is not None:
             notes.append(f"γ={gamma}: the schedule's k at concurrency {at}")
         return ex.sglang_command(dep, gamma)
     opts = ex.trtllm_options(ranges, dep)
     notes.append(f"start with: {ex.trtllm_command(dep.target, 'THIS_FILE.yaml')}")
     return yaml.safe_dump(opts, sort_keys=False)
+
+
+def _export_off(
+    fmt: Format,
+    sched: Any,
+    dep: Any,
+    not_measured: bool,
+    notes: list[str],
+    engine_args: dict[str, Any] | None,
+) -> str:
+    """Off at every measured concurrency: the line that starts the engine without speculation,
+    and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule_off.py)."""
+    from specbench.report import schedule_off as off
+    from specbench.report.schedule_export import trtllm_command, vllm_other_nodes
+
+    notes.insert(0, off.off_outcome(sched, not_measured)[1])
+    if fmt == "vllm":
+        notes.extend(filter(None, [vllm_other_nodes(engine_args)]))
+        return off.plain_vllm(dep.target, engine_args)
+    if fmt == "sglang":
+        return off.plain_sglang(dep.target)
+    notes.append(
+        f"start with: {trtllm_command(dep.target, 'THIS_FILE.yaml')} (the file holds no "
+        "speculative_config; with nothing else in it, the option can be left out)"
+    )
+    return off.plain_trtllm_yaml()
+
+
+def _engine_text(
+    fmt: Format,
+    sched: Any,
+    env: dict[str, Any],
+    config: StoredConfig,
+    at: int | None,
+    not_measured: bool,
+    notes: list[str],
+) -> str:
+    """The engine's flags or file for the schedule; off everywhere: the server without it."""
+    # an in-process run's parallel layout goes on the vllm serve line (env.json)
+    layout = env.get("engine_args") if env.get("backend") == "vllm" else None
+    dep = _deployment(env, config)
+    if Path(dep.target).is_absolute() and not Path(dep.target).exists():
+        notes.append(
+            f"the run's target {dep.target} is not on this machine: replace it with the "
+            "model's path or name where the server runs"
+        )
+    ranges = [list(r) for r in sched.ranges]
+    if not any(int(k) > 0 for _, _, k in ranges):  # off everywhere: serve without it
+        return _export_off(fmt, sched, dep, not_measured, notes, layout)
+    return _export(fmt, ranges, dep, at, notes, layout)
 
 
 def schedule(
@@ -249,20 +305,18 @@ def schedule(
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)
     label, temp, sched = _pick(results, records, config, workload, temperature)
-    ranges = [list(r) for r in sched.ranges]
+    unmeasured = _unmeasured_note(results, workload, temp)
     notes = [
         f"{label}: measured up to concurrency {sched.measured_up_to}; the last range's k is "
         "carried beyond it (extrapolated)",
-        *_unmeasured_note(results, workload, temp),
+        *unmeasured,
     ]
     if fmt == "json":
         name = label.rsplit(" T=", 1)[0] if temp is not None else label
         doc = ex.neutral_document(sched, name, temp, _provenance(run_dir, env, config))
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     else:
-        # an in-process run's parallel layout goes on the vllm serve line (env.json)
-        layout = env.get("engine_args") if env.get("backend") == "vllm" else None
-        text = _export(fmt, ranges, _deployment(env, config), concurrency, notes, layout)
+        text = _engine_text(fmt, sched, env, config, concurrency, bool(unmeasured), notes)
     if out_file is not None:
         try:
             out_file.write_text(text.rstrip("\n") + "\n")

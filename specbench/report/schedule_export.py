@@ -4,8 +4,9 @@ classes at the commit recorded in `specbench/assets/engine-keys.json` (docs/serv
 versions; tests/unit/test_engine_exports.py checks every exported key against that list).
 
 - vLLM: `vllm serve MODEL [--tensor-parallel-size N --pipeline-parallel-size N
-  --distributed-executor-backend X] --speculative-config '{…}'`, the parallel flags those of the
-  measured in-process engine (when not vLLM's defaults), the JSON being vLLM's `SpeculativeConfig`:
+  --distributed-executor-backend X --nnodes N …] --speculative-config '{…}'`, the parallel and
+  multi-node flags those of the measured in-process engine (when not vLLM's defaults; the list
+  recorded in engine-keys.json `vllm_engine_args.serve_flags`), the JSON being vLLM's `SpeculativeConfig`:
   the run's method, draft and options, `num_speculative_tokens` = the largest k (vLLM clamps each
   k to it) and, when k changes with the batch size, `num_speculative_tokens_per_batch_size:
   [[lo, hi, k], …]` (inclusive ranges from 1; k = 0 allowed; vLLM clamps hi to `max_num_seqs`).
@@ -114,35 +115,50 @@ def vllm_speculative_config(ranges: Ranges, base: Mapping[str, Any] | None) -> d
     return conf
 
 
-# vLLM's defaults for the parallel layout (ParallelConfig, vLLM 0.32.0): a flag equal to its
-# default is left off the pasted line
-VLLM_PARALLEL_DEFAULTS: dict[str, Any] = {
-    "tensor_parallel_size": 1,
-    "pipeline_parallel_size": 1,
-    "distributed_executor_backend": None,
-}
-
-
 def vllm_parallel_flags(engine_args: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """The `vllm serve` flags of the run's parallel layout (env.json's engine_args of an
-    in-process run: tensor and pipeline parallel sizes, the executor), each as recorded in
-    engine-keys.json's `vllm_engine_args.serve_flags`; those at vLLM's default are left off."""
-    flags = engine_keys()["vllm_engine_args"]["serve_flags"]
+    """The `vllm serve` flags of the run's parallel and multi-node layout (env.json's engine_args
+    of an in-process run: tensor, pipeline, data and context parallel sizes, the executor, the
+    multi-node `mp` rendezvous) and its execution mode (`--enforce-eager`: a run measured without
+    CUDA graphs or compilation is pasted so; value ""), each as recorded in engine-keys.json's
+    `vllm_engine_args.serve_flags` from vLLM's own parser; those at vLLM's default
+    (`serve_flag_defaults`) are left off."""
+    rec = engine_keys()["vllm_engine_args"]
     out = []
-    for key, default in VLLM_PARALLEL_DEFAULTS.items():
+    for key, flag in rec["serve_flags"].items():
         value = (engine_args or {}).get(key)
-        if value is not None and value != default:
-            out.append((str(flags[key]), str(value)))
+        if value is None or value == rec["serve_flag_defaults"][key]:
+            continue
+        if key in rec["serve_bool_flags"]:  # the bare flag (vLLM's BooleanOptionalAction)
+            out.append((str(flag) if value else f"--no-{str(flag)[2:]}", ""))
+        else:
+            out.append((str(flag), str(value)))
     return out
 
 
+def vllm_other_nodes(engine_args: Mapping[str, Any] | None) -> str | None:
+    """Multi-node `mp` (nnodes > 1): how the other nodes start (vLLM 0.32: the same engine
+    arguments, each node its own --node-rank, and --headless: no API server there)."""
+    nnodes = int((engine_args or {}).get("nnodes") or 1)
+    if nnodes <= 1:
+        return None
+    headless = engine_keys()["vllm_engine_args"]["serve_only_flags"]["headless"]
+    return (
+        f"this is node 0's line of {nnodes}: on node i (1 … {nnodes - 1}) run the same line with "
+        f"--node-rank i {headless}"
+    )
+
+
 def vllm_command(
-    target: str, conf: Mapping[str, Any], engine_args: Mapping[str, Any] | None = None
+    target: str, conf: Mapping[str, Any] | None, engine_args: Mapping[str, Any] | None = None
 ) -> str:
-    """The shell line that starts vLLM's OpenAI server with `conf`, on the parallel layout of
-    `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
+    """The shell line that starts vLLM's OpenAI server with `conf` (None: without speculation),
+    on the parallel layout of `engine_args` (the measured deployment's: `vllm_parallel_flags`)."""
+    layout = "".join(
+        f" {f} {shlex.quote(v)}" if v else f" {f}" for f, v in vllm_parallel_flags(engine_args)
+    )
+    if conf is None:
+        return f"vllm serve {shlex.quote(target)}{layout}"
     text = json.dumps(dict(conf), ensure_ascii=False, separators=(", ", ": "))
-    layout = "".join(f" {f} {shlex.quote(v)}" for f, v in vllm_parallel_flags(engine_args))
     return f"vllm serve {shlex.quote(target)}{layout} --speculative-config {shlex.quote(text)}"
 
 

@@ -92,3 +92,13 @@ def test_recorded_engine_args_are_the_installed_vllms() -> None:
     options = {a.dest: a.option_strings for a in parser._actions}
     for key, flag in rec["serve_flags"].items():
         assert flag in options[key], (key, options.get(key))
+    # the recorded defaults (a flag at its default is left off the pasted line) are vLLM's
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineArgs)}
+    for key, default in rec["serve_flag_defaults"].items():
+        assert defaults[key] == default, (key, defaults[key], default)
+    # the server's own options (not EngineArgs): --headless for the other nodes of mp
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+
+    serve = {a.dest: a.option_strings for a in make_arg_parser(FlexibleArgumentParser())._actions}
+    for key, flag in rec["serve_only_flags"].items():
+        assert flag in serve[key], (key, serve.get(key))

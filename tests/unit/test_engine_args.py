@@ -19,6 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.decide.gamma_schedule import OPEN_END
 from specbench.analysis.pipeline.results import build_typed_results
 from specbench.cli.app import app
 from specbench.config import parse_config
@@ -109,9 +110,16 @@ def test_validate_refuses_a_bad_layout_with_exit_2(tmp_path: Path) -> None:
 
 
 def _argv_flags(line: str) -> tuple[list[str], dict[str, str]]:
+    """The line's argv and its flags → values (a bare boolean flag: "")."""
     argv = shlex.split(line)
     end = argv.index("--speculative-config")
-    return argv, dict(zip(argv[3:end:2], argv[4:end:2], strict=True))
+    flags: dict[str, str] = {}
+    i = 3
+    while i < end:
+        bare = i + 1 >= end or argv[i + 1].startswith("--")
+        flags[argv[i]] = "" if bare else argv[i + 1]
+        i += 1 if bare else 2
+    return argv, flags
 
 
 def test_the_vllm_serve_line_carries_the_measured_layout() -> None:
@@ -183,3 +191,97 @@ def test_the_documented_fleet_is_a_valid_config_of_servers_on_other_hosts() -> N
     hosts = {urlsplit(e.url).hostname for e in eps}
     assert len(hosts) == len(eps) == 3 and not hosts & {"localhost", "127.0.0.1"}
     assert [e.gamma for e in eps] == [0, 4, 3]
+
+
+# --- every parallel and multi-node flag of the pasted line (issue 34 item 7) ---------------
+
+MP_TWO_NODES = {
+    "tensor_parallel_size": 8,
+    "pipeline_parallel_size": 2,
+    "distributed_executor_backend": "mp",
+    "nnodes": 2,
+    "node_rank": 0,
+    "master_addr": "10.0.0.1",
+    "master_port": 29600,
+}
+
+
+def test_every_flag_pasted_is_a_recorded_vllm_serve_flag() -> None:
+    """Every parallel / multi-node EngineArgs value set away from vLLM's default reaches the
+    `vllm serve` line under its recorded option; each flag on the line is in the recorded list."""
+    conf = {"method": "draft_model", "model": "org/draft", "num_speculative_tokens": 3}
+    every = {
+        **MP_TWO_NODES,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 1,
+        "data_parallel_start_rank": 1,
+        "data_parallel_address": "10.0.0.1",
+        "data_parallel_rpc_port": 13345,
+        "data_parallel_backend": "ray",
+        "decode_context_parallel_size": 2,
+        "prefill_context_parallel_size": 2,
+    }
+    _, flags = _argv_flags(ex.vllm_command("org/target", conf, {"model": "x", "seed": 0, **every}))
+    assert set(flags) <= set(RECORDED["serve_flags"].values())
+    expect = {RECORDED["serve_flags"][k]: str(v) for k, v in every.items() if k != "node_rank"}
+    assert flags == expect  # node_rank 0 is vLLM's default: left off
+    assert set(RECORDED["serve_flags"]) == set(RECORDED["serve_flag_defaults"])
+    assert set(RECORDED["serve_flags"]) <= set(RECORDED["keys"])  # engine.extra passes them
+    # vLLM's own defaults give no flag at all
+    defaults = {k: v for k, v in RECORDED["serve_flag_defaults"].items() if v is not None}
+    assert ex.vllm_command("t", conf, defaults) == ex.vllm_command("t", conf)
+    # the execution mode: an eager engine is pasted with vLLM's bare flag (a boolean option)
+    eager = shlex.split(ex.vllm_command("t", conf, {"enforce_eager": True, "nnodes": 2}))
+    assert eager[2:5] == ["t", "--nnodes", "2"] and eager[5] == "--enforce-eager"
+    assert ex.vllm_command("t", conf, {"enforce_eager": False}) == ex.vllm_command("t", conf)
+    assert set(RECORDED["serve_bool_flags"]) <= set(RECORDED["serve_flags"])
+    # other nodes of a multi-node mp layout: the same line with their rank, headless
+    note = ex.vllm_other_nodes(MP_TWO_NODES)
+    assert note is not None and "--node-rank i --headless" in note and "1 … 1" in note
+    assert ex.vllm_other_nodes({"tensor_parallel_size": 8}) is None
+
+
+def test_schedule_pastes_the_multi_node_mp_layout(tmp_path: Path) -> None:
+    run = _two_workload_run(tmp_path)
+    env = {"backend": "vllm", "engine_args": {"model": "org/target", **MP_TWO_NODES}}
+    (run / "env.json").write_text(json.dumps(env))
+    res = runner.invoke(app, ["schedule", str(run), "--format", "vllm"])
+    assert res.exit_code == 0, res.output
+    _, flags = _argv_flags(res.stdout.strip())
+    assert flags["--nnodes"] == "2" and flags["--master-addr"] == "10.0.0.1"
+    assert flags["--master-port"] == "29600" and "--node-rank" not in flags
+    assert "run the same line with --node-rank i --headless" in res.stderr
+
+
+CONFIGS = SERVING.parents[1] / "configs"
+
+
+def _pasted_for(raw: dict[str, Any], gamma: int = 4) -> str:
+    """The line `specbench schedule --format vllm` pastes for a run of this config whose
+    schedule is γ at every batch size: env.json's engine_args are `engine_args(cfg)` (what the
+    vllm backend passes to vllm.LLM), its speculative_config the config's method, draft and
+    options (vllm_backend.speculative_config)."""
+    from specbench.config import speculative_specs
+
+    cfg = parse_config(raw, "c.yaml")
+    kw = engine_args(cfg, cfg.target.model, on_cpu=False)
+    spec = speculative_specs(cfg.speculative)[0]
+    base = {"method": spec.method, "model": spec.model or cfg.draft.model, **spec.options}
+    conf = ex.vllm_speculative_config([[1, OPEN_END, gamma]], base)
+    return ex.vllm_command(cfg.target.model, conf, kw)
+
+
+def test_the_documented_70b_lines_are_what_schedule_pastes() -> None:
+    from specbench.config.loader import deep_merge, read_yaml
+
+    page = SERVING.read_text("utf-8")
+    shown = [x.strip() for x in page.splitlines() if x.startswith("    vllm serve meta-llama/")]
+    one = read_yaml(CONFIGS / "llama70b-vllm.yaml")
+    two = read_yaml(CONFIGS / "llama70b-vllm-2node.yaml")
+    mp = yaml.safe_load(_yaml_block("# two nodes without Ray: vLLM's mp executor across nodes (specbench runs on node 0)"))  # fmt: skip
+    assert mp.pop("extends") == "llama70b-vllm.yaml"
+    lines = [_pasted_for(one), _pasted_for(two), _pasted_for(deep_merge(one, mp))]
+    assert shown == lines
+    for line in lines:
+        _, flags = _argv_flags(line)
+        assert set(flags) <= set(RECORDED["serve_flags"].values())

@@ -5,7 +5,9 @@ error line; the command end to end on a synthetic engine run, and its bad input.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,10 +100,11 @@ def test_bad_run_dirs_and_choices_are_one_line(tmp_path: Path) -> None:
     _one_error_line(
         runner.invoke(app, ["schedule", str(run), "--format", "sglang"]), "give --concurrency"
     )
-    _one_error_line(
-        runner.invoke(app, ["schedule", str(run), "--format", "sglang", "--concurrency", "8"]),
-        "serve without speculation",
-    )
+    # off at the operating concurrency is an answer: SGLang's launch line without speculation
+    res = runner.invoke(app, ["schedule", str(run), "--format", "sglang", "--concurrency", "8"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "python -m sglang.launch_server --model-path t"
+    assert "# serve without speculation: the schedule is off at concurrency 8" in res.stderr
     # one concurrency only: no schedule to write
     one = tmp_path / "one"
     one.mkdir()
@@ -136,3 +139,74 @@ def test_engine_report_has_the_schedule_section_and_plot(tmp_path: Path) -> None
     assert lo_k == 3 and f"schedule [lo, hi, k]: 1–{s - 1}: γ=3; {s}+: off" in md
     assert "leave-one-out" in md
     assert (run / "plots" / "schedule_w_T0.png").stat().st_size > 0
+
+
+# --- off at every measured concurrency: the line without speculation (report/schedule_off.py) ---
+
+
+def _scaled_run(tmp_path: Path, name: str, factor: Any) -> Path:
+    """The synthetic engine run with every speculative request's e2e set to its paired
+    baseline's × factor(prompt index): factor > 1 is slower than off (throughput ratio 1/factor)."""
+    run = tmp_path / name
+    run.mkdir()
+    recs = synthetic_engine_run()
+    base = {(r["prompt_id"], r["concurrency"]): r["e2e_ms"][0] for r in recs if r["kind"] == "baseline"}  # fmt: skip
+    for r in recs:
+        if r["kind"] == "spec":
+            e2e = base[(r["prompt_id"], r["concurrency"])] * factor(int(r["prompt_id"][1:]))
+            r["wall_ms"] = r["e2e_ms"][0] = e2e
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    env = {"backend": "vllm", "engine_args": {"model": "org/target", "tensor_parallel_size": 2}}
+    (run / "env.json").write_text(json.dumps(env))
+    cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return run
+
+
+def _exports(run: Path) -> dict[str, Any]:
+    out = {}
+    for fmt in ("vllm", "sglang", "trtllm"):
+        res = runner.invoke(app, ["schedule", str(run), "--format", fmt])
+        assert res.exit_code == 0, (fmt, res.output)
+        out[fmt] = res
+    return out
+
+
+@pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
+def test_off_everywhere_is_the_line_without_speculation(tmp_path: Path) -> None:
+    """γ = 3 at 1.6× the baseline's e2e on every prompt (ratio 0.625): every interval lies below
+    1.05, OFF, shown not to pay; each format writes the plain server, exit 0."""
+    res = _exports(_scaled_run(tmp_path, "off", lambda i: 1.6))
+    assert res["vllm"].stdout.strip() == "vllm serve org/target --tensor-parallel-size 2"
+    assert res["sglang"].stdout.strip() == "python -m sglang.launch_server --model-path org/target"
+    assert yaml.safe_load(res["trtllm"].stdout) == {}  # no speculative_config, nothing else set
+    assert "trtllm-serve org/target" in res["trtllm"].stderr
+    for r in res.values():
+        first = r.stderr.splitlines()[0]
+        assert first.startswith("# serve without speculation — OFF, shown not to pay"), first
+        assert "every γ's interval lies below 1.05" in first and "false OFF ≤ 2.5%" in first
+
+
+@pytest.mark.slow
+def test_not_shown_to_pay_is_undecided_with_what_would_decide_it(tmp_path: Path) -> None:
+    """γ = 3 at the baseline's speed on average but ±50 % per prompt (seeded): no lower bound
+    clears 1.05 and some interval reaches above it — UNDECIDED, the plain line all the same."""
+    noise = np.random.default_rng(7).lognormal(0.0, 0.5, size=12)
+    res = _exports(_scaled_run(tmp_path, "undecided", lambda i: float(noise[i])))
+    assert "--speculative-config" not in res["vllm"].stdout
+    first = res["vllm"].stderr.splitlines()[0]
+    assert first.startswith("# serve without speculation — UNDECIDED, not shown to pay"), first
+    assert "would decide it" in first and "γ=3 at concurrency" in first
+
+
+@pytest.mark.slow
+def test_on_somewhere_still_writes_the_speculative_config(tmp_path: Path) -> None:
+    """The synthetic run (γ = 3 halves TPOT at concurrency 1): ON there, so the export carries
+    --speculative-config and no off line."""
+    run = _scaled_run(tmp_path, "on", lambda i: 0.5)
+    res = runner.invoke(app, ["schedule", str(run), "--format", "vllm"])
+    assert res.exit_code == 0, res.output
+    argv = shlex.split(res.stdout)
+    assert argv[:5] == ["vllm", "serve", "org/target", "--tensor-parallel-size", "2"]
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 3
+    assert "serve without speculation" not in res.stderr
