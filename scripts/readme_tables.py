@@ -31,8 +31,8 @@ def demo_table(run_dir: Path) -> str:
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.pipeline.results import build_typed_results
     from specbench.harness.rundir import load_run
-    from specbench.report.blocks import Box, Para, TableBlock, to_markdown
-    from specbench.report.decision import decision_blocks
+    from specbench.report.render.blocks import Box, Para, TableBlock, to_markdown
+    from specbench.report.sections.decision import decision_blocks
 
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)
@@ -81,7 +81,11 @@ def schedule_table(run_dir: Path) -> str:
     the `vllm serve` line `specbench schedule RUN_DIR --format vllm` writes for it."""
     import json
 
-    from specbench.report.schedule_export import Deployment, vllm_command, vllm_speculative_config
+    from specbench.report.schedule.schedule_export import (
+        Deployment,
+        vllm_command,
+        vllm_speculative_config,
+    )
 
     sched, title = pool_schedule_of(run_dir)
     gammas = sorted({int(g) for r in sched.concurrencies for g in r.throughput_ratio})
@@ -120,7 +124,7 @@ def schedule_table(run_dir: Path) -> str:
 
 def figures() -> list[Path]:
     """The generated figures: the pool schedule's plot, from the same numbers as its table."""
-    from specbench.report.schedule_plot import plot_ratio_schedule
+    from specbench.report.schedule.schedule_plot import plot_ratio_schedule
 
     sched, title = pool_schedule_of(ROOT / ENGINE_RUN)
     path = ROOT / SCHEDULE_FIGURE

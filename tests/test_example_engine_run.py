@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.cli.app import app
-from specbench.report.schedule_export import engine_keys
+from specbench.report.schedule.schedule_export import engine_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "example-engine-run"

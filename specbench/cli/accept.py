@@ -42,7 +42,7 @@ from specbench.cli.options import (
     csv_list,
 )
 from specbench.config import MAX_GAMMA, MAX_PROMPTS
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 if TYPE_CHECKING:  # the pipeline (torch) is imported only when the command runs
     from specbench.analysis.rollout import AcceptResult
@@ -308,7 +308,7 @@ def accept(
 
 def show(result: AcceptResult, report_dir: Path | None, as_json: bool) -> None:
     """accept.json, report.md and report.html when asked, then JSON or the console."""
-    from specbench.report import accept as render
+    from specbench.report.accept import accept as render
 
     document = render.as_document(result)
     if report_dir is not None:

@@ -91,8 +91,8 @@ def _one_look(cfg: object, report_dir: Path | None, json_out: bool) -> str:
     from specbench.analysis.canary.curves import curves
     from specbench.config.canary import CanaryConfig
     from specbench.harness.canary.look import break_even_from, look
-    from specbench.report.canary import render_console, write_report
-    from specbench.report.console import make_console
+    from specbench.report.canary.canary import render_console, write_report
+    from specbench.report.run.console import make_console
 
     assert isinstance(cfg, CanaryConfig)
     result = look(cfg)

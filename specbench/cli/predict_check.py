@@ -35,8 +35,11 @@ def predict_check(
     from specbench.analysis.documents.results_model_batch import PredictionCheck
     from specbench.analysis.estimators.prediction_check import check_prediction
     from specbench.harness.rundir import read_results
-    from specbench.report.batch_sections import PREDICTION_CHECK_SHORT, prediction_check_rows
-    from specbench.report.console import make_console, table_box
+    from specbench.report.run.console import make_console, table_box
+    from specbench.report.sections.batch_sections import (
+        PREDICTION_CHECK_SHORT,
+        prediction_check_rows,
+    )
 
     engine, reference = read_results(engine_run), read_results(transformers_run)
     if not reference.get("batch_prediction"):

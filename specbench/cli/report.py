@@ -29,7 +29,7 @@ def write_reports(
     return the typed results and the warnings met reading the run. `economics` ({gpu_hour_usd,
     gpus}; None values ignored) overrides the stored config's."""
     from specbench.harness.rundir import write_results
-    from specbench.report.documents import write_run_files
+    from specbench.report.run.documents import write_run_files
 
     results, latency, notes = write_results(run_dir, economics)
     write_run_files(run_dir, results, latency)
@@ -44,7 +44,7 @@ def report(
     """Regenerate every report file of a run from its records (no model is loaded)."""
     import specbench.cli.faults as faults
     from specbench.cli.exit_codes import warn
-    from specbench.report.console import make_console, render_summary
+    from specbench.report.run.console import make_console, render_summary
 
     faults.beside_run(run_dir)
     results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))

@@ -57,8 +57,8 @@ def measure(request: RunRequest, cfg: RunConfig) -> tuple[RunOutcome, Turns | No
     from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
     from specbench.harness.plan import RunEvents
     from specbench.harness.run_request import measure_run
-    from specbench.report.console import make_console
-    from specbench.report.progress import RichRunEvents
+    from specbench.report.run.console import make_console
+    from specbench.report.run.progress import RichRunEvents
 
     out_dir = Path(cfg.output_dir)
     turns = Turns(*parse_fds(request.lockstep)) if request.lockstep is not None else None
@@ -82,7 +82,7 @@ def report(outcome: RunOutcome, out_dir: Path, max_rate: float, turns: Turns | N
     """The run's warnings and counts, its reports (cli/report.py) and summary; exit 4 when more
     prompts failed than --max-failure-rate allows."""
     from specbench.cli.report import write_reports
-    from specbench.report.console import make_console, render_summary
+    from specbench.report.run.console import make_console, render_summary
 
     console = make_console()
     for note in sorted(set(outcome.warnings)):

@@ -120,8 +120,8 @@ def _pick(
 def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> list[str]:
     """A schedule resting on cells without a verdict (degenerate answers, docs/theory.md §13)
     is exported — its throughput ratios are measured — but said not to be a result (the rule of
-    report/no_verdict.py)."""
-    from specbench.report.no_verdict import shows_speedup
+    report/sections/no_verdict.py)."""
+    from specbench.report.sections.no_verdict import shows_speedup
 
     cells = [
         f"{e.workload} T={e.temperature:g}"
@@ -156,7 +156,7 @@ def _provenance(run_dir: Path, env: dict[str, Any], config: dict[str, Any]) -> d
 def _deployment(env: dict[str, Any], config: dict[str, Any]) -> Any:
     """The target, method, draft and options the run served (env.json's speculative_config; an
     openai run's first speculative endpoint), for the engine flags."""
-    from specbench.report.schedule_export import Deployment
+    from specbench.report.schedule.schedule_export import Deployment
 
     target = str(
         (env.get("engine_args") or {}).get("model")
@@ -183,7 +183,7 @@ def _export(
     notes: list[str],
     engine_args: dict[str, Any] | None = None,
 ) -> str:
-    from specbench.report import schedule_export as ex
+    from specbench.report.schedule import schedule_export as ex
 
     if dep.method in ex.NEEDS_DRAFT and not dep.draft:
         notes.append("the run stored no draft model: replace DRAFT_MODEL with its path")
@@ -242,7 +242,7 @@ def schedule(
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
     from specbench.analysis.pipeline.results import build_typed_results
     from specbench.harness.rundir import load_run
-    from specbench.report import schedule_export as ex
+    from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)

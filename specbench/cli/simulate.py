@@ -23,7 +23,7 @@ import typer
 from specbench.cli.options import JsonOption
 from specbench.config import POLICY_NAMES, PolicySpec
 from specbench.errors import SpecbenchError
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 
 def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
@@ -125,7 +125,7 @@ def simulate(
     from specbench.analysis.documents.simulation_model import Simulation
     from specbench.analysis.simulate.replay import simulate_run
     from specbench.harness.rundir import load_run
-    from specbench.report.simulate import render_simulation
+    from specbench.report.simulate.simulate import render_simulation
 
     specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]
     records, config, env, _notes = load_run(run_dir)

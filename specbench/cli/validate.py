@@ -210,7 +210,7 @@ def check_gate(path: Path, out: Checked) -> None:
     """A CI gate's thresholds file: its keys, and whether its plan detects its minimum effects."""
     from specbench.analysis.compare.plan import check_plan
     from specbench.harness.compare_inputs import load_thresholds
-    from specbench.report.compare_gate import fmt_effect, plan_lines
+    from specbench.report.compare.compare_gate import fmt_effect, plan_lines
 
     th = load_thresholds(path, {})
     out.facts.append(f"CI gate thresholds, gating {', '.join(th.gate)}")

@@ -3,7 +3,7 @@ errors), and write results.json from them (analysis), returned as the typed `Run
 
 `specbench report DIR` and the end of `specbench run` both call `cli.report.write_reports`, which
 calls `write_results` here and then has report/ render summary.csv and the documents from the
-typed results (`report.documents.write_run_files`): the harness never imports report/. Nothing
+typed results (`report.run.documents.write_run_files`): the harness never imports report/. Nothing
 here loads a model or imports torch; all numbers come from `analysis.pipeline.results`.
 """
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
-from specbench.report.schedule_export import vllm_speculative_config
+from specbench.report.schedule.schedule_export import vllm_speculative_config
 from tests.unit.test_schedule_export import RANGES, _run_dir
 
 pytest.importorskip("vllm")
@@ -59,7 +59,7 @@ def test_recorded_vllm_keys_are_fields_of_the_installed_speculative_config() -> 
     newer than the installed build)."""
     from vllm.config import SpeculativeConfig
 
-    from specbench.report.schedule_export import engine_keys
+    from specbench.report.schedule.schedule_export import engine_keys
 
     fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
     written = {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
@@ -80,7 +80,7 @@ def test_recorded_engine_args_are_the_installed_vllms() -> None:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from specbench.report.schedule_export import engine_keys
+    from specbench.report.schedule.schedule_export import engine_keys
 
     rec = engine_keys()["vllm_engine_args"]
     fields = {f.name for f in dataclasses.fields(EngineArgs)}

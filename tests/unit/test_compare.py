@@ -41,8 +41,8 @@ from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.pipeline.results import build_results, build_typed_results
-from specbench.report.compare import to_dict, to_markdown
-from specbench.report.compare_junit import to_junit
+from specbench.report.compare.compare import to_dict, to_markdown
+from specbench.report.compare.compare_junit import to_junit
 
 from .synthetic import baseline_record
 

@@ -1,4 +1,4 @@
-"""`specbench schedule`'s formats (report/schedule_export.py, docs/schedule.md): each engine's file
+"""`specbench schedule`'s formats (report/schedule/schedule_export.py, docs/schedule.md): each engine's file
 read back gives the schedule's k at every batch size; schedules an engine cannot take are one
 error line; the command end to end on a synthetic engine run, and its bad input."""
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
-from specbench.report import schedule_export as ex
+from specbench.report.schedule import schedule_export as ex
 from tests.unit.synthetic import baseline_record, spec_record
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
 

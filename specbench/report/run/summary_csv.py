@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.documents.results_model import RunResults
-from specbench.report.no_verdict import shows_speedup
+from specbench.report.sections.no_verdict import shows_speedup
 
 CSV_FIELDS = [
     "workload",

@@ -7,8 +7,8 @@ from rich.table import Table
 
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.simulation_model import Simulation
-from specbench.report.terminal import compact_box
-from specbench.report.text import num_text
+from specbench.report.render.terminal import compact_box
+from specbench.report.sections.text import num_text
 
 
 def _speedup(e: EstimateJSON | None) -> str:

@@ -15,7 +15,7 @@ from matplotlib.ticker import FormatStrFormatter
 
 from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.analysis.documents.results_model_workload import WorkloadResult
-from specbench.report.figure_file import save_figure
+from specbench.report.render.figure_file import save_figure
 
 
 def _concurrency_axis(ax: Axes, levels: list[int]) -> None:

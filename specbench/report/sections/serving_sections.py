@@ -13,13 +13,13 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_engine import Conformance, EngineSection
 from specbench.analysis.documents.results_model_workload import WorkloadResult
-from specbench.report import plots
-from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
-from specbench.report.engine_ranking import ranking_blocks
-from specbench.report.no_verdict import no_speedup_note, shows_speedup
-from specbench.report.schedule_plot import plot_throughput_schedule
-from specbench.report.schedule_sections import schedule_blocks
-from specbench.report.text import entry_slug, num_text, prompts_basis_note
+from specbench.report.render.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.schedule.schedule_plot import plot_throughput_schedule
+from specbench.report.sections import plots
+from specbench.report.sections.engine_ranking import ranking_blocks
+from specbench.report.sections.no_verdict import no_speedup_note, shows_speedup
+from specbench.report.sections.schedule_sections import schedule_blocks
+from specbench.report.sections.text import entry_slug, num_text, prompts_basis_note
 
 
 def _v(est: EstimateJSON | None, fmt: str = "{:.3f}") -> str:

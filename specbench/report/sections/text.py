@@ -252,9 +252,9 @@ def setting_paste_line(
     schedule: list[list[int]] | None = None,
 ) -> str | None:
     """The command that starts a vLLM server with one measured setting (a fixed γ, or a γ
-    schedule by batch size) of an engine run (report/schedule_export.py, keys as recorded in
+    schedule by batch size) of an engine run (report/schedule/schedule_export.py, keys as recorded in
     engine-keys.json); None for other runs, or where the method is not known."""
-    from specbench.report.schedule_export import (
+    from specbench.report.schedule.schedule_export import (
         Deployment,
         engine_keys,
         vllm_command,

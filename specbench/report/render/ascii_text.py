@@ -1,7 +1,7 @@
 """ASCII spellings of the symbols specbench prints, for `specbench --plain` (CI logs, terminals
 without UTF-8).
 
-The plain console (report/console.py) passes every string it renders through `to_ascii` before
+The plain console (report/run/console.py) passes every string it renders through `to_ascii` before
 rich lays it out, so table columns are sized on the ASCII text. Only the symbols in `ASCII` are
 rewritten: a character that is not one of ours (a workload name, a path, a prompt id) is the
 user's data and prints as given.

@@ -17,8 +17,8 @@ from specbench.analysis.arithmetic.roi import Scenario
 from specbench.analysis.documents.results_model_engine import ConcurrencyLatency
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.pipeline.acceptance_detail import MIN_POSITION_ROUNDS
-from specbench.report.figure_file import save_figure
-from specbench.report.roi import scenario_title
+from specbench.report.render.figure_file import save_figure
+from specbench.report.roi.roi import scenario_title
 
 
 def _legend(ax: Any, fontsize: int) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
-from specbench.report.blocks import Box
-from specbench.report.text import num_text, setting_paste_line
+from specbench.report.render.blocks import Box
+from specbench.report.sections.text import num_text, setting_paste_line
 
 
 def _gain(c: ProfileCandidate) -> str:

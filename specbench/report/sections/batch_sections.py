@@ -7,9 +7,9 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_batch import PredictionCheck
-from specbench.report.blocks import Block, Heading, Para, TableBlock
-from specbench.report.no_verdict import shows_speedup
-from specbench.report.text import num_text
+from specbench.report.render.blocks import Block, Heading, Para, TableBlock
+from specbench.report.sections.no_verdict import shows_speedup
+from specbench.report.sections.text import num_text
 
 
 def _est(e: EstimateJSON | None, fmt: str) -> str:

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from specbench.analysis.documents.accept_model import AcceptResults
-from specbench.report.accept_tables import (
+from specbench.report.accept.accept_tables import (
     LEAD_HEADER,
     PROVISIONAL,
     SUMMARY_HEADER,
@@ -19,8 +19,8 @@ from specbench.report.accept_tables import (
     timing_lines,
     unit,
 )
-from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
-from specbench.report.figure_file import save_figure
+from specbench.report.render.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.render.figure_file import save_figure
 
 
 def build_blocks(doc: AcceptResults, plot: str | None) -> list[Block]:

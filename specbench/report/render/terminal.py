@@ -1,7 +1,7 @@
 """The console every command prints through, and plain mode.
 
 Plain mode (`specbench --plain`, or SPECBENCH_PLAIN=1) prints ASCII only (tables drawn with +-|,
-specbench's symbols spelled out: γ as "gamma", → as "->"; see report/ascii_text.py) without colour
+specbench's symbols spelled out: γ as "gamma", → as "->"; see report/render/ascii_text.py) without colour
 or live progress bars, for CI logs. NO_COLOR (no-color.org) or TERM=dumb drop colour and live
 display but keep the symbols (a dumb terminal may still show UTF-8); output that is not a terminal
 has no colour and no live display either (rich's own detection)."""
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from specbench.report.ascii_text import to_ascii
+from specbench.report.render.ascii_text import to_ascii
 
 _PLAIN = {"on": False}
 

@@ -13,7 +13,7 @@ from specbench.analysis.compare.metrics import (
     REGRESSED,
 )
 from specbench.analysis.compare.verdict import Comparison
-from specbench.report.compare import (
+from specbench.report.compare.compare import (
     fmt_change,
     fmt_p,
     fmt_value,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_engine import EngineSection
-from specbench.report.blocks import Block, Para, TableBlock
-from specbench.report.text import num_text
+from specbench.report.render.blocks import Block, Para, TableBlock
+from specbench.report.sections.text import num_text
 
 
 def _v(est: EstimateJSON | None, fmt: str) -> str:

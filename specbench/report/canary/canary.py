@@ -17,7 +17,7 @@ from rich.table import Table
 
 from specbench.analysis.canary.curves import Curve
 from specbench.analysis.canary.decision import CanaryDecision, GuardResult
-from specbench.report.blocks import (
+from specbench.report.render.blocks import (
     Block,
     Box,
     Bullets,
@@ -28,7 +28,7 @@ from specbench.report.blocks import (
     to_html,
     to_markdown,
 )
-from specbench.report.console import table_box
+from specbench.report.run.console import table_box
 
 LOG_RATIO = frozenset({"tpot", "e2e", "output_length"})  # shown as canary ÷ control
 TITLES = {
@@ -130,7 +130,7 @@ def render_console(console: Console, d: CanaryDecision) -> None:
 
 def write_report(out_dir: Path, d: CanaryDecision, curves: list[Curve]) -> list[Path]:
     """canary.md, canary.html, canary.json (and canary-curves.png) in `out_dir`."""
-    from specbench.report.canary_plot import plot_curves
+    from specbench.report.canary.canary_plot import plot_curves
 
     out_dir.mkdir(parents=True, exist_ok=True)
     plot = None

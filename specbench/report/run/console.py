@@ -2,7 +2,7 @@
 the documents — the pool-wide decision per temperature, each workload's own optimum, counts of
 failed and unmeasured cells — and the console every command prints through.
 
-The console itself, and plain mode, live in report/terminal.py (light enough for every command
+The console itself, and plain mode, live in report/render/terminal.py (light enough for every command
 module to import at start-up); they are re-exported here.
 """
 
@@ -16,16 +16,16 @@ from rich.table import Table
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
-from specbench.report.load_sections import steady_lines
-from specbench.report.profile_box import profile_box
-from specbench.report.terminal import (
+from specbench.report.render.terminal import (
     compact_box,
     make_console,
     plain_mode,
     set_plain,
     table_box,
 )
-from specbench.report.text import (
+from specbench.report.sections.load_sections import steady_lines
+from specbench.report.sections.profile_box import profile_box
+from specbench.report.sections.text import (
     BATCH_ONE,
     cost_change,
     counts_line,

@@ -1,5 +1,5 @@
 """Rendering of `specbench accept`: the JSON document (accept.json), the rich console tables, and
-the report files (report.md, report.html, plots/accept_profile.png; `report.accept_document`).
+the report files (report.md, report.html, plots/accept_profile.png; `report.accept.accept_document`).
 
 The JSON document is `analysis.documents.accept_model.AcceptResults` (schema 1, `kind: "accept"`; its JSON
 Schema is docs/schema/accept.schema.json): `pair`, `data` (source, requests, positions,
@@ -26,8 +26,8 @@ from rich.table import Table
 
 from specbench.analysis.documents.accept_model import AcceptResults
 from specbench.analysis.rollout import AcceptResult, accept_results
-from specbench.report.accept_document import build_blocks, plot_profile
-from specbench.report.accept_tables import (
+from specbench.report.accept.accept_document import build_blocks, plot_profile
+from specbench.report.accept.accept_tables import (
     LEAD_HEADER,
     PROVISIONAL,
     SUMMARY_HEADER,
@@ -39,7 +39,7 @@ from specbench.report.accept_tables import (
     summary_rows,
     timing_lines,
 )
-from specbench.report.blocks import to_html, to_markdown
+from specbench.report.render.blocks import to_html, to_markdown
 
 
 def as_document(result: AcceptResult | AcceptResults) -> AcceptResults:

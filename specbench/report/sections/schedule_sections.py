@@ -11,8 +11,8 @@ from specbench.analysis.documents.results_model_engine import (
     GammaSchedule,
 )
 from specbench.analysis.documents.results_model_workload import WorkloadResult
-from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
-from specbench.report.text import entry_slug, num_text
+from specbench.report.render.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.sections.text import entry_slug, num_text
 
 
 def _ratio(est: EstimateJSON | None) -> str:

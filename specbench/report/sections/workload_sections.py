@@ -6,9 +6,9 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON, SettingLabel
 from specbench.analysis.documents.results_model_workload import HeterogeneityRow, WorkloadResult
-from specbench.report.blocks import Block, Bullets, Heading, Image, Para, TableBlock
-from specbench.report.no_verdict import no_speedup_note, shows_speedup
-from specbench.report.text import (
+from specbench.report.render.blocks import Block, Bullets, Heading, Image, Para, TableBlock
+from specbench.report.sections.no_verdict import no_speedup_note, shows_speedup
+from specbench.report.sections.text import (
     basis_text,
     ci_text,
     decision_rule,

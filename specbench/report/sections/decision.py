@@ -11,9 +11,9 @@ from specbench.analysis.documents.results_model import (
 from specbench.analysis.documents.results_model_base import EstimateJSON, LatencyTails, Percentiles
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.config.backends import ENGINE_BACKENDS
-from specbench.report.blocks import Block, Box, Bullets, Heading, Para, TableBlock
-from specbench.report.profile_box import profile_box
-from specbench.report.text import (
+from specbench.report.render.blocks import Block, Box, Bullets, Heading, Para, TableBlock
+from specbench.report.sections.profile_box import profile_box
+from specbench.report.sections.text import (
     BATCH_ONE,
     ci_text,
     cost_change,

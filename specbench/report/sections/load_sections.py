@@ -11,8 +11,8 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_load import LoadCell, QuantilesCI, SloJSON
 from specbench.analysis.stats.steady_state import KEPT_UP_MIN_REQUESTS
-from specbench.report.blocks import Block, Bullets, Heading, Para, TableBlock
-from specbench.report.text import num_text, prompts_basis_tag
+from specbench.report.render.blocks import Block, Bullets, Heading, Para, TableBlock
+from specbench.report.sections.text import num_text, prompts_basis_tag
 
 
 def _q(est: EstimateJSON, fmt: str = "{:.1f}") -> str:

@@ -30,7 +30,7 @@ from specbench.analysis.compare.metrics import (
 from specbench.analysis.compare.rows import MISSING, Row
 from specbench.analysis.compare.verdict import Comparison
 from specbench.analysis.stats.serialize import json_safe
-from specbench.report.terminal import compact_box
+from specbench.report.render.terminal import compact_box
 
 # 1 — first version; 2 — rows carry raw_p_value (p_value is Holm-adjusted), mde, needs; kinds
 #     acceptance/speedup/timing; status "informational"; failures, strict, subject, runs, tested

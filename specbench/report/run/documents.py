@@ -1,8 +1,8 @@
 """report.md and report.html (self-contained, images embedded) from results.json and the plots.
 
-Both documents are rendered from one list of blocks (`report.blocks`), so they always say the same
-thing: the first screen (`report.decision`), each workload's sections and the appendix
-(`report.workload_sections`), and for engine runs their sections (`report.serving_sections`).
+Both documents are rendered from one list of blocks (`report.render.blocks`), so they always say the same
+thing: the first screen (`report.sections.decision`), each workload's sections and the appendix
+(`report.sections.workload_sections`), and for engine runs their sections (`report.sections.serving_sections`).
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ from pathlib import Path
 
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.estimators.latency import LatencyDistribution
-from specbench.report import plots
-from specbench.report.batch_sections import (
+from specbench.report.render.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
+from specbench.report.run.load_csv import LOAD_CSV, load_frame
+from specbench.report.run.summary_csv import summary_frame, write_csv
+from specbench.report.sections import plots
+from specbench.report.sections.batch_sections import (
     batch_prediction_blocks,
     prediction_check_blocks,
     schedule_blocks,
 )
-from specbench.report.blocks import Block, Bullets, Heading, Image, to_html, to_markdown
-from specbench.report.decision import decision_blocks, header_blocks
-from specbench.report.load_csv import LOAD_CSV, load_frame
-from specbench.report.load_sections import load_blocks
-from specbench.report.no_verdict import shows_speedup
-from specbench.report.serving_sections import engine_blocks, make_engine_plots
-from specbench.report.summary_csv import summary_frame, write_csv
-from specbench.report.text import entry_slug
-from specbench.report.workload_sections import appendix_blocks, workload_blocks
+from specbench.report.sections.decision import decision_blocks, header_blocks
+from specbench.report.sections.load_sections import load_blocks
+from specbench.report.sections.no_verdict import shows_speedup
+from specbench.report.sections.serving_sections import engine_blocks, make_engine_plots
+from specbench.report.sections.text import entry_slug
+from specbench.report.sections.workload_sections import appendix_blocks, workload_blocks
 
 # per workload × temperature: the per-request TPOT the latency histogram draws
 LatencyDistributions = Mapping[tuple[str, float], LatencyDistribution]
