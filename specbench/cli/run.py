@@ -6,7 +6,7 @@
 
 The options become one typed request (harness/run_request.py: `RunRequest`; flags override the
 config file, flags > file > defaults); `measure_run` hands it to harness/runner.py (transformers),
-harness/adaptive.py or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
+harness/adaptive.py or harness/serving/drive/driver.py (vLLM, OpenAI-compatible servers), the reports to
 `cli.report.write_reports` (results.json by harness/rundir.py, the rest by report/).
 """
 

@@ -188,7 +188,7 @@ def _export(
     if dep.method in ex.NEEDS_DRAFT and not dep.draft:
         notes.append("the run stored no draft model: replace DRAFT_MODEL with its path")
     if fmt == "vllm":
-        from specbench.harness.serving.vllm_schedule import (
+        from specbench.harness.serving.vllm.vllm_schedule import (
             check_with_installed_vllm,
             vllm_installed,
         )

@@ -8,7 +8,7 @@ Checks, in order (the first failure of a config is its one `error:` line; exit c
 - every workload's dataset loads, its columns are there, and the prompts available cover the
   prompts asked (fewer is a warning: `run` uses all of them); engine backends: a concurrency
   above every workload's prompt count is an error, above some workloads' a warning
-  (`harness.prompt_checks`);
+  (`harness.serving.load.prompt_checks`);
 - tokenizers load from the local files (the shipped tiny pair, a local directory, or the Hugging
   Face cache) and the draft's vocabulary is the target's. A hub id that is not in the local cache
   is a warning, not an error: `run` would download it (or fail offline) — `--strict` makes every
@@ -68,7 +68,7 @@ class Checked:
 
 def check_datasets(cfg: Any, base_dir: Path, out: Checked) -> None:
     from specbench.data.loader import load_workload
-    from specbench.harness.prompt_checks import check_concurrency, prompt_warnings
+    from specbench.harness.serving.load.prompt_checks import check_concurrency, prompt_warnings
 
     prompts = {}
     for wl in cfg.workloads:
@@ -88,7 +88,7 @@ def check_profile(cfg: Any, base_dir: Path, out: Checked) -> None:
     if p is None:
         return
     if p.load.trace is not None:
-        from specbench.harness.serving.arrivals import read_trace
+        from specbench.harness.serving.load.arrivals import read_trace
 
         try:
             n = len(read_trace(p.load.trace, base_dir))
@@ -257,7 +257,7 @@ def validate_config(
         check_profile(cfg, path.parent, out)
         check_tokenizers(cfg, out)
         if cfg.backend == "openai":
-            from specbench.harness.serving import endpoints as eps
+            from specbench.harness.serving.openai import endpoints as eps
 
             eps.check_endpoints(eps.endpoints_of(cfg))  # distinct labels, one baseline server
             if offline:

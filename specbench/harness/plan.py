@@ -3,7 +3,7 @@ prompts of each workload, the temperatures each runs at, how each request is sam
 decoding settings and units, their seeds, the progress callbacks, and the run directory.
 
 A *decoding setting* is the baseline (γ = 0) or one drafter under one γ policy (transformers
-backend); a serving engine's configuration is a `serving.base.EngineSetting`. A *unit* is one
+backend); a serving engine's configuration is a `serving.protocol.base.EngineSetting`. A *unit* is one
 prompt (all its turns) through one decoding setting; its record is appended the moment it exists.
 """
 

@@ -174,7 +174,7 @@ class RunRequest:
 
 def measure_run(request: RunRequest, cfg: RunConfig, events: RunEvents) -> RunOutcome:
     """Measure the run: the adaptive plan (harness/adaptive.py), the transformers runner
-    (harness/runner.py) or a serving engine (harness/serving/driver.py)."""
+    (harness/runner.py) or a serving engine (harness/serving/drive/driver.py)."""
     out_dir = Path(cfg.output_dir)
     base_dir = request.config.parent
     opts: dict[str, Any] = {"resume": request.resume, "force": request.force, "events": events}
@@ -193,6 +193,6 @@ def measure_run(request: RunRequest, cfg: RunConfig, events: RunEvents) -> RunOu
         from specbench.harness import runner
 
         return runner.run(cfg, out_dir, base_dir=base_dir, **opts)
-    from specbench.harness.serving.driver import run_engine  # vllm / openai: a serving engine
+    from specbench.harness.serving.drive.driver import run_engine  # vllm / openai: a serving engine
 
     return run_engine(cfg, out_dir, base_dir=base_dir, **opts)

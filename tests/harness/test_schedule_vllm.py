@@ -1,4 +1,4 @@
-"""The exported γ schedule against the installed vLLM (harness/serving/vllm_schedule.py): its
+"""The exported γ schedule against the installed vLLM (harness/serving/vllm/vllm_schedule.py): its
 SpeculativeConfig knows `num_speculative_tokens_per_batch_size`, vLLM's own validator accepts the
 ranges, and vLLM's dense batch-size lookup gives specbench's k at every batch size. No engine is
 started (no flock needed)."""
@@ -26,7 +26,7 @@ pytest.importorskip("vllm")
 def test_installed_vllm_accepts_the_export_and_looks_it_up_the_same() -> None:
     from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
-    from specbench.harness.serving.vllm_schedule import check_with_installed_vllm
+    from specbench.harness.serving.vllm.vllm_schedule import check_with_installed_vllm
 
     conf = json.loads(json.dumps(vllm_speculative_config(RANGES, {"method": "draft_model"})))
     ranges = conf["num_speculative_tokens_per_batch_size"]

@@ -24,8 +24,8 @@ from specbench.cli.app import app
 from specbench.config import parse_config
 from specbench.config.backends import ExecutorBackend
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.endpoints import check_endpoints, endpoints_of
-from specbench.harness.serving.vllm_args import engine_args
+from specbench.harness.serving.openai.endpoints import check_endpoints, endpoints_of
+from specbench.harness.serving.vllm.vllm_args import engine_args
 from specbench.report.schedule import schedule_export as ex
 from specbench.report.sections.text import paste_line
 from tests.unit.test_engine_exports import _two_workload_run

@@ -26,9 +26,13 @@ from typing import Any
 import httpx2
 from pydantic import BaseModel, ValidationError
 
-from specbench.harness.serving.base import TurnResult
-from specbench.harness.serving.openai_http import RequestFailed, status_error, transport_error
-from specbench.harness.serving.request_metrics import response_spec
+from specbench.harness.serving.metrics.request_metrics import response_spec
+from specbench.harness.serving.openai.openai_http import (
+    RequestFailed,
+    status_error,
+    transport_error,
+)
+from specbench.harness.serving.protocol.base import TurnResult
 
 
 class _Delta(BaseModel):

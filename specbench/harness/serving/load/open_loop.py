@@ -20,7 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from specbench.harness.serving.base import Conversation, ConversationResult, OnResult, Snapshot
+from specbench.harness.serving.protocol.base import (
+    Conversation,
+    ConversationResult,
+    OnResult,
+    Snapshot,
+)
 
 IN_FLIGHT_AT_BOUND = "in flight at load.max_duration_s"
 

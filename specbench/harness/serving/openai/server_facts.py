@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.openai_http import RequestFailed
+from specbench.harness.serving.openai.openai_http import RequestFailed
 
 SGLANG_KEYS = (
     "speculative_algorithm",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from specbench.config import RunConfig
 from specbench.data import Prompt
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.arrivals import effective_concurrency_notes
+from specbench.harness.serving.load.arrivals import effective_concurrency_notes
 
 
 def prompt_warnings(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[str]:

@@ -19,16 +19,16 @@ from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
 from specbench.harness.plan import RequestParams
-from specbench.harness.serving.base import (
+from specbench.harness.serving.load.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch
+from specbench.harness.serving.metrics.metrics import spec_counters_from_vllm_metrics
+from specbench.harness.serving.protocol.base import (
     Conversation,
     ConversationResult,
     OnResult,
     Snapshot,
     TurnResult,
 )
-from specbench.harness.serving.metrics import spec_counters_from_vllm_metrics
-from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch
-from specbench.harness.serving.vllm_log import first_line
+from specbench.harness.serving.vllm.vllm_log import first_line
 
 
 @dataclass

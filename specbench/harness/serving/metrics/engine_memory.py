@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.harness.model_footprint import model_footprint
-from specbench.harness.serving.metrics import MetricSamples
+from specbench.harness.serving.metrics.metrics import MetricSamples
 
 CACHE_INFO = "vllm:cache_config_info"
 

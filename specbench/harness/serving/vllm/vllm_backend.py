@@ -32,17 +32,17 @@ from specbench.config import RunConfig, SpeculativeSpec, speculative_label, spec
 from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
 from specbench.harness.gpu_env import gpu_environment
-from specbench.harness.serving.base import EngineSetting
-from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_engine
-from specbench.harness.serving.vllm_args import check_options, engine_args
-from specbench.harness.serving.vllm_log import (
+from specbench.harness.serving.metrics.engine_memory import engine_memory, kv_capacity_from_engine
+from specbench.harness.serving.protocol.base import EngineSetting
+from specbench.harness.serving.vllm.vllm_args import check_options, engine_args
+from specbench.harness.serving.vllm.vllm_log import (
     env_var,
     first_line,
     last_error_lines,
     logging_config,
     stderr_to,
 )
-from specbench.harness.serving.vllm_session import VllmSession
+from specbench.harness.serving.vllm.vllm_session import VllmSession
 
 INSTALL_HINT = "install it with `pip install -e '.[vllm]'` (on CPU: `make install-vllm`)"
 

@@ -15,19 +15,19 @@ from specbench.config import RunConfig, dump_config
 from specbench.data import Prompt
 from specbench.data.privacy import answer_fields, prompt_texts, withhold
 from specbench.harness.plan import check_resumed_ids, logged_fields, prepare_run_dir
-from specbench.harness.serving.base import (
-    Conversation,
-    ConversationResult,
-    EngineSetting,
-    Snapshot,
-)
-from specbench.harness.serving.endpoints import (
+from specbench.harness.serving.metrics.request_metrics import summed
+from specbench.harness.serving.openai.endpoints import (
     check_endpoints,
     endpoints_of,
     merged_server_config,
     without_server,
 )
-from specbench.harness.serving.request_metrics import summed
+from specbench.harness.serving.protocol.base import (
+    Conversation,
+    ConversationResult,
+    EngineSetting,
+    Snapshot,
+)
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
 
 ENGINE_METRICS_KIND = "engine_metrics"

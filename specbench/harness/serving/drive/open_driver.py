@@ -31,7 +31,15 @@ from specbench.config import RunConfig
 from specbench.config.load import WARMUP_SHARE
 from specbench.data import Prompt
 from specbench.harness.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
-from specbench.harness.serving.arrivals import (
+from specbench.harness.serving.drive.engine_records import (
+    ENGINE_METRICS_KIND,
+    BatchKey,
+    batch_key_of,
+    in_flight_cap,
+    metrics_record,
+    request_record,
+)
+from specbench.harness.serving.load.arrivals import (
     CLOSED,
     LoadPoint,
     SteadyWindow,
@@ -42,16 +50,8 @@ from specbench.harness.serving.arrivals import (
     steady_arrivals,
     steady_window,
 )
-from specbench.harness.serving.base import Conversation, ConversationResult, EngineSetting
-from specbench.harness.serving.engine_records import (
-    ENGINE_METRICS_KIND,
-    BatchKey,
-    batch_key_of,
-    in_flight_cap,
-    metrics_record,
-    request_record,
-)
-from specbench.harness.serving.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
+from specbench.harness.serving.load.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
+from specbench.harness.serving.protocol.base import Conversation, ConversationResult, EngineSetting
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
 
 # one open-loop batch: (workload, temperature, load point, repeat)

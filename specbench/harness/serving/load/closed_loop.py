@@ -7,7 +7,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from specbench.harness.serving.base import Conversation, ConversationResult
+from specbench.harness.serving.protocol.base import Conversation, ConversationResult
 
 
 def run_threaded(

@@ -56,17 +56,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
-from specbench.harness.prompt_checks import check_concurrency
-from specbench.harness.serving.arrivals import effective_concurrency_notes
-from specbench.harness.serving.base import (
-    Backend,
-    Conversation,
-    ConversationResult,
-    EngineSession,
-    EngineSetting,
-)
-from specbench.harness.serving.engine_memory import earlier_capacity, with_earlier_capacity
-from specbench.harness.serving.engine_records import (
+from specbench.harness.serving.drive.engine_records import (
     BatchKey,
     UnitId,
     in_flight_cap,
@@ -75,7 +65,22 @@ from specbench.harness.serving.engine_records import (
     prepare_engine_dir,
     request_record,
 )
-from specbench.harness.serving.open_driver import OpenPlan, in_flight, plan_open, run_open_batch
+from specbench.harness.serving.drive.open_driver import (
+    OpenPlan,
+    in_flight,
+    plan_open,
+    run_open_batch,
+)
+from specbench.harness.serving.load.arrivals import effective_concurrency_notes
+from specbench.harness.serving.load.prompt_checks import check_concurrency
+from specbench.harness.serving.metrics.engine_memory import earlier_capacity, with_earlier_capacity
+from specbench.harness.serving.protocol.base import (
+    Backend,
+    Conversation,
+    ConversationResult,
+    EngineSession,
+    EngineSetting,
+)
 from specbench.records import RECORDS_FILE, RecordWriter
 
 # one batch: (workload, temperature, concurrency, repeat)
@@ -95,11 +100,11 @@ def plan_batches(cfg: RunConfig, prompts: dict[str, list[Prompt]]) -> list[Batch
 def make_backend(cfg: RunConfig, out_dir: Path) -> Backend:
     """The backend a config names (imported lazily: vLLM is an optional extra)."""
     if cfg.backend == "vllm":
-        from specbench.harness.serving.vllm_backend import VllmBackend
+        from specbench.harness.serving.vllm.vllm_backend import VllmBackend
 
         return VllmBackend(cfg, out_dir)
     if cfg.backend == "openai":
-        from specbench.harness.serving.openai_backend import OpenAIBackend
+        from specbench.harness.serving.openai.openai_backend import OpenAIBackend
 
         return OpenAIBackend(cfg, out_dir)
     raise SpecbenchError(f"backend '{cfg.backend}' is not an engine backend")

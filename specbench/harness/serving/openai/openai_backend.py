@@ -32,16 +32,15 @@ import httpx2
 from specbench.config import EndpointSpec, RunConfig
 from specbench.data import conversation_messages
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.base import (
-    Conversation,
-    ConversationResult,
-    EngineSetting,
-    OnResult,
-    Snapshot,
-    TurnResult,
+from specbench.harness.serving.load.closed_loop import run_threaded
+from specbench.harness.serving.load.open_loop import OpenBatch, run_open_threaded
+from specbench.harness.serving.metrics.engine_memory import engine_memory, kv_capacity_from_samples
+from specbench.harness.serving.metrics.metrics import (
+    accept_length_gauge,
+    parse_prometheus,
+    spec_counters_from_samples,
 )
-from specbench.harness.serving.closed_loop import run_threaded
-from specbench.harness.serving.endpoints import (
+from specbench.harness.serving.openai.endpoints import (
     check_endpoints,
     endpoint_headers,
     endpoint_label,
@@ -49,23 +48,24 @@ from specbench.harness.serving.endpoints import (
     endpoints_of,
     metrics_url_of,
 )
-from specbench.harness.serving.engine_memory import engine_memory, kv_capacity_from_samples
-from specbench.harness.serving.metrics import (
-    accept_length_gauge,
-    parse_prometheus,
-    spec_counters_from_samples,
-)
-from specbench.harness.serving.open_loop import OpenBatch, run_open_threaded
-from specbench.harness.serving.openai_http import (
+from specbench.harness.serving.openai.openai_http import (
     RequestFailed,
     get_text,
     make_client,
     split_url,
     with_retries,
 )
-from specbench.harness.serving.openai_request import prompt_too_long, request_body
-from specbench.harness.serving.openai_stream import stream_turn
-from specbench.harness.serving.server_facts import served_model, server_facts
+from specbench.harness.serving.openai.openai_request import prompt_too_long, request_body
+from specbench.harness.serving.openai.openai_stream import stream_turn
+from specbench.harness.serving.openai.server_facts import served_model, server_facts
+from specbench.harness.serving.protocol.base import (
+    Conversation,
+    ConversationResult,
+    EngineSetting,
+    OnResult,
+    Snapshot,
+    TurnResult,
+)
 
 
 class OpenAISession:
