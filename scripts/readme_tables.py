@@ -30,7 +30,7 @@ def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.pipeline.results import build_typed_results
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
     from specbench.report.render.blocks import Box, Para, TableBlock, to_markdown
     from specbench.report.sections.decision import decision_blocks
 
@@ -54,7 +54,7 @@ def pool_schedule_of(run_dir: Path) -> tuple[Any, str]:
     from specbench.analysis.decide.pool_schedule import pool_members, pool_schedule
     from specbench.analysis.documents.results_model_engine import GammaSchedule
     from specbench.analysis.documents.settings import AnalysisSettings
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
 
     records, config, _, _ = load_run(run_dir)
     s = AnalysisSettings.from_config(config)

@@ -246,7 +246,7 @@ def compare(
     effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
     from specbench.cli.compare_gate import calibrate_runs, plan_gate
-    from specbench.harness.compare_request import CompareRequest, compare_runs
+    from specbench.harness.compare.compare_request import CompareRequest, compare_runs
 
     request = CompareRequest(
         runs=list(runs or []),

@@ -71,8 +71,8 @@ def calibrate_runs(paths: list[Path], thresholds: Path | None, as_json: bool) ->
     """--calibrate: measure the A/A runs' noise and write it into the thresholds file."""
     from specbench.analysis.compare.environment import identity_differences
     from specbench.analysis.compare.noise import calibrate, run_cost
-    from specbench.harness.compare_inputs import load_side, load_thresholds
-    from specbench.harness.rundir import load_run
+    from specbench.harness.compare.compare_inputs import load_side, load_thresholds
+    from specbench.harness.run.rundir import load_run
     from specbench.records import RECORDS_FILE
     from specbench.report.compare.compare_gate import calibration_lines
 
@@ -140,7 +140,7 @@ def plan_gate(
     """--plan: the cheapest prompts × runs per side that detect every gating row's minimum
     effect on the calibrated runner; exit 2 when none does within the bounds."""
     from specbench.analysis.compare.plan import size_gate
-    from specbench.harness.compare_inputs import load_thresholds
+    from specbench.harness.compare.compare_inputs import load_thresholds
     from specbench.report.compare.compare_gate import plan_lines, plan_to_dict, render_plan
 
     if thresholds is None:

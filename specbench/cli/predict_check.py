@@ -34,7 +34,7 @@ def predict_check(
     """Compare an engine run with a transformers run's predicted throughput by batch size."""
     from specbench.analysis.documents.results_model_batch import PredictionCheck
     from specbench.analysis.estimators.prediction_check import check_prediction
-    from specbench.harness.rundir import read_results
+    from specbench.harness.run.rundir import read_results
     from specbench.report.run.console import make_console, table_box
     from specbench.report.sections.batch_sections import (
         PREDICTION_CHECK_SHORT,

@@ -241,7 +241,7 @@ def schedule(
 ) -> None:
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
     from specbench.analysis.pipeline.results import build_typed_results
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
     from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)

@@ -124,7 +124,7 @@ def simulate(
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
     from specbench.analysis.documents.simulation_model import Simulation
     from specbench.analysis.simulate.replay import simulate_run
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
     from specbench.report.simulate.simulate import render_simulation
 
     specs = [parse_policy(p) for p in policy] if policy else [(n, {}) for n in POLICY_NAMES]

@@ -17,7 +17,7 @@ Checks, in order (the first failure of a config is its one `error:` line; exit c
   configured model; `/metrics` is scraped once (absent: a warning, acceptance is then unavailable).
   `--offline` skips these network checks (said so in the output);
 - backend `vllm`: vLLM is importable (absent: a warning naming `make install-vllm`);
-- with `--gpu-memory GIB` or `--gpu NAME`: the memory plan (`harness.memory_plan`): every model
+- with `--gpu-memory GIB` or `--gpu NAME`: the memory plan (`harness.memory.memory_plan`): every model
   built from its config.json on the meta device, weights and KV cache per GPU against the GPU's
   memory — a plan that does not fit is an error, with the numbers.
 
@@ -186,7 +186,7 @@ def check_endpoints(cfg: Any, timeout_s: float, out: Checked) -> None:
 
 
 def check_memory(cfg: Any, opts: MemoryOptions, out: Checked) -> None:
-    from specbench.harness.memory_plan import GIB, gpu_bytes, plan_memory
+    from specbench.harness.memory.memory_plan import GIB, gpu_bytes, plan_memory
 
     if opts.gpu_memory_gib is not None:
         each, source = int(opts.gpu_memory_gib * GIB), "--gpu-memory"
@@ -209,7 +209,7 @@ GATE_KEYS = ("gate", "calibration", "plan")
 def check_gate(path: Path, out: Checked) -> None:
     """A CI gate's thresholds file: its keys, and whether its plan detects its minimum effects."""
     from specbench.analysis.compare.plan import check_plan
-    from specbench.harness.compare_inputs import load_thresholds
+    from specbench.harness.compare.compare_inputs import load_thresholds
     from specbench.report.compare.compare_gate import fmt_effect, plan_lines
 
     th = load_thresholds(path, {})

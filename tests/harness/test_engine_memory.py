@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from specbench.harness.model_footprint import model_footprint, safetensors_header
+from specbench.harness.memory.model_footprint import model_footprint, safetensors_header
 from specbench.harness.serving.metrics.engine_memory import (
     earlier_capacity,
     engine_memory,
@@ -231,7 +231,7 @@ def test_resume_keeps_the_capacity_of_settings_not_started_again(tmp_path: Path)
 
 
 def test_a_dtype_of_unknown_size_leaves_the_stored_bytes_unknown(tmp_path: Path) -> None:
-    from specbench.harness.model_footprint import _weights
+    from specbench.harness.memory.model_footprint import _weights
 
     _config(tmp_path)
     save_file({"a": np.zeros((3, 5), np.uint16)}, str(tmp_path / "model.safetensors"))

@@ -11,7 +11,7 @@ import numpy as np
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
 from specbench.analysis.documents.results_model_engine import Conformance
-from specbench.harness.rundir import load_run
+from specbench.harness.run.rundir import load_run
 from specbench.report.render.blocks import to_markdown
 from specbench.report.sections.serving_sections import conformance_blocks
 from tests.unit.test_engine_metrics import _units

@@ -599,7 +599,7 @@ def test_commands_are_thin() -> None:
     )
     assert not fat, (
         "command bodies over their limit; build a typed request and call one function "
-        "(e.g. harness/accept_request.py):\n" + "\n".join(fat)
+        "(e.g. harness/accept/accept_request.py):\n" + "\n".join(fat)
     )
     thinned = sorted(n for n in FAT_COMMANDS if counts[n] <= MAX_COMMAND_STATEMENTS)
     assert not thinned, f"remove from FAT_COMMANDS (they fit now): {thinned}"

@@ -13,14 +13,14 @@ from pydantic import ValidationError
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.schemas import SCHEMA_DIR
 from specbench.analysis.pipeline.results import build_results
-from specbench.harness.rundir import load_run
+from specbench.harness.run.rundir import load_run
 from tests.unit.test_engine_metrics import synthetic_engine_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _round_trip(results: dict[str, Any]) -> dict[str, Any]:
-    """The document as results.json holds it (what `harness.rundir.write_results` writes, read back)."""
+    """The document as results.json holds it (what `harness.run.rundir.write_results` writes, read back)."""
     return json.loads(json.dumps(results, allow_nan=False))
 
 
@@ -55,7 +55,7 @@ def _validates(results: dict[str, Any]) -> RunResults:
 @pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_the_example_run_validates_in_memory_and_read_back(example_results: dict[str, Any]) -> None:
     model = _validates(example_results)
-    # the in-memory dict (int keys, tuples) too: what `harness.rundir.write_results` returns
+    # the in-memory dict (int keys, tuples) too: what `harness.run.rundir.write_results` returns
     assert RunResults.model_validate(example_results) == model
     assert model.workloads[0].engine is None and model.workloads[0].methods
     assert model.global_.by_temperature

@@ -20,7 +20,7 @@ _DECISION = DecisionSpec()  # the defaults of `decision:`
 
 
 class _Decision(BaseModel):
-    """`decision:` as stored; checked on reading by `harness.rundir.read_stored_config`."""
+    """`decision:` as stored; checked on reading by `harness.run.rundir.read_stored_config`."""
 
     model_config = ConfigDict(extra="allow")
     margin: float = _DECISION.margin

@@ -1,5 +1,5 @@
 """`specbench verify`'s report: the console tables (greedy identity, the per-context sampled
-tests, the verdict) and the `--json` document, from a `harness.verify.VerifyReport`.
+tests, the verdict) and the `--json` document, from a `harness.verify.verify.VerifyReport`.
 See docs/verify.md for what each test is.
 """
 

@@ -46,8 +46,8 @@ from specbench.config import RunConfig
 from specbench.data import Prompt
 from specbench.data.privacy import privacy_note
 from specbench.errors import SpecbenchError, SpecbenchWarning
-from specbench.harness.env import serving_environment, write_env
-from specbench.harness.plan import (
+from specbench.harness.env.env import serving_environment, write_env
+from specbench.harness.plan.plan import (
     RunEvents,
     RunOutcome,
     SilentEvents,

@@ -14,7 +14,7 @@ from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.config import RunConfig, dump_config
 from specbench.data import Prompt
 from specbench.data.privacy import answer_fields, prompt_texts, withhold
-from specbench.harness.plan import check_resumed_ids, logged_fields, prepare_run_dir
+from specbench.harness.plan.plan import check_resumed_ids, logged_fields, prepare_run_dir
 from specbench.harness.serving.metrics.request_metrics import summed
 from specbench.harness.serving.openai.endpoints import (
     check_endpoints,

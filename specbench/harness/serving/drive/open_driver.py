@@ -30,7 +30,7 @@ from typing import Any
 from specbench.config import RunConfig
 from specbench.config.load import WARMUP_SHARE
 from specbench.data import Prompt
-from specbench.harness.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
+from specbench.harness.plan.plan import RunEvents, RunOutcome, unit_seed, workload_temperatures
 from specbench.harness.serving.drive.engine_records import (
     ENGINE_METRICS_KIND,
     BatchKey,

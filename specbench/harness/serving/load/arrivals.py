@@ -23,7 +23,7 @@ import numpy as np
 from specbench.config import RunConfig
 from specbench.config.load import MAX_STEADY_REQUESTS, MAX_TRACE_ROWS, WARMUP_SHARE
 from specbench.errors import SpecbenchError
-from specbench.harness.plan import unit_seed
+from specbench.harness.plan.plan import unit_seed
 
 CLOSED = "closed"
 TRACE = "trace"

@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specbench.harness.model_footprint import model_footprint
+from specbench.harness.memory.model_footprint import model_footprint
 from specbench.harness.serving.metrics.metrics import MetricSamples
 
 CACHE_INFO = "vllm:cache_config_info"

@@ -13,7 +13,7 @@ from specbench.config import RunConfig
 from specbench.data import build_context_ids
 from specbench.data.render import plain_text
 from specbench.errors import SpecbenchError
-from specbench.harness.plan import RequestParams
+from specbench.harness.plan.plan import RequestParams
 
 
 def request_body(

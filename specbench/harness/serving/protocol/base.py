@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.data import Prompt
-from specbench.harness.plan import RequestParams
+from specbench.harness.plan.plan import RequestParams
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Any
 from specbench.config import RunConfig, SpeculativeSpec, speculative_label, speculative_specs
 from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
-from specbench.harness.gpu_env import gpu_environment
+from specbench.harness.env.gpu_env import gpu_environment
 from specbench.harness.serving.metrics.engine_memory import engine_memory, kv_capacity_from_engine
 from specbench.harness.serving.protocol.base import EngineSetting
 from specbench.harness.serving.vllm.vllm_args import check_options, engine_args

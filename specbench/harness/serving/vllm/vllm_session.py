@@ -18,7 +18,7 @@ from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.config import RunConfig
 from specbench.data import build_context_ids, conversation_messages
 from specbench.errors import SpecbenchError
-from specbench.harness.plan import RequestParams
+from specbench.harness.plan.plan import RequestParams
 from specbench.harness.serving.load.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch
 from specbench.harness.serving.metrics.metrics import spec_counters_from_vllm_metrics
 from specbench.harness.serving.protocol.base import (

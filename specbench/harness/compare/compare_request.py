@@ -89,18 +89,18 @@ class CompareRequest:
 
 
 def compare_runs(request: CompareRequest) -> Comparison:
-    """With --ab, run both sides here first (harness/ab.py); then read both sides, refuse
+    """With --ab, run both sides here first (harness/compare/ab.py); then read both sides, refuse
     incomparable runs unless --force, and compare them (analysis/compare/verdict.py)."""
     from specbench.analysis.compare.environment import identity_differences
     from specbench.analysis.compare.verdict import compare as compare_sides
-    from specbench.harness.compare_inputs import load_many, load_thresholds, split_sides
+    from specbench.harness.compare.compare_inputs import load_many, load_thresholds, split_sides
 
     runs, force = list(request.runs), request.force
     if request.ab:
         import shlex
         import sys
 
-        from specbench.harness.ab import run_ab
+        from specbench.harness.compare.ab import run_ab
 
         interpreter = Path(sys.executable)
         base_dirs, new_dirs = run_ab(

@@ -50,7 +50,7 @@ class RunEvents(Protocol):
     def cell_updated(
         self, workload: str, temperature: float, state: str, decision: Any, line: float
     ) -> None:
-        """The adaptive plan (harness/adaptive.py): a cell's state and its sequential decision
+        """The adaptive plan (harness/transformers/adaptive.py): a cell's state and its sequential decision
         (`analysis.stats.sequential.SequentialDecision`, None before the first) against 1 + margin."""
 
 
@@ -214,7 +214,7 @@ class Unit:
     key: UnitKey
     prompt: Prompt
     warmup: bool = False
-    plan_step: str | None = None  # the adaptive plan's step (harness/adaptive.py); None = full
+    plan_step: str | None = None  # the adaptive plan's step (transformers/adaptive.py); None = full
 
 
 def plan_units(

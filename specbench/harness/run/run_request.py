@@ -20,8 +20,8 @@ from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:
     from specbench.config import RunConfig
-    from specbench.harness.plan import RunEvents
-    from specbench.harness.runner import RunOutcome
+    from specbench.harness.plan.plan import RunEvents
+    from specbench.harness.transformers.runner import RunOutcome
 
 
 def csv_ints(value: str, option: str) -> list[int]:
@@ -173,13 +173,13 @@ class RunRequest:
 
 
 def measure_run(request: RunRequest, cfg: RunConfig, events: RunEvents) -> RunOutcome:
-    """Measure the run: the adaptive plan (harness/adaptive.py), the transformers runner
-    (harness/runner.py) or a serving engine (harness/serving/drive/driver.py)."""
+    """Measure the run: the adaptive plan (harness/transformers/adaptive.py), the transformers runner
+    (harness/transformers/runner.py) or a serving engine (harness/serving/drive/driver.py)."""
     out_dir = Path(cfg.output_dir)
     base_dir = request.config.parent
     opts: dict[str, Any] = {"resume": request.resume, "force": request.force, "events": events}
     if cfg.plan == "adaptive":
-        from specbench.harness.adaptive import run_adaptive
+        from specbench.harness.transformers.adaptive import run_adaptive
 
         return run_adaptive(
             cfg,
@@ -190,7 +190,7 @@ def measure_run(request: RunRequest, cfg: RunConfig, events: RunEvents) -> RunOu
             **opts,
         )
     if cfg.backend == "transformers":
-        from specbench.harness import runner
+        from specbench.harness.transformers import runner
 
         return runner.run(cfg, out_dir, base_dir=base_dir, **opts)
     from specbench.harness.serving.drive.driver import run_engine  # vllm / openai: a serving engine

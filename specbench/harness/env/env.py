@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import RunConfig
-from specbench.harness.gpu_env import gpu_environment
+from specbench.harness.env.gpu_env import gpu_environment
 
 if TYPE_CHECKING:
     import torch

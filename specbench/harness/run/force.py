@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from specbench.harness.plan import RUN_FILES
+from specbench.harness.plan.plan import RUN_FILES
 from specbench.records import RECORDS_FILE
 
 ASIDE = ".replaced-run"

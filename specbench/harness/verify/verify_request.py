@@ -2,7 +2,7 @@
 and the one function that runs the checks.
 
     request = VerifyRequest(config=..., ...)   # SpecbenchError (exit 2) on a refused option
-    report = verify_pair(request, progress)    # harness/verify.py's `run_verify`
+    report = verify_pair(request, progress)    # harness/verify/verify.py's `run_verify`
 
 The fields are the command's options under the same names, without defaults (the command's
 options state them once, and `--help` shows them).
@@ -73,8 +73,8 @@ class VerifyRequest:
 def verify_pair(
     request: VerifyRequest, progress: Callable[[str], None] | None = None
 ) -> VerifyReport:
-    """Every drafter of the config checked for losslessness (harness/verify.py)."""
-    from specbench.harness.verify import VerifyOptions, run_verify
+    """Every drafter of the config checked for losslessness (harness/verify/verify.py)."""
+    from specbench.harness.verify.verify import VerifyOptions, run_verify
 
     r = request
     options = VerifyOptions(

@@ -41,7 +41,7 @@ import torch
 
 from specbench.config import RunConfig
 from specbench.errors import SpecbenchError
-from specbench.harness.model_footprint import local_model_dir
+from specbench.harness.memory.model_footprint import local_model_dir
 from specbench.models.meta import MetaProfile, eagle3_head_profile, meta_profile
 
 GIB = 1 << 30

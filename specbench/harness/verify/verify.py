@@ -4,7 +4,7 @@
     specbench verify configs/tiny.yaml --temperature 1 --contexts 8 --samples 2000 --gamma 2
     specbench verify configs/tiny.yaml --temperature 1 --lossy-epsilon 0.1   # what a lossy rule costs
 
-`run_verify` runs two checks (harness/verify_checks.py; docs/theory.md §1, docs/verify.md) for
+`run_verify` runs two checks (harness/verify/verify_checks.py; docs/theory.md §1, docs/verify.md) for
 every drafter of the config (the primary, the extra drafters, and an n-gram prompt-lookup drafter
 when the config has none): greedy identity at T = 0 for every prompt × γ, and at T > 0 the
 sampled distribution of every emitted position of one round at real contexts (prompts, and
@@ -36,9 +36,9 @@ from specbench.decoding.generate import baseline_generate
 from specbench.decoding.lm import CachedLM, MemoizedLM
 from specbench.decoding.timing import Clock
 from specbench.errors import SpecbenchError
-from specbench.harness.plan import load_prompts
-from specbench.harness.runner import Session, load_session
-from specbench.harness.verify_checks import (
+from specbench.harness.plan.plan import load_prompts
+from specbench.harness.transformers.runner import Session, load_session
+from specbench.harness.verify.verify_checks import (
     GREEDY,
     Context,
     DrafterFactory,

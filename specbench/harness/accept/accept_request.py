@@ -20,7 +20,7 @@ from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # the pipeline (torch) is imported only when a request runs
     from specbench.analysis.rollout import AcceptResult
-    from specbench.harness.accept import AcceptEvents
+    from specbench.harness.accept.accept import AcceptEvents
 
 
 def check(ok: bool, message: str) -> None:
@@ -116,10 +116,10 @@ class AcceptRequest:
 
 def measure_accept(request: AcceptRequest, events: AcceptEvents | None = None) -> AcceptResult:
     """The pair from --config and/or the flags, the options over the config over the defaults,
-    then the pipeline (harness/accept.py's `run_accept`)."""
+    then the pipeline (harness/accept/accept.py's `run_accept`)."""
     from specbench.data.logged_rows import FieldNames
-    from specbench.harness.accept import AcceptData, TimingFlags, run_accept
-    from specbench.harness.accept_config import accept_options, model_specs
+    from specbench.harness.accept.accept import AcceptData, TimingFlags, run_accept
+    from specbench.harness.accept.accept_config import accept_options, model_specs
 
     r = request
     t_spec, d_spec, cfg = model_specs(r.config, r.target, r.draft, r.device, r.dtype)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from specbench import defaults
 from specbench.config import ModelSpec, RunConfig
 from specbench.errors import SpecbenchError
-from specbench.harness.accept import AcceptOptions
+from specbench.harness.accept.accept import AcceptOptions
 from specbench.sampling_params import SamplingParams
 
 # Drafters that read the target's hidden states: no standalone forward to teacher-force.

@@ -1,5 +1,5 @@
 """`specbench run` on the transformers backend: measure a pair over workloads × temperatures × γ
-and append records (the plan of units, seeds and run directory: `harness.plan`).
+and append records (the plan of units, seeds and run directory: `harness.plan.plan`).
 
 Order, per workload × temperature: warm-up (written to warmup.jsonl, reported apart), then
 prompt by prompt the baseline followed by the speculative runs over the γ grid (and any extra
@@ -35,9 +35,8 @@ from specbench.decoding.policies import Policy
 from specbench.decoding.rounds import Rounds
 from specbench.decoding.timing import Clock
 from specbench.errors import SpecbenchError
-from specbench.harness.batch_timing import run_batch_timing, timed_pair
-from specbench.harness.env import pair_facts, transformers_environment, write_env
-from specbench.harness.plan import (
+from specbench.harness.env.env import pair_facts, transformers_environment, write_env
+from specbench.harness.plan.plan import (
     RunEvents,
     RunOutcome,
     SilentEvents,
@@ -49,6 +48,7 @@ from specbench.harness.plan import (
     request_params,
     unit_seed,
 )
+from specbench.harness.transformers.batch_timing import run_batch_timing, timed_pair
 from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
 from specbench.sampling_params import SamplingParams
 

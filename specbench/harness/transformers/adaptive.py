@@ -51,7 +51,7 @@ from specbench.analysis.stats.sequential import SequentialDecision
 from specbench.config import DraftSpec, RunConfig
 from specbench.data import Prompt
 from specbench.decoding.policies import Policy
-from specbench.harness.plan import (
+from specbench.harness.plan.plan import (
     DecodingSetting,
     RunEvents,
     RunOutcome,
@@ -60,7 +60,7 @@ from specbench.harness.plan import (
     unit_seed,
     workload_temperatures,
 )
-from specbench.harness.runner import Session, measure_unit, start_run
+from specbench.harness.transformers.runner import Session, measure_unit, start_run
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
 
 PILOT_PROMPTS = 2

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from specbench.errors import SpecbenchError
-from specbench.harness.plan import RunEvents
+from specbench.harness.plan.plan import RunEvents
 
 READY, END, GO = "unit", "end", "go"
 

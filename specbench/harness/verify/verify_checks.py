@@ -10,7 +10,7 @@
   from separate target forwards: position 1 by χ² on the token counts, later positions by the
   pooled probability integral transform (analysis/verify/lossless_tests.py).
 
-harness/verify.py picks the contexts and drafters and runs these for the whole config.
+harness/verify/verify.py picks the contexts and drafters and runs these for the whole config.
 """
 
 from __future__ import annotations

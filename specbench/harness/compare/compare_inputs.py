@@ -20,7 +20,7 @@ def load_side(path: Path) -> Side:
     from specbench.analysis.documents.results_read import read_results_file
     from specbench.analysis.pipeline.results import build_typed_results
     from specbench.analysis.serving.load_cells import closed_loop
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
     from specbench.records import RECORDS_FILE
 
     if path.is_dir():

@@ -9,7 +9,7 @@ difference, then compared as `BASE… vs NEW…`.
 Each side of a pair is one process (`PYTHON -m specbench --plain run CONFIG --out DIR/side-j`):
 what varies per process (allocator, compilation, autotuning) is sampled k times a side. By default
 (`--interleave unit`) the two processes of a pair run side by side and take turns unit by unit,
-ABBA (harness/lockstep.py): drift within a run cancels in each paired unit too, and neither side
+ABBA (harness/run/lockstep.py): drift within a run cancels in each paired unit too, and neither side
 measures while the other does. `--interleave process` runs one process after the other (ABBA over
 the pairs) for sides that cannot both be loaded at once. The candidate may run its own config
 (`--candidate-config`: another model revision, another endpoint). Each run's records are appended
@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.harness.lockstep import run_in_lockstep
+from specbench.harness.run.lockstep import run_in_lockstep
 
 BASE, CANDIDATE = "base", "candidate"
 UNIT, PROCESS = "unit", "process"
@@ -65,7 +65,7 @@ def run_ab(
     """Run both sides, interleaved; (base run directories, candidate run directories).
 
     `interleave`: UNIT (both processes of a pair alive, taking turns unit by unit in ABBA order:
-    harness/lockstep.py) or PROCESS (one process after the other, ABBA over the pairs: for sides
+    harness/run/lockstep.py) or PROCESS (one process after the other, ABBA over the pairs: for sides
     that cannot share a machine's memory at once)."""
     if not 1 <= pairs <= MAX_PAIRS:
         raise SpecbenchError(f"--pairs must be between 1 and {MAX_PAIRS} (got {pairs})")

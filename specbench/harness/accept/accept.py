@@ -272,7 +272,7 @@ def run_accept(
     events = events or NoEvents()
     forced = None
     if timing.timings is not None:  # before anything loads: another pair's run is refused
-        from specbench.harness.timings_check import check_timings_pair
+        from specbench.harness.accept.timings_check import check_timings_pair
 
         forced = check_timings_pair(timing.timings, target, draft, timing.force)
     source, rows = open_logged(
@@ -291,7 +291,7 @@ def run_accept(
         vocab = check_pair_compatible(t_loaded, d_loaded)
     tokenizers = pair_fingerprints(t_loaded.tokenizer, d_loaded.tokenizer)
     if timing.timings is not None:  # per-token timings of another vocabulary: refused
-        from specbench.harness.timings_check import check_timings_tokenizers
+        from specbench.harness.accept.timings_check import check_timings_tokenizers
 
         other = check_timings_tokenizers(timing.timings, tokenizers, timing.force)
         forced = "; ".join(n for n in (forced, other) if n) or None
