@@ -44,7 +44,7 @@ from specbench.decoding.teacher_forced import (
     score_sequences,
 )
 from specbench.decoding.timing import Clock
-from specbench.harness.accept import AcceptOptions, measure_requests, tokenize_requests
+from specbench.harness.accept.accept import AcceptOptions, measure_requests, tokenize_requests
 from specbench.models import check_pair_compatible, load_model
 from specbench.sampling_params import SamplingParams
 

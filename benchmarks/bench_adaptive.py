@@ -23,8 +23,8 @@ from typing import Any
 
 from specbench.cli.report import write_reports
 from specbench.config import deep_merge, parse_config, read_yaml
-from specbench.harness import runner
-from specbench.harness.adaptive import run_adaptive
+from specbench.harness.transformers import runner
+from specbench.harness.transformers.adaptive import run_adaptive
 
 
 def verdicts(out_dir: Path) -> dict[tuple[str, float], dict[str, Any]]:

@@ -41,8 +41,8 @@ from specbench.analysis.compare.verdict import compare
 from specbench.analysis.pipeline.results import build_typed_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config.stored import StoredConfig
-from specbench.harness.compare_inputs import load_thresholds
-from specbench.harness.rundir import load_run
+from specbench.harness.compare.compare_inputs import load_thresholds
+from specbench.harness.run.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "ci-gate.yaml"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write docs/config-reference.md from the config models (specbench/report/config_reference.py).
+"""Write docs/config-reference.md from the config models (specbench/report/reference/config_reference.py).
 
 .venv/bin/python scripts/config_reference.py          # rewrite the page
 .venv/bin/python scripts/config_reference.py --check  # exit 1 if it is out of date
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from specbench.report.config_reference import files, reference
+from specbench.report.reference.config_reference import files, reference
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
 

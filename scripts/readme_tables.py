@@ -30,9 +30,9 @@ def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
     from specbench.analysis.pipeline.results import build_typed_results
-    from specbench.harness.rundir import load_run
-    from specbench.report.blocks import Box, Para, TableBlock, to_markdown
-    from specbench.report.decision import decision_blocks
+    from specbench.harness.run.rundir import load_run
+    from specbench.report.render.blocks import Box, Para, TableBlock, to_markdown
+    from specbench.report.sections.decision import decision_blocks
 
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)
@@ -54,7 +54,7 @@ def pool_schedule_of(run_dir: Path) -> tuple[Any, str]:
     from specbench.analysis.decide.pool_schedule import pool_members, pool_schedule
     from specbench.analysis.documents.results_model_engine import GammaSchedule
     from specbench.analysis.documents.settings import AnalysisSettings
-    from specbench.harness.rundir import load_run
+    from specbench.harness.run.rundir import load_run
 
     records, config, _, _ = load_run(run_dir)
     s = AnalysisSettings.from_config(config)
@@ -84,7 +84,11 @@ def schedule_table(run_dir: Path) -> str:
     the `vllm serve` line `specbench schedule RUN_DIR --format vllm` writes for it."""
     import json
 
-    from specbench.report.schedule_export import Deployment, vllm_command, vllm_speculative_config
+    from specbench.report.schedule.schedule_export import (
+        Deployment,
+        vllm_command,
+        vllm_speculative_config,
+    )
 
     sched, title = pool_schedule_of(run_dir)
     gammas = sorted({int(g) for r in sched.concurrencies for g in r.throughput_ratio})
@@ -116,11 +120,11 @@ def schedule_table(run_dir: Path) -> str:
         base = {"method": dep.method, **({"model": dep.draft} if dep.draft else {}), **dep.options}
         cmd = vllm_command(dep.target, vllm_speculative_config(ranges, base))
         lines += ["", "    " + cmd.replace(str(ROOT) + "/", "")]
-    else:  # off everywhere: the line without speculation and why (report/schedule_off.py)
+    else:  # off everywhere: the line without speculation and why (report/schedule/schedule_off.py)
         from specbench.analysis.pipeline.results import build_typed_results
-        from specbench.harness.rundir import load_run
-        from specbench.report.no_verdict import shows_speedup
-        from specbench.report.schedule_off import off_outcome, plain_vllm
+        from specbench.harness.run.rundir import load_run
+        from specbench.report.schedule.schedule_off import off_outcome, plain_vllm
+        from specbench.report.sections.no_verdict import shows_speedup
 
         records, config, env, _ = load_run(run_dir)
         results = build_typed_results(records, config, env)
@@ -135,7 +139,7 @@ def schedule_table(run_dir: Path) -> str:
 
 def figures() -> list[Path]:
     """The generated figures: the pool schedule's plot, from the same numbers as its table."""
-    from specbench.report.schedule_plot import plot_ratio_schedule
+    from specbench.report.schedule.schedule_plot import plot_ratio_schedule
 
     sched, title = pool_schedule_of(ROOT / ENGINE_RUN)
     path = ROOT / SCHEDULE_FIGURE

@@ -145,7 +145,7 @@ class UnitRecord(Record):
     concurrency: int | None = Field(default=None, ge=1)
     backend: str | None = None
     endpoint: str | None = None
-    # engine backends, open loop (`harness.serving.open_driver`): the load point ("rate=2",
+    # engine backends, open loop (`harness.serving.drive.open_driver`): the load point ("rate=2",
     # "trace"; absent = closed loop), its rate and the batch attempt the request belongs to
     load: str | None = None
     rate: float | None = None

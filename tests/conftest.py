@@ -12,7 +12,7 @@ import pytest
 
 if TYPE_CHECKING:
     from specbench.config import RunConfig
-    from specbench.harness.runner import Session
+    from specbench.harness.transformers.runner import Session
     from specbench.models import LoadedModel, VocabInfo
 
 
@@ -28,7 +28,7 @@ class TinyPair:
 
     def session(self, cfg: RunConfig) -> Session:
         """The runner's session on this pair for `cfg` (its sampling, tokens and γs)."""
-        from specbench.harness import runner
+        from specbench.harness.transformers import runner
 
         return runner.Session(
             cfg, self.target, {"model": self.draft}, self.vocab.real_vocab_size, self.eos_ids

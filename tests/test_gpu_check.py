@@ -201,7 +201,7 @@ def test_clock_agrees_with_cuda_events() -> None:
 @needs_cuda
 def test_tiny_pair_bf16_greedy_speculation_matches_target_on_cuda() -> None:
     from specbench.config import deep_merge, parse_config, read_yaml
-    from specbench.harness.verify import VerifyOptions, run_verify
+    from specbench.harness.verify.verify import VerifyOptions, run_verify
 
     path = REPO / "configs" / "tiny.yaml"
     over = {side: {"device": "cuda", "dtype": "bfloat16"} for side in ("target", "draft")}
@@ -214,7 +214,7 @@ def test_tiny_pair_bf16_greedy_speculation_matches_target_on_cuda() -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_peak_memory_counts_an_allocation() -> None:
-    from specbench.harness.runner import _peak_memory_mb
+    from specbench.harness.transformers.runner import _peak_memory_mb
 
     device = torch.device("cuda")
     torch.cuda.reset_peak_memory_stats(device)

@@ -2,8 +2,8 @@
 implies, before a gray rollout.
 
 The options and the console. The options become one typed request (`AcceptRequest`, checked
-together in harness/accept_request.py, run by `measure_accept`); the pipeline is harness/accept.py
-(teacher-forced β over the logged responses, α per bucket, the rollout plan), its settings harness/accept_config.py (flags over the
+together in harness/accept/accept_request.py, run by `measure_accept`); the pipeline is harness/accept/accept.py
+(teacher-forced β over the logged responses, α per bucket, the rollout plan), its settings harness/accept/accept_config.py (flags over the
 config over the defaults), the rows data/logged.py and data/logged_rows.py.
 
     specbench accept --config configs/tiny.yaml --data datasets/logged/tiny_traffic.jsonl \\
@@ -42,11 +42,11 @@ from specbench.cli.options import (
     csv_list,
 )
 from specbench.config import MAX_GAMMA, MAX_PROMPTS
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 if TYPE_CHECKING:  # the pipeline (torch) is imported only when the command runs
     from specbench.analysis.rollout import AcceptResult
-    from specbench.harness.accept import Progress
+    from specbench.harness.accept.accept import Progress
 
 MAX_TOKENS = 1 << 22  # context / batch / chunk sizes: 4 M tokens is beyond any model's memory
 
@@ -260,7 +260,7 @@ def accept(
     ] = None,
 ) -> None:
     """Offline accept rate on logged traffic (teacher-forced β) and the rollout plan per bucket."""
-    from specbench.harness.accept_request import AcceptRequest, measure_accept
+    from specbench.harness.accept.accept_request import AcceptRequest, measure_accept
 
     request = AcceptRequest(
         data=data,
@@ -308,7 +308,7 @@ def accept(
 
 def show(result: AcceptResult, report_dir: Path | None, as_json: bool) -> None:
     """accept.json, report.md and report.html when asked, then JSON or the console."""
-    from specbench.report import accept as render
+    from specbench.report.accept import accept as render
 
     document = render.as_document(result)
     if report_dir is not None:

@@ -146,7 +146,7 @@ class _Group(TyperGroup):
             typer.echo(line, err=True)
             raise typer.Exit(code) from None
         finally:  # --plain is this invocation's, not the process's (tests invoke many in one)
-            from specbench.report.terminal import set_plain
+            from specbench.report.render.terminal import set_plain
 
             set_plain(False)
 
@@ -188,7 +188,7 @@ def _root(
     ] = False,
 ) -> None:
     """Does speculative decoding pay for your model pair, hardware and traffic, and with which γ?"""
-    from specbench.report.terminal import set_plain
+    from specbench.report.render.terminal import set_plain
 
     set_plain(plain)
 

@@ -8,7 +8,7 @@ control of the same size, with a stated error rate (docs/canary.md).
 
 Every look appends the windows that closed since the last one to the state file (`state:`), so a
 restarted canary resumes its sequences. The options become one typed request
-(harness/canary_request.py: `CanaryRequest`, run by `run_canary`, which tells this module of
+(harness/canary/canary_request.py: `CanaryRequest`, run by `run_canary`, which tells this module of
 each look to render). Exit codes: 0 promote, 10 keep watching, 11 roll back,
 2 bad input (a bad config, an unreachable source), 130 interrupted.
 """
@@ -74,7 +74,7 @@ def canary(
     json_out: JsonOption = False,
 ) -> None:
     """Promote, keep watching or roll back a speculative canary (exit 0 / 10 / 11)."""
-    from specbench.harness.canary_request import CanaryRequest, run_canary
+    from specbench.harness.canary.canary_request import CanaryRequest, run_canary
 
     request = CanaryRequest(
         config=config,
@@ -104,8 +104,8 @@ class Shown:
     def looked(self, cfg: CanaryConfig, result: Look) -> None:
         from specbench.analysis.canary.curves import curves
         from specbench.harness.canary.look import break_even_from
-        from specbench.report.canary import render_console, write_report
-        from specbench.report.console import make_console
+        from specbench.report.canary.canary import render_console, write_report
+        from specbench.report.run.console import make_console
 
         d = result.decision
         if self.report_dir is not None:

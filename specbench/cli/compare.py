@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from specbench.cli.options import JsonOption
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 if TYPE_CHECKING:
     from specbench.analysis.compare.verdict import Comparison
@@ -49,8 +49,8 @@ def show(
     as_json: bool,
 ) -> None:
     """The comparison's files (Markdown PR comment, JUnit XML), then JSON or the console."""
-    from specbench.report import compare as render
-    from specbench.report.compare_junit import to_junit
+    from specbench.report.compare import compare as render
+    from specbench.report.compare.compare_junit import to_junit
 
     if markdown is not None:
         markdown.write_text(render.to_markdown(result, show_unchanged))
@@ -246,7 +246,7 @@ def compare(
     effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
     from specbench.cli.compare_gate import calibrate_runs, plan_gate
-    from specbench.harness.compare_request import CompareRequest, compare_runs
+    from specbench.harness.compare.compare_request import CompareRequest, compare_runs
 
     request = CompareRequest(
         runs=list(runs or []),

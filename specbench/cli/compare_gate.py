@@ -21,7 +21,7 @@ import typer
 import yaml
 
 from specbench.errors import SpecbenchError
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 UCL_NOTE = "# {c:g} % upper confidence limit from {what} (specbench compare --calibrate)"
 
@@ -71,10 +71,10 @@ def calibrate_runs(paths: list[Path], thresholds: Path | None, as_json: bool) ->
     """--calibrate: measure the A/A runs' noise and write it into the thresholds file."""
     from specbench.analysis.compare.environment import identity_differences
     from specbench.analysis.compare.noise import calibrate, run_cost
-    from specbench.harness.compare_inputs import load_side, load_thresholds
-    from specbench.harness.rundir import load_run
+    from specbench.harness.compare.compare_inputs import load_side, load_thresholds
+    from specbench.harness.run.rundir import load_run
     from specbench.records import RECORDS_FILE
-    from specbench.report.compare_gate import calibration_lines
+    from specbench.report.compare.compare_gate import calibration_lines
 
     if thresholds is None:
         raise SpecbenchError("--calibrate writes into a thresholds file: pass --thresholds FILE")
@@ -140,8 +140,8 @@ def plan_gate(
     """--plan: the cheapest prompts × runs per side that detect every gating row's minimum
     effect on the calibrated runner; exit 2 when none does within the bounds."""
     from specbench.analysis.compare.plan import size_gate
-    from specbench.harness.compare_inputs import load_thresholds
-    from specbench.report.compare_gate import plan_lines, plan_to_dict, render_plan
+    from specbench.harness.compare.compare_inputs import load_thresholds
+    from specbench.report.compare.compare_gate import plan_lines, plan_to_dict, render_plan
 
     if thresholds is None:
         raise SpecbenchError("--plan reads a calibrated thresholds file: pass --thresholds FILE")

@@ -42,8 +42,8 @@ EXIT_CODES_HELP = (
 
 def one_line(text: str) -> str:
     """A message on one line: every run of whitespace (newlines included) becomes one space;
-    spelled in ASCII under `--plain` (report/ascii_text.py)."""
-    from specbench.report.terminal import ascii_mode, to_ascii
+    spelled in ASCII under `--plain` (report/render/ascii_text.py)."""
+    from specbench.report.render.terminal import ascii_mode, to_ascii
 
     line = " ".join(str(text).split())
     return to_ascii(line) if ascii_mode() else line

@@ -8,7 +8,7 @@ speedup per concurrency × γ against the batch-size prediction of a transformer
 Reads the two runs' results.json (no model is loaded, torch is not imported). An engine run whose
 `conformance.reference_run` is the transformers run shows the same table in its report.
 
-The arguments become one typed request (harness/predict_check_request.py: `PredictCheckRequest`,
+The arguments become one typed request (harness/compare/predict_check_request.py: `PredictCheckRequest`,
 checked by `check_runs`); report/batch_sections.py renders the comparison.
 """
 
@@ -33,9 +33,9 @@ def predict_check(
     as_json: JsonOption = False,
 ) -> None:
     """Compare an engine run with a transformers run's predicted throughput by batch size."""
-    from specbench.harness.predict_check_request import PredictCheckRequest, check_runs
-    from specbench.report.batch_sections import render_prediction_check
-    from specbench.report.console import make_console
+    from specbench.harness.compare.predict_check_request import PredictCheckRequest, check_runs
+    from specbench.report.run.console import make_console
+    from specbench.report.sections.batch_sections import render_prediction_check
 
     outcome = check_runs(
         PredictCheckRequest(engine_run=engine_run, transformers_run=transformers_run)

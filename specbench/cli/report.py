@@ -5,7 +5,7 @@
 
 No model is loaded and torch is not imported: the reports are derived from records.jsonl,
 config.yaml and env.json alone. `write_reports` (also the end of `specbench run`) has the harness
-write results.json (harness/rundir.py), then report/ render the rest from the typed results.
+write results.json (harness/run/rundir.py), then report/ render the rest from the typed results.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from specbench.cli.options import GpuHourUsdOption, GpusOption
-from specbench.harness.run_request import economics_options
+from specbench.harness.run.run_request import economics_options
 
 if TYPE_CHECKING:
     from specbench.analysis.documents.results_model import RunResults
@@ -28,8 +28,8 @@ def write_reports(
     """Write results.json, summary.csv, report.md, report.html and plots/ of a run directory;
     return the typed results and the warnings met reading the run. `economics` ({gpu_hour_usd,
     gpus}; None values ignored) overrides the stored config's."""
-    from specbench.harness.rundir import write_results
-    from specbench.report.documents import write_run_files
+    from specbench.harness.run.rundir import write_results
+    from specbench.report.run.documents import write_run_files
 
     results, latency, notes = write_results(run_dir, economics)
     write_run_files(run_dir, results, latency)
@@ -44,7 +44,7 @@ def report(
     """Regenerate every report file of a run from its records (no model is loaded)."""
     import specbench.cli.faults as faults
     from specbench.cli.exit_codes import warn
-    from specbench.report.console import make_console, render_summary
+    from specbench.report.run.console import make_console, render_summary
 
     faults.beside_run(run_dir)
     results, notes = write_reports(run_dir, economics_options(gpu_hour_usd, gpus))

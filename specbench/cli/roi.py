@@ -1,6 +1,6 @@
 """`specbench roi`: the analytic speculation model (analysis/arithmetic/roi.py), no model and no GPU.
 The options become one typed request (analysis/arithmetic/roi_request.py: `RoiRequest`, checked
-there, evaluated by `evaluate_roi`); this module renders the outcome through report/roi.py.
+there, evaluated by `evaluate_roi`); this module renders the outcome through report/roi/roi.py.
 
 specbench roi --alpha 0.6
 specbench roi --alpha 0.6 --t-target 80 --t-draft 7 --json
@@ -117,14 +117,14 @@ def roi(
 
 def show(outcome: RoiOutcome, as_json: bool, csv_path: Path | None, plot_path: Path | None) -> None:
     """The files asked for (CSV, plot), then JSON or the console: one block per scenario."""
-    from specbench.report import roi as render
-    from specbench.report.console import make_console
+    from specbench.report.roi import roi as render
+    from specbench.report.run.console import make_console
 
     scenarios, econ, relative = outcome.scenarios, outcome.economics, outcome.relative
     if csv_path is not None:
         render.write_csv(csv_path, scenarios)
     if plot_path is not None:
-        from specbench.report.plots import plot_roi
+        from specbench.report.sections.plots import plot_roi
 
         plot_roi(plot_path, scenarios)
 

@@ -4,10 +4,10 @@
     specbench run configs/tiny.yaml --gammas 1,2,4 --max-prompts 8 --temperature 0 --out reports/t
     specbench run configs/tiny.yaml --resume            # finish an interrupted run
 
-The options become one typed request (harness/run_request.py: `RunRequest`; flags override the
-config file, flags > file > defaults); `measure_run` hands it to harness/runner.py (transformers),
-harness/adaptive.py or harness/serving/driver.py (vLLM, OpenAI-compatible servers), the reports to
-`cli.report.write_reports` (results.json by harness/rundir.py, the rest by report/).
+The options become one typed request (harness/run/run_request.py: `RunRequest`; flags override the
+config file, flags > file > defaults); `measure_run` hands it to harness/transformers/runner.py (transformers),
+harness/transformers/adaptive.py or harness/serving/drive/driver.py (vLLM, OpenAI-compatible servers), the reports to
+`cli.report.write_reports` (results.json by harness/run/rundir.py, the rest by report/).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # the runner (torch) is imported only when the command runs
     from specbench.config import RunConfig
-    from specbench.harness.lockstep import Turns
-    from specbench.harness.run_request import RunRequest
-    from specbench.harness.runner import RunOutcome
+    from specbench.harness.run.lockstep import Turns
+    from specbench.harness.run.run_request import RunRequest
+    from specbench.harness.transformers.runner import RunOutcome
 
 
 def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:
@@ -53,12 +53,12 @@ def run_incomplete(outcome: RunOutcome, max_rate: float) -> str | None:
 def measure(request: RunRequest, cfg: RunConfig) -> tuple[RunOutcome, Turns | None]:
     """The run with its progress on the console (and in lockstep with another run when
     `compare --ab` asks); Ctrl-C keeps the records and exits 130."""
-    from specbench.harness.force import replacing
-    from specbench.harness.lockstep import LockstepEvents, Turns, parse_fds
-    from specbench.harness.plan import RunEvents
-    from specbench.harness.run_request import measure_run
-    from specbench.report.console import make_console
-    from specbench.report.progress import RichRunEvents
+    from specbench.harness.plan.plan import RunEvents
+    from specbench.harness.run.force import replacing
+    from specbench.harness.run.lockstep import LockstepEvents, Turns, parse_fds
+    from specbench.harness.run.run_request import measure_run
+    from specbench.report.run.console import make_console
+    from specbench.report.run.progress import RichRunEvents
 
     out_dir = Path(cfg.output_dir)
     turns = Turns(*parse_fds(request.lockstep)) if request.lockstep is not None else None
@@ -82,7 +82,7 @@ def report(outcome: RunOutcome, out_dir: Path, max_rate: float, turns: Turns | N
     """The run's warnings and counts, its reports (cli/report.py) and summary; exit 4 when more
     prompts failed than --max-failure-rate allows."""
     from specbench.cli.report import write_reports
-    from specbench.report.console import make_console, render_summary
+    from specbench.report.run.console import make_console, render_summary
 
     console = make_console()
     for note in sorted(set(outcome.warnings)):
@@ -186,7 +186,7 @@ def run(
             "--lockstep",
             hidden=True,
             help="R,W: take turns unit by unit with another run (`compare --ab`; "
-            "harness/lockstep.py).",
+            "harness/run/lockstep.py).",
         ),
     ] = None,
 ) -> None:
@@ -194,7 +194,7 @@ def run(
 
     Exit codes: 0 measured; 2 bad input; 4 run incomplete (prompts failed beyond
     --max-failure-rate; `--resume` retries them); 130 interrupted (records kept)."""
-    from specbench.harness.run_request import RunRequest
+    from specbench.harness.run.run_request import RunRequest
 
     request = RunRequest(
         config=config,

@@ -122,8 +122,8 @@ def _pick(
 def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> list[str]:
     """A schedule resting on cells without a verdict (degenerate answers, docs/theory.md §13)
     is exported — its throughput ratios are measured — but said not to be a result (the rule of
-    report/no_verdict.py)."""
-    from specbench.report.no_verdict import shows_speedup
+    report/sections/no_verdict.py)."""
+    from specbench.report.sections.no_verdict import shows_speedup
 
     cells = [
         f"{e.workload} T={e.temperature:g}"
@@ -158,7 +158,7 @@ def _provenance(run_dir: Path, env: dict[str, Any], config: StoredConfig) -> dic
 def _deployment(env: dict[str, Any], config: StoredConfig) -> Any:
     """The target, method, draft and options the run served (env.json's speculative_config; an
     openai run's first speculative endpoint), for the engine flags."""
-    from specbench.report.schedule_export import Deployment
+    from specbench.report.schedule.schedule_export import Deployment
 
     target = str(
         (env.get("engine_args") or {}).get("model")
@@ -185,12 +185,12 @@ def _export(
     notes: list[str],
     engine_args: dict[str, Any] | None = None,
 ) -> str:
-    from specbench.report import schedule_export as ex
+    from specbench.report.schedule import schedule_export as ex
 
     if dep.method in ex.NEEDS_DRAFT and not dep.draft:
         notes.append("the run stored no draft model: replace DRAFT_MODEL with its path")
     if fmt == "vllm":
-        from specbench.harness.serving.vllm_schedule import (
+        from specbench.harness.serving.vllm.vllm_schedule import (
             check_with_installed_vllm,
             vllm_installed,
         )
@@ -207,7 +207,7 @@ def _export(
     if fmt == "sglang":
         gamma = ex.one_gamma(ranges, at)
         if at is not None and gamma == 0:  # off there is an answer: the plain launch line
-            from specbench.report.schedule_off import plain_sglang
+            from specbench.report.schedule.schedule_off import plain_sglang
 
             notes.append(f"# serve without speculation: the schedule is off at concurrency {at}")
             return plain_sglang(dep.target)
@@ -228,9 +228,9 @@ def _export_off(
     engine_args: dict[str, Any] | None,
 ) -> str:
     """Off at every measured concurrency: the line that starts the engine without speculation,
-    and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule_off.py)."""
-    from specbench.report import schedule_off as off
-    from specbench.report.schedule_export import trtllm_command, vllm_other_nodes
+    and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule/schedule_off.py)."""
+    from specbench.report.schedule import schedule_off as off
+    from specbench.report.schedule.schedule_export import trtllm_command, vllm_other_nodes
 
     notes.insert(0, off.off_outcome(sched, not_measured)[1])
     if fmt == "vllm":
@@ -299,8 +299,8 @@ def schedule(
 ) -> None:
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
     from specbench.analysis.pipeline.results import build_typed_results
-    from specbench.harness.rundir import load_run
-    from specbench.report import schedule_export as ex
+    from specbench.harness.run.rundir import load_run
+    from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
     results = build_typed_results(records, config, env)

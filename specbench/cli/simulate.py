@@ -3,7 +3,7 @@
 specbench simulate reports/tiny --policy adaptive --policy heuristic
 specbench simulate reports/tiny --policy confidence:threshold=0.5,max_gamma=6 --json
 
-The options become one typed request (harness/simulate_request.py: `SimulateRequest`, each
+The options become one typed request (harness/run/simulate_request.py: `SimulateRequest`, each
 --policy checked there; `replay_run` replays them and writes simulation.json, whose document and
 schema history that module describes); this module renders the ranking through
 report/simulate.py.
@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from specbench.cli.options import JsonOption
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 
 def simulate(
@@ -33,8 +33,8 @@ def simulate(
     as_json: JsonOption = False,
 ) -> None:
     """Replay γ policies over the rounds a run recorded at its largest γ; rank them per workload."""
-    from specbench.harness.simulate_request import SimulateRequest, replay_run
-    from specbench.report.simulate import render_simulation
+    from specbench.harness.run.simulate_request import SimulateRequest, replay_run
+    from specbench.report.simulate.simulate import render_simulation
 
     outcome = replay_run(SimulateRequest(run_dir=run_dir, policy=policy))
     if as_json:

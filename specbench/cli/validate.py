@@ -28,8 +28,8 @@ or `plan` and no `target`) is checked as `compare --thresholds` reads it, and it
 `calibration` (docs/ci.md): a plan whose gating rows cannot detect their minimum effects is an
 error (exit 2), naming the MDE and pointing at `specbench compare --plan`.
 
-The options become one typed request (harness/validate_request.py: `ValidateRequest`, checked by
-`validate_configs` with harness/validate_checks.py); the thresholds file's check stays here, as
+The options become one typed request (harness/run/validate_request.py: `ValidateRequest`, checked by
+`validate_configs` with harness/run/validate_checks.py); the thresholds file's check stays here, as
 it words its plan through report/compare_gate.py.
 """
 
@@ -46,7 +46,7 @@ from specbench.cli.options import JsonOption
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:
-    from specbench.harness.validate_checks import Checked
+    from specbench.harness.run.validate_checks import Checked
 
 DEFAULT_TIMEOUT_S = 3.0
 
@@ -103,7 +103,7 @@ def validate(
     and with --gpu-memory / --gpu whether the models fit.
 
     Exit codes: 0 every config is valid; 2 at least one is not (one `error:` line each)."""
-    from specbench.harness.validate_request import ValidateRequest, validate_configs
+    from specbench.harness.run.validate_request import ValidateRequest, validate_configs
 
     request = ValidateRequest(
         configs=configs,
@@ -150,8 +150,8 @@ def show(results: list[Checked], as_json: bool) -> None:
 def check_gate(path: Path, out: Checked) -> None:
     """A CI gate's thresholds file: its keys, and whether its plan detects its minimum effects."""
     from specbench.analysis.compare.plan import check_plan
-    from specbench.harness.compare_inputs import load_thresholds
-    from specbench.report.compare_gate import fmt_effect, plan_lines
+    from specbench.harness.compare.compare_inputs import load_thresholds
+    from specbench.report.compare.compare_gate import fmt_effect, plan_lines
 
     th = load_thresholds(path, {})
     out.facts.append(f"CI gate thresholds, gating {', '.join(th.gate)}")

@@ -11,8 +11,8 @@ and where. Sampling (T > 0): at real contexts, one round sampled many times thro
 speculative path; every emitted position (1..γ+1, the bonus token included) tested against the
 target's distribution at its own prefix, Bonferroni over all tests. See docs/verify.md.
 
-The options become one typed request (harness/verify_request.py: `VerifyRequest`, checked there,
-run by `verify_pair`); this module renders the report through report/verify.py.
+The options become one typed request (harness/verify/verify_request.py: `VerifyRequest`, checked there,
+run by `verify_pair`); this module renders the report through report/verify/verify.py.
 
 Exit codes: 0 lossless (every check passes, and at least one ran), 1 a check failed or nothing
 was checked, 2 bad input.
@@ -34,7 +34,7 @@ from specbench.cli.options import (
     TopKOption,
 )
 from specbench.config import MAX_GAMMA
-from specbench.report.terminal import make_console
+from specbench.report.render.terminal import make_console
 
 MAX_CONTEXTS = 1_000
 MAX_SAMPLES = 1_000_000  # speculative rounds per context
@@ -109,8 +109,8 @@ def verify(
     Exit codes: 0 lossless (every check passes), 1 a check failed or nothing was checked,
     2 bad input.
     """
-    from specbench.harness.verify_request import VerifyRequest, verify_pair
-    from specbench.report.verify import render, report_to_dict
+    from specbench.harness.verify.verify_request import VerifyRequest, verify_pair
+    from specbench.report.verify.verify import render, report_to_dict
 
     request = VerifyRequest(
         config=config,

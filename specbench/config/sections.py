@@ -214,7 +214,7 @@ MAX_BUDGET_FORWARDS = 10**9
 
 
 class AdaptiveSpec(StrictModel):
-    """Bounds of the adaptive plan (`plan: adaptive`, harness/adaptive.py, docs/theory.md §14):
+    """Bounds of the adaptive plan (`plan: adaptive`, harness/transformers/adaptive.py, docs/theory.md §14):
     the budget in wall-clock minutes or in target forwards (the target model's forward calls of
     the measured units: a machine-independent budget), spread over the undecided workload ×
     temperature cells, the prompts

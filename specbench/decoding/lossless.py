@@ -8,7 +8,7 @@ is run many times from the same state, and what those tokens should follow.
   distribution under the round's rule (docs/theory.md §1; `acceptance_rules.first_token_distribution`).
 
 The statistical tests that compare the two sides are pure (analysis/verify/lossless_tests.py); the
-orchestration is harness/verify.py.
+orchestration is harness/verify/verify.py.
 """
 
 from __future__ import annotations

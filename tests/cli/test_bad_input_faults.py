@@ -447,7 +447,7 @@ def test_mismatched_or_unknown_results_are_refused(
 def test_the_same_tokenizer_passes_and_an_unrecorded_one_is_not_compared(
     results_variants: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from specbench.harness.timings_check import tokenizer_differences
+    from specbench.harness.accept.timings_check import tokenizer_differences
 
     a = results_variants / "tokenizer_a.json"
     assert tokenizer_differences(a, {"target": "sha256:" + "a" * 64, "draft": "sha256:0"}) == []
@@ -462,7 +462,7 @@ def test_the_same_tokenizer_passes_and_an_unrecorded_one_is_not_compared(
 
 def test_timings_of_the_same_pair_pass_the_check(results_variants: Path) -> None:
     from specbench.config import ModelSpec
-    from specbench.harness.timings_check import pair_differences
+    from specbench.harness.accept.timings_check import pair_differences
     from specbench.models.tinypair import tiny_model_dir
 
     run = results_variants.parent / "runs" / "reported"
@@ -514,7 +514,7 @@ def test_repeated_temperatures_and_gammas_are_measured_once(
     cfg = parse_config(deep_merge(read_yaml(TINY), over), "x")
     got = cfg.sampling.temperatures if key == "temperatures" else cfg.gammas
     assert got == expected
-    from specbench.harness.plan import plan_units
+    from specbench.harness.plan.plan import plan_units
 
     prompts = {w.name: [] for w in cfg.workloads}
     cells = [(w, t) for w, t, _ in plan_units(cfg, prompts)]  # type: ignore[arg-type]

@@ -199,7 +199,7 @@ def test_report_html_has_every_image_and_table(finished_run: Path) -> None:
     for e in entries:
         slug = f"{e['workload']}_T{e['temperature']:g}"
         for kind in ("α per prompt", "speedup against γ", "latency distribution"):
-            # a cell without a verdict draws no speedup (report/no_verdict.py)
+            # a cell without a verdict draws no speedup (report/sections/no_verdict.py)
             shown = kind != "speedup against γ" or e["recommendation"]["verdict"] != "not_measured"
             assert (f"{kind}, {slug}" in alts) == shown
         assert f"alpha_prompts_{slug}.png" in pngs
@@ -215,7 +215,7 @@ def test_report_html_has_every_image_and_table(finished_run: Path) -> None:
     # first screen (own-pool table, cost and latency) + one γ table per workload, + an
     # all/non-degenerate table where answers loop, + an appendix table of unmeasured γ predictions
     degenerate = sum(1 for e in entries if e["content"]["n_degenerate"])
-    unmeasured = sum(  # predictions: only for a cell with a verdict (report/no_verdict.py)
+    unmeasured = sum(  # predictions: only for a cell with a verdict (report/sections/no_verdict.py)
         1
         for e in entries
         if any(not g["measured"] for g in e["gammas"])

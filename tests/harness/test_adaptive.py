@@ -1,4 +1,4 @@
-"""The adaptive plan on the tiny pair (harness/adaptive.py, docs/theory.md §14): its steps, the
+"""The adaptive plan on the tiny pair (harness/transformers/adaptive.py, docs/theory.md §14): its steps, the
 plan step on every record, resume continuing the same plan, report reproducing its verdict, and
 the target-forward counter."""
 
@@ -15,9 +15,9 @@ from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
-from specbench.harness import runner
-from specbench.harness.adaptive import PILOT_PROMPTS, predictions, run_adaptive
-from specbench.harness.plan import DecodingSetting, Unit
+from specbench.harness.plan.plan import DecodingSetting, Unit
+from specbench.harness.transformers import runner
+from specbench.harness.transformers.adaptive import PILOT_PROMPTS, predictions, run_adaptive
 from specbench.records import UnitKey, read_records
 
 
@@ -237,7 +237,7 @@ def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
     needed"; unknown
     (too few usable prompts to estimate) before any estimate; decided cells never."""
     from specbench.analysis.stats.sequential import SequentialDecision
-    from specbench.harness.adaptive import Cell, nearest_first
+    from specbench.harness.transformers.adaptive import Cell, nearest_first
 
     def cell(name: str, more: int | None, piloting: bool = False, state: str = "measuring") -> Cell:
         c = Cell(name, 1.0, [], state=state)

@@ -12,7 +12,7 @@ import pytest
 
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
-from specbench.harness import runner
+from specbench.harness.transformers import runner
 from specbench.records import BatchTimingRecord, read_records, read_typed_records
 from tests.harness.test_runner import tiny_config
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from specbench.harness.model_footprint import model_footprint, safetensors_header
-from specbench.harness.serving.engine_memory import (
+from specbench.harness.memory.model_footprint import model_footprint, safetensors_header
+from specbench.harness.serving.metrics.engine_memory import (
     earlier_capacity,
     engine_memory,
     kv_capacity_from_engine,
     kv_capacity_from_samples,
     with_earlier_capacity,
 )
-from specbench.harness.serving.metrics import parse_prometheus
+from specbench.harness.serving.metrics.metrics import parse_prometheus
 from specbench.models.tinypair import tiny_model_dir
 
 # vLLM's cache_config_info as two data-parallel engines print it (labels abridged): the front
@@ -176,8 +176,8 @@ def test_engine_memory_marks_its_source() -> None:
 def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> None:
     """The in-process path without vLLM: a backend object given a fake started engine."""
     from specbench.config import parse_config
-    from specbench.harness.serving.base import EngineSetting
-    from specbench.harness.serving.vllm_backend import VllmBackend
+    from specbench.harness.serving.protocol.base import EngineSetting
+    from specbench.harness.serving.vllm.vllm_backend import VllmBackend
 
     cfg = parse_config(
         {
@@ -231,7 +231,7 @@ def test_resume_keeps_the_capacity_of_settings_not_started_again(tmp_path: Path)
 
 
 def test_a_dtype_of_unknown_size_leaves_the_stored_bytes_unknown(tmp_path: Path) -> None:
-    from specbench.harness.model_footprint import _weights
+    from specbench.harness.memory.model_footprint import _weights
 
     _config(tmp_path)
     save_file({"a": np.zeros((3, 5), np.uint16)}, str(tmp_path / "model.safetensors"))
@@ -245,7 +245,7 @@ def test_vllm_backend_settings_for_several_methods() -> None:
     """`speculative:` as a list: one engine per method × γ, each with its own speculative_config
     (without starting vLLM: the backend object is built by hand, as above)."""
     from specbench.config import parse_config, speculative_label, speculative_specs
-    from specbench.harness.serving.vllm_backend import VllmBackend
+    from specbench.harness.serving.vllm.vllm_backend import VllmBackend
 
     cfg = parse_config(
         {

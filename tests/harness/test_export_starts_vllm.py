@@ -38,7 +38,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.cli.app import app
-from specbench.harness.serving.metrics import parse_prometheus, spec_counters_from_samples
+from specbench.harness.serving.metrics.metrics import parse_prometheus, spec_counters_from_samples
 from specbench.models.tinypair import tiny_model_dir
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
 from tests.vllm_server import START_S, free_port

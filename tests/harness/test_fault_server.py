@@ -23,8 +23,8 @@ from specbench.analysis.estimators.groups import unresolved_failures
 from specbench.cli.app import app
 from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config
-from specbench.harness.plan import RunOutcome, SilentEvents, load_prompts
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.plan.plan import RunOutcome, SilentEvents, load_prompts
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.fault_server import FaultServer
 

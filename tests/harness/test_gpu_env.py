@@ -21,8 +21,8 @@ import torch
 from specbench.analysis.compare.environment import GPU_ENV_KEYS, env_differences
 from specbench.analysis.compare.sides import Side
 from specbench.config import parse_config, read_yaml
-from specbench.harness.env import transformers_environment
-from specbench.harness.gpu_env import QUERY, gpu_environment
+from specbench.harness.env.env import transformers_environment
+from specbench.harness.env.gpu_env import QUERY, gpu_environment
 
 REPO = Path(__file__).resolve().parents[2]
 CAT = shutil.which("cat") or "/bin/cat"  # by path: one test leaves only the fake on PATH

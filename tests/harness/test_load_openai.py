@@ -21,7 +21,7 @@ import yaml
 
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.load_server import LoadServer
 

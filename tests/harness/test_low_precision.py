@@ -35,8 +35,8 @@ from specbench.decoding.lm import CachedLM, MemoizedLM
 from specbench.decoding.sampling import process_logits
 from specbench.decoding.teacher_forced import ScoredSequence, score_batch
 from specbench.decoding.timing import Clock
-from specbench.harness.verify import model_drafter_factory
-from specbench.harness.verify_checks import (
+from specbench.harness.verify.verify import model_drafter_factory
+from specbench.harness.verify.verify_checks import (
     NEAR_TIE_TOLERANCE,
     Context,
     check_context,

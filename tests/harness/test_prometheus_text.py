@@ -1,10 +1,10 @@
-"""Reading a server's /metrics text (harness.serving.metrics, prometheus_client's parser): label
+"""Reading a server's /metrics text (harness.serving.metrics.metrics, prometheus_client's parser): label
 values unescaped, and a malformed line costs only itself, not the scrape."""
 
 from __future__ import annotations
 
 from specbench.analysis.serving.spec_counters import SpecCounters
-from specbench.harness.serving.metrics import parse_prometheus, spec_counters_from_samples
+from specbench.harness.serving.metrics.metrics import parse_prometheus, spec_counters_from_samples
 
 
 def test_label_values_are_unescaped_and_timestamps_ignored() -> None:

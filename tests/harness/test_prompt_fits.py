@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from specbench.config import parse_config
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.fault_server import FaultServer
 

@@ -10,7 +10,7 @@ import pytest
 from specbench.cli.run import run_incomplete
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
-from specbench.harness import runner
+from specbench.harness.transformers import runner
 from specbench.records import UnitKey, read_records
 
 

@@ -1,4 +1,4 @@
-"""The exported γ schedule against the installed vLLM (harness/serving/vllm_schedule.py): its
+"""The exported γ schedule against the installed vLLM (harness/serving/vllm/vllm_schedule.py): its
 SpeculativeConfig knows `num_speculative_tokens_per_batch_size`, vLLM's own validator accepts the
 ranges, and vLLM's dense batch-size lookup gives specbench's k at every batch size. No engine is
 started (no flock needed)."""
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
-from specbench.report.schedule_export import vllm_speculative_config
+from specbench.report.schedule.schedule_export import vllm_speculative_config
 from tests.unit.test_schedule_export import RANGES, _run_dir
 
 pytest.importorskip("vllm")
@@ -26,7 +26,7 @@ pytest.importorskip("vllm")
 def test_installed_vllm_accepts_the_export_and_looks_it_up_the_same() -> None:
     from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
-    from specbench.harness.serving.vllm_schedule import check_with_installed_vllm
+    from specbench.harness.serving.vllm.vllm_schedule import check_with_installed_vllm
 
     conf = json.loads(json.dumps(vllm_speculative_config(RANGES, {"method": "draft_model"})))
     ranges = conf["num_speculative_tokens_per_batch_size"]
@@ -59,7 +59,7 @@ def test_recorded_vllm_keys_are_fields_of_the_installed_speculative_config() -> 
     newer than the installed build)."""
     from vllm.config import SpeculativeConfig
 
-    from specbench.report.schedule_export import engine_keys
+    from specbench.report.schedule.schedule_export import engine_keys
 
     fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
     written = {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
@@ -80,7 +80,7 @@ def test_recorded_engine_args_are_the_installed_vllms() -> None:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from specbench.report.schedule_export import engine_keys
+    from specbench.report.schedule.schedule_export import engine_keys
 
     rec = engine_keys()["vllm_engine_args"]
     fields = {f.name for f in dataclasses.fields(EngineArgs)}

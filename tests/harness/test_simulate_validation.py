@@ -7,7 +7,7 @@ from pathlib import Path
 
 from specbench.analysis.simulate.replay import simulate_run
 from specbench.config import parse_config
-from specbench.harness import runner
+from specbench.harness.transformers import runner
 from specbench.records import read_records
 
 

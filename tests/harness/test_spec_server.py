@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.cli.app import app
 from specbench.config import parse_config
-from specbench.harness.serving import openai_http
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.serving.drive.driver import run_engine
+from specbench.harness.serving.openai import openai_http
 from specbench.records import read_records
 from tests.load_server import LoadServer
 from tests.spec_server import SpecServer

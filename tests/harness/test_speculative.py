@@ -22,7 +22,7 @@ from specbench.decoding.lm import CachedLM
 from specbench.decoding.rounds import Rounds
 from specbench.decoding.sampling import process_logits
 from specbench.decoding.timing import Clock
-from specbench.harness.runner import make_stop_check
+from specbench.harness.transformers.runner import make_stop_check
 from specbench.sampling_params import SamplingParams
 
 CLOCK = Clock(torch.device("cpu"))

@@ -17,7 +17,7 @@ import pytest
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.harness.test_load_openai import N, config, requests
 from tests.load_server import LoadServer

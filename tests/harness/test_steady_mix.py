@@ -23,8 +23,8 @@ from specbench.analysis.serving.mix_batches import mix_batches, without_mix
 from specbench.cli.app import app
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
-from specbench.harness.rundir import load_run
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.run.rundir import load_run
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.harness.test_load_openai import config, requests
 from tests.load_server import LoadServer

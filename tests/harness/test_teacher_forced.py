@@ -147,8 +147,8 @@ def test_accept_alpha_agrees_with_run_on_target_generated_responses(
     from specbench.decoding.generate import baseline_generate
     from specbench.decoding.lm import CachedLM
     from specbench.decoding.timing import Clock
-    from specbench.harness import runner
-    from specbench.harness.accept import AcceptOptions, measure_requests
+    from specbench.harness.accept.accept import AcceptOptions, measure_requests
+    from specbench.harness.transformers import runner
     from specbench.records import read_records
 
     n_new = 40

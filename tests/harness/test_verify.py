@@ -18,7 +18,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-import specbench.harness.verify_checks as checks_mod
+import specbench.harness.verify.verify_checks as checks_mod
 from specbench.analysis.verify.lossless_tests import bonferroni
 from specbench.analysis.verify.verify_results import ContextCheck
 from specbench.cli.app import app
@@ -35,8 +35,8 @@ from specbench.decoding.generate import baseline_generate
 from specbench.decoding.lm import CachedLM, MemoizedLM
 from specbench.decoding.sampling import process_logits, sample
 from specbench.decoding.timing import Clock
-from specbench.harness.verify import model_drafter_factory, ngram_drafter_factory
-from specbench.harness.verify_checks import Context, check_context, greedy_check
+from specbench.harness.verify.verify import model_drafter_factory, ngram_drafter_factory
+from specbench.harness.verify.verify_checks import Context, check_context, greedy_check
 from specbench.sampling_params import SamplingParams
 
 CLOCK = Clock(torch.device("cpu"))

@@ -152,7 +152,7 @@ def test_inprocess_run_matches_the_transformers_reference(
     assert "## Engine conformance" in md and "**OK**" in md
     assert "KV-cache capacity as the engines report it" in md
     # the speedup-against-concurrency plot: drawn for a cell with a verdict only (a cell not
-    # measured, e.g. too few non-degenerate answers of 4, shows no speedup: report/no_verdict.py)
+    # measured, e.g. too few non-degenerate answers of 4, shows no speedup: report/sections/no_verdict.py)
     plot = out / "plots" / "concurrency_tiny_code_T0.png"
     drawn = plot.is_file() and plot.stat().st_size > 0
     assert drawn == (e["recommendation"]["verdict"] != "not_measured"), e["recommendation"]

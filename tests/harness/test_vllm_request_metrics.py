@@ -16,7 +16,7 @@ import pytest
 
 from specbench.analysis.serving.serving_acceptance import counter_units
 from specbench.config import parse_config
-from specbench.harness.serving.driver import run_engine
+from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.load_server import LoadServer
 from tests.vllm_server import tiny_vllm_server

@@ -27,7 +27,7 @@ from specbench.decoding.drafters import ModelDrafter
 from specbench.decoding.generate import fixed_gamma, speculative_generate
 from specbench.decoding.lm import CachedLM
 from specbench.decoding.timing import Clock
-from specbench.harness.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
+from specbench.harness.memory.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
 from specbench.models import load_model
 from specbench.models.load import offloaded
 from specbench.models.meta import build_on_meta

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from specbench.cli.app import app
 from specbench.config import parse_config, read_yaml
 from specbench.errors import SpecbenchError
-from specbench.harness.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
-from specbench.harness.model_footprint import model_footprint
+from specbench.harness.memory.memory_plan import GIB, SHIPPED_CONFIGS, plan_memory
+from specbench.harness.memory.model_footprint import model_footprint
 from specbench.models import memory_profile
 from specbench.models.meta import eagle3_head_profile, meta_profile
 

@@ -12,9 +12,9 @@ from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
 from specbench.analysis.documents.results_model_engine import Conformance
 from specbench.config.stored import StoredConfig
-from specbench.harness.rundir import load_run
-from specbench.report.blocks import to_markdown
-from specbench.report.serving_sections import conformance_blocks
+from specbench.harness.run.rundir import load_run
+from specbench.report.render.blocks import to_markdown
+from specbench.report.sections.serving_sections import conformance_blocks
 from tests.unit.test_engine_metrics import _units
 
 

@@ -1,5 +1,5 @@
 """A cell without a verdict shows no speedup anywhere (issue 32 item 7, docs/theory.md §13,
-`report/no_verdict.py`): over both shipped runs' regenerated reports — docs/example-run (one
+`report/sections/no_verdict.py`): over both shipped runs' regenerated reports — docs/example-run (one
 NOT MEASURED cell: every answer degenerate) and docs/example-engine-run (two: 1 non-degenerate
 prompt left, and none) — every NOT MEASURED cell's part of report.md (its section, its engine
 section, its appendix, every table row and line that names it), the console, summary.csv and

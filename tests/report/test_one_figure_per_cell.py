@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from specbench.analysis.documents.results_model import CostAtLoad, RunResults, WorkloadEconomics
 from specbench.cli.app import app
-from specbench.report.console import _bold
-from specbench.report.text import cost_change
+from specbench.report.run.console import _bold
+from specbench.report.sections.text import cost_change
 from tests.report.markdown import md_table
 
 ROOT = Path(__file__).resolve().parents[2]

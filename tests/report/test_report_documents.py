@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from specbench.analysis.documents.results_model import RunResults
 from specbench.cli.app import app
-from specbench.report.text import setting_label
+from specbench.report.sections.text import setting_label
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"})

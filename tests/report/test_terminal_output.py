@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from specbench.analysis.arithmetic.roi import scenario
 from specbench.analysis.documents.results_model import RunResults
 from specbench.cli.app import app
-from specbench.report.ascii_text import ASCII, to_ascii
-from specbench.report.console import render_summary
-from specbench.report.roi import render_scenario
-from specbench.report.terminal import PlainConsole, ascii_mode, make_console
+from specbench.report.render.ascii_text import ASCII, to_ascii
+from specbench.report.render.terminal import PlainConsole, ascii_mode, make_console
+from specbench.report.roi.roi import render_scenario
+from specbench.report.run.console import render_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 # COLUMNS=80 as a terminal would set it; no NO_COLOR: --plain alone must give ASCII

@@ -504,7 +504,7 @@ def test_analysis_hides_no_untyped_record_behind_an_alias() -> None:
     )
 
 
-# --- analysis/ by concept, its sub-packages importing one way ------------------------------------
+# --- analysis/, report/, harness/ and harness/serving/ by concept, importing one way ---------------
 
 ANALYSIS = "specbench.analysis"
 # Bottom to top (docs/architecture.md): a sub-package may import the ones before it, never one
@@ -527,43 +527,96 @@ ANALYSIS_ORDER = (
     "simulate",
     "calibration",
 )
+# report/: the media (console, blocks, figure files) know nothing of runs; roi's title and the γ
+# schedule's exports are drawn by the run's sections (plots, the engine sections); the sections
+# make up a run's documents and console (run/); each command's own output sits on top (canary's
+# report borrows the run console's table style, simulate the sections' number format).
+REPORT_ORDER = (
+    "render",
+    "roi",
+    "schedule",
+    "sections",
+    "run",
+    "accept",
+    "compare",
+    "canary",
+    "simulate",
+    "verify",
+    "reference",
+)
+# harness/: what made a run (env), memory from files, and the run plan sit below both backends;
+# the serving engines and the transformers runner use them; `specbench run`'s request drives
+# either backend; each command's orchestration sits on top (compare --ab runs lockstep turns
+# and reads run directories; canary scrapes engine counters).
+HARNESS_ORDER = (
+    "env",
+    "memory",
+    "plan",
+    "serving",
+    "transformers",
+    "run",
+    "accept",
+    "verify",
+    "compare",
+    "canary",
+)
+# harness/serving/: the protocol every adapter implements; how requests arrive (the loops both
+# backends run); what an engine reports; the two backends; the driver that runs either.
+SERVING_ORDER = ("protocol", "load", "metrics", "openai", "vllm", "drive")
+BY_CONCEPT = {
+    ANALYSIS: ANALYSIS_ORDER,
+    "specbench.report": REPORT_ORDER,
+    "specbench.harness": HARNESS_ORDER,
+    "specbench.harness.serving": SERVING_ORDER,
+}
+# Modules allowed to sit flat beside the sub-packages of a BY_CONCEPT package (beyond its package
+# face, __init__.py), each with the reason. None today: every module belongs to a concept.
+FLAT_ALLOWED: dict[str, str] = {}
 
 
-def _analysis_part(module: str) -> str | None:
-    """The analysis sub-package a module belongs to (None for analysis' own face)."""
-    parts = module.split(".")
-    return parts[2] if len(parts) > 2 and module.startswith(ANALYSIS + ".") else None
+def _part(package: str, module: str) -> str | None:
+    """The sub-package of `package` that `module` belongs to (None outside `package`, or for the
+    package's own face)."""
+    if not module.startswith(package + "."):
+        return None
+    return module.split(".")[package.count(".") + 1]
 
 
-def test_analysis_has_no_module_outside_its_sub_packages() -> None:
-    """analysis/ holds its package face and the sub-packages of ANALYSIS_ORDER, nothing else."""
-    top = [m for m in modules() if _analysis_part(m) is not None and m.count(".") == 2]
-    flat = sorted(m for m in top if m not in _packages())
-    assert not flat, "analysis/ modules outside its sub-packages (move them into one):\n" + (
+@pytest.mark.parametrize("package", sorted(BY_CONCEPT), ids=lambda p: p.split(".", 1)[1])
+def test_no_module_outside_its_sub_packages(package: str) -> None:
+    """analysis/, report/, harness/ and harness/serving/ hold their package face and the
+    sub-packages their order lists, nothing else (FLAT_ALLOWED aside)."""
+    order = BY_CONCEPT[package]
+    depth = package.count(".") + 1
+    top = [m for m in modules() if _part(package, m) is not None and m.count(".") == depth]
+    flat = sorted(m for m in top if m not in _packages() and m not in FLAT_ALLOWED)
+    assert not flat, f"{package} modules outside its sub-packages (move them into one):\n" + (
         "\n".join(flat)
     )
-    unlisted = sorted(m for m in top if m.rsplit(".", 1)[1] not in ANALYSIS_ORDER)
-    assert not unlisted, f"analysis sub-packages missing from ANALYSIS_ORDER: {unlisted}"
-    missing = [p for p in ANALYSIS_ORDER if f"{ANALYSIS}.{p}" not in _packages()]
-    assert not missing, f"ANALYSIS_ORDER lists what is not a sub-package of analysis/: {missing}"
+    unlisted = sorted(m for m in top if m in _packages() and m.rsplit(".", 1)[1] not in order)
+    assert not unlisted, f"{package} sub-packages missing from its order: {unlisted}"
+    missing = [p for p in order if f"{package}.{p}" not in _packages()]
+    assert not missing, f"{package}'s order lists what is not a sub-package of it: {missing}"
 
 
-def test_analysis_sub_packages_import_only_those_below_them() -> None:
+@pytest.mark.parametrize("package", sorted(BY_CONCEPT), ids=lambda p: p.split(".", 1)[1])
+def test_sub_packages_import_only_those_below_them(package: str) -> None:
     """Counting local and TYPE_CHECKING imports too, as the cycle test does."""
-    rank = {p: i for i, p in enumerate(ANALYSIS_ORDER)}
+    order = BY_CONCEPT[package]
+    rank = {p: i for i, p in enumerate(order)}
     upward: list[str] = []
     for mod, imps in graph().items():
-        src = _analysis_part(mod)
+        src = _part(package, mod)
         if src not in rank:
             continue
         for i in imps:
-            dst = _analysis_part(i.target)
+            dst = _part(package, i.target)
             if dst in rank and rank[dst] > rank[src]:
                 where = "local" if i.local else "type-only" if i.type_only else "module level"
                 upward.append(f"{mod}:{i.line} ({src}) imports {i.target} ({dst}, above; {where})")
     assert not upward, (
-        "analysis sub-packages import one way, "
-        + " → ".join(reversed(ANALYSIS_ORDER))
+        f"{package}'s sub-packages import one way, "
+        + " → ".join(reversed(order))
         + ":\n"
         + "\n".join(sorted(set(upward)))
     )
@@ -635,7 +688,7 @@ def test_commands_are_thin() -> None:
     )
     assert not fat, (
         "command bodies over their limit; build a typed request and call one function "
-        "(e.g. harness/accept_request.py):\n" + "\n".join(fat)
+        "(e.g. harness/accept/accept_request.py):\n" + "\n".join(fat)
     )
     thinned = sorted(n for n in FAT_COMMANDS if counts[n] <= MAX_COMMAND_STATEMENTS)
     assert not thinned, f"remove from FAT_COMMANDS (they fit now): {thinned}"

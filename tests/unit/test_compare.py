@@ -42,8 +42,8 @@ from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.pipeline.results import build_results, build_typed_results
 from specbench.config.stored import StoredConfig
-from specbench.report.compare import to_dict, to_markdown
-from specbench.report.compare_junit import to_junit
+from specbench.report.compare.compare import to_dict, to_markdown
+from specbench.report.compare.compare_junit import to_junit
 
 from .synthetic import baseline_record
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.cli.app import app
-from specbench.harness.ab import BASE, CANDIDATE, abba_order
+from specbench.harness.compare.ab import BASE, CANDIDATE, abba_order
 
 
 def test_abba_order_alternates_and_balances_each_side_over_every_two_pairs() -> None:
@@ -41,7 +41,7 @@ def test_ab_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], messa
 
 def test_a_hand_typed_lockstep_option_gets_one_line() -> None:
     from specbench.errors import SpecbenchError
-    from specbench.harness.lockstep import parse_fds
+    from specbench.harness.run.lockstep import parse_fds
 
     assert parse_fds("7,9") == (7, 9)
     with pytest.raises(SpecbenchError, match="two file descriptors"):

@@ -18,8 +18,8 @@ from specbench.analysis.compare.metrics import (
 )
 from specbench.analysis.compare.rows import Row
 from specbench.analysis.compare.verdict import Comparison
-from specbench.report.compare import fmt_change, fmt_mde, headline, to_dict, to_markdown
-from specbench.report.compare_junit import to_junit
+from specbench.report.compare.compare import fmt_change, fmt_mde, headline, to_dict, to_markdown
+from specbench.report.compare.compare_junit import to_junit
 
 
 def _row(metric: str, status: str, gating: bool = True, **kw: object) -> Row:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specbench.report.config_reference import files, reference
+from specbench.report.reference.config_reference import files, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "config-reference.md"
@@ -25,7 +25,7 @@ def test_the_page_is_what_the_models_generate() -> None:
 def _map_fields() -> set[str]:
     """Names of the fields that hold free-form maps (engine args, speculative options): their keys
     are the engine's, not specbench's."""
-    from specbench.report.config_reference import _all_models
+    from specbench.report.reference.config_reference import _all_models
 
     names = set()
     for _, _, root in files():

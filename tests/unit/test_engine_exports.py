@@ -1,4 +1,4 @@
-"""The engine exports of `specbench schedule` (report/schedule_export.py, docs/schedule.md): every
+"""The engine exports of `specbench schedule` (report/schedule/schedule_export.py, docs/schedule.md): every
 key written is in the engines' config classes as recorded in specbench/assets/engine-keys.json
 (copied from their published source at the named commits); and the pool schedule
 (analysis/decide/pool_schedule.py): its throughput ratio weights the workloads by tokens as the formula
@@ -26,7 +26,7 @@ from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.cli.app import app
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
-from specbench.report import schedule_export as ex
+from specbench.report.schedule import schedule_export as ex
 from tests.unit.test_engine_metrics import _minimal, _req, synthetic_engine_run
 
 RANGES = [[1, 3, 4], [4, 11, 2], [12, 40, 1], [41, OPEN_END, 0]]
@@ -227,9 +227,9 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     from rich.console import Console
 
     from specbench.analysis.pipeline.results import build_typed_results
-    from specbench.report.console import render_summary
-    from specbench.report.decision import decision_blocks
-    from specbench.report.text import paste_line
+    from specbench.report.run.console import render_summary
+    from specbench.report.sections.decision import decision_blocks
+    from specbench.report.sections.text import paste_line
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}

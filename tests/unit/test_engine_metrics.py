@@ -25,7 +25,7 @@ from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.metrics import (
+from specbench.harness.serving.metrics.metrics import (
     accept_length_gauge,
     parse_prometheus,
     spec_counters_from_samples,

@@ -14,8 +14,8 @@ from specbench.data import Prompt
 from specbench.data.loader import load_workload
 from specbench.data.long_context import long_context_document
 from specbench.errors import SpecbenchError
-from specbench.harness.prompt_checks import check_concurrency, prompt_warnings
-from specbench.harness.serving.endpoints import check_endpoints, endpoint_label
+from specbench.harness.serving.load.prompt_checks import check_concurrency, prompt_warnings
+from specbench.harness.serving.openai.endpoints import check_endpoints, endpoint_label
 
 BASE: dict[str, Any] = {
     "backend": "vllm",
@@ -173,8 +173,8 @@ def test_long_context_workload_loads_from_a_config() -> None:
 
 
 def test_interleave_starts_every_engine_per_repeat_in_alternating_order() -> None:
-    from specbench.harness.serving.base import EngineSetting
-    from specbench.harness.serving.driver import engine_starts
+    from specbench.harness.serving.drive.driver import engine_starts
+    from specbench.harness.serving.protocol.base import EngineSetting
 
     settings = [EngineSetting(0, ""), EngineSetting(2, "m"), EngineSetting(4, "m")]
     once = parse_config({**BASE, "repeats": 3})

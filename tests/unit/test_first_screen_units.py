@@ -17,7 +17,7 @@ from specbench.analysis.documents.results_model import (
 from specbench.analysis.documents.results_model_workload import Recommendation, WorkloadResult
 from specbench.analysis.serving.serving_cost import economics_section, latency_tails
 from specbench.config.stored import StoredEconomics
-from specbench.report.text import (
+from specbench.report.sections.text import (
     counts_line,
     decision_warnings,
     engine_header,

@@ -25,8 +25,8 @@ SLO_FILES = {
     "specbench/analysis/stats/latency_tails.py": {"goodput"},  # the SLO goodput function
     "specbench/analysis/serving/load_cells.py": {"goodput"},  # a load cell's SLO goodput
     "specbench/analysis/documents/results_model_load.py": {"goodput", "Goodput"},
-    "specbench/report/load_sections.py": {"goodput"},
-    "specbench/report/load_csv.py": {"goodput", "goodput_tokens_per_s"},
+    "specbench/report/sections/load_sections.py": {"goodput"},
+    "specbench/report/run/load_csv.py": {"goodput", "goodput_tokens_per_s"},
 }
 # the schema-2 names that results.json readers still map (the history of the rename)
 HISTORY = {"specbench/analysis/documents/results_history.py"}
@@ -92,5 +92,5 @@ def test_the_check_catches_the_other_meaning() -> None:
     ]
     assert [t for t in passed[:-1] if violations(t)] == []
     assert violations(passed[-1])
-    assert violations("gp = c.goodput", "specbench/report/load_sections.py") == []
-    assert violations("gp = c.goodput", "specbench/report/schedule_sections.py")
+    assert violations("gp = c.goodput", "specbench/report/sections/load_sections.py") == []
+    assert violations("gp = c.goodput", "specbench/report/sections/schedule_sections.py")

@@ -207,7 +207,7 @@ def test_chat_template_takes_what_yaml_makes_of_on_off(word: str, expected: str)
 
 
 def test_a_moved_run_directory_is_the_same_run() -> None:
-    from specbench.harness.plan import same_run_config
+    from specbench.harness.plan.plan import same_run_config
 
     cfg = parse_config(read_yaml(CONFIGS / "tiny.yaml"))
     moved = cfg.model_copy(update={"output_dir": "/elsewhere/run"})
@@ -242,7 +242,7 @@ def test_a_run_begun_before_keep_text_resumes_with_either_value() -> None:
     (its ids are then checked against the records); one that set it needs the same value."""
     import yaml
 
-    from specbench.harness.plan import same_run_config
+    from specbench.harness.plan.plan import same_run_config
 
     cfg = parse_config(read_yaml(CONFIGS / "tiny.yaml"))
     old = yaml.safe_load(dump_config(cfg))

@@ -11,7 +11,7 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.vllm_backend import read_schedule_file
+from specbench.harness.serving.vllm.vllm_backend import read_schedule_file
 
 BASE: dict[str, Any] = {
     "target": {"model": "tiny-target"},

@@ -21,7 +21,7 @@ from specbench.analysis.stats.latency_tails import (
 )
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.arrivals import poisson_arrivals, read_trace
+from specbench.harness.serving.load.arrivals import poisson_arrivals, read_trace
 
 # --- arrivals ---------------------------------------------------------------------------------
 

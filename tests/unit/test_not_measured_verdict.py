@@ -30,8 +30,8 @@ def test_a_cell_without_a_verdict_shows_no_speedup_in_the_own_pool_table() -> No
     """A measured cell whose verdict is then withdrawn (e.g. too few non-degenerate prompts
     left, analysis/decide/validity.py) shows neither its best nor the pool's speedup."""
     from specbench.analysis.documents.results_model import RunResults
-    from specbench.report.blocks import TableBlock
-    from specbench.report.decision import decision_blocks
+    from specbench.report.render.blocks import TableBlock
+    from specbench.report.sections.decision import decision_blocks
 
     results = build_results(make_records(seed=4, n_prompts=8, n_rounds=6), stored_config(), ENV)
 

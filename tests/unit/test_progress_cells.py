@@ -1,4 +1,4 @@
-"""The adaptive plan's progress rows (report/progress.py): the interval drawn against the
+"""The adaptive plan's progress rows (report/run/progress.py): the interval drawn against the
 1 + margin line on a log axis, and the state text."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from specbench.analysis.stats.sequential import CandidateBound, SequentialDecision
-from specbench.report.progress import BAR_WIDTH, RichRunEvents, interval_bar, state_text
+from specbench.report.run.progress import BAR_WIDTH, RichRunEvents, interval_bar, state_text
 
 
 def test_interval_bar_places_the_line_and_the_interval_on_a_log_axis() -> None:

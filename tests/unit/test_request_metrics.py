@@ -1,4 +1,4 @@
-"""Per-request acceptance read from a response (harness/serving/request_metrics.py) and the
+"""Per-request acceptance read from a response (harness/serving/metrics/request_metrics.py) and the
 openai backend's new config keys (headers, max_retry_after_s, max_requests)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
-from specbench.harness.serving.request_metrics import (
+from specbench.harness.serving.metrics.request_metrics import (
     per_pos_from_histogram,
     response_spec,
     summed,

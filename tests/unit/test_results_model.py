@@ -14,7 +14,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.schemas import SCHEMA_DIR
 from specbench.analysis.pipeline.results import build_results
 from specbench.config.stored import StoredConfig
-from specbench.harness.rundir import load_run
+from specbench.harness.run.rundir import load_run
 from tests.unit.test_engine_metrics import synthetic_engine_run
 
 ROOT = Path(__file__).resolve().parents[2]

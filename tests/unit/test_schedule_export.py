@@ -1,4 +1,4 @@
-"""`specbench schedule`'s formats (report/schedule_export.py, docs/schedule.md): each engine's file
+"""`specbench schedule`'s formats (report/schedule/schedule_export.py, docs/schedule.md): each engine's file
 read back gives the schedule's k at every batch size; schedules an engine cannot take are one
 error line; the command end to end on a synthetic engine run, and its bad input."""
 
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.cli.app import app
 from specbench.errors import SpecbenchError
-from specbench.report import schedule_export as ex
+from specbench.report.schedule import schedule_export as ex
 from tests.unit.synthetic import baseline_record, spec_record
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
 
@@ -141,7 +141,7 @@ def test_engine_report_has_the_schedule_section_and_plot(tmp_path: Path) -> None
     assert (run / "plots" / "schedule_w_T0.png").stat().st_size > 0
 
 
-# --- off at every measured concurrency: the line without speculation (report/schedule_off.py) ---
+# --- off at every measured concurrency: the line without speculation (report/schedule/schedule_off.py) ---
 
 
 def _scaled_run(tmp_path: Path, name: str, factor: Any) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 from specbench.analysis.compare.samples import setting_name
 from specbench.analysis.compare.sides import Side
 
-# the GPU's state as nvidia-smi reported it when env.json was written (harness/gpu_env.py)
+# the GPU's state as nvidia-smi reported it when env.json was written (harness/env/gpu_env.py)
 GPU_ENV_KEYS = (
     "gpu_name",
     "gpu_driver",

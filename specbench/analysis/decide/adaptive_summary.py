@@ -1,6 +1,6 @@
 """The sequential verdict of one cell of an adaptive run, from its records (docs/theory.md §14).
 
-The harness (`harness.adaptive`) calls `cell_decision` after every prompt to decide whether to
+The harness (`harness.transformers.adaptive`) calls `cell_decision` after every prompt to decide whether to
 stop; `report` calls it on the stored records, so results.json states the same verdict the run
 stopped on: "decided ON γ=g after n prompts", "decided OFF after n prompts", "undecided: needs
 about N more prompts" or, stopped for futility (`adaptive.futility`), "futile: needs about N more

@@ -1,6 +1,6 @@
 """accept.json, typed: what `specbench accept` measured and planned, as one pydantic document.
 
-`analysis.rollout.document.accept_results` builds it from the analysis results; `report/accept.py`
+`analysis.rollout.document.accept_results` builds it from the analysis results; `report/accept/accept.py`
 renders it and writes it (`model_dump(mode="json", by_alias=True)`); `AcceptResults.read(path)`
 reads a written file back. `accept_json_schema()` is the JSON Schema shipped as
 docs/schema/accept.schema.json (`analysis.documents.schemas`); regenerate it after changing a model here

@@ -39,7 +39,7 @@ from specbench.analysis.documents.results_model_load import MixSection
 from specbench.analysis.documents.results_model_profile import ProfileDecision
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 
-# env.json is passed through as written (`harness.rundir.read_env`): text or number fields
+# env.json is passed through as written (`harness.run.rundir.read_env`): text or number fields
 EnvValue = str | int | float | None
 
 # --- run, env ---------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ class ServerEndpoint(BaseModel):
 class RunEnv(BaseModel):
     """env.json of the run, passed through. The fields the report reads are typed; the rest are
     kept as written, because env.json is whatever the specbench version and backend that made
-    the run recorded (`harness.rundir.read_env` accepts any text / number field)."""
+    the run recorded (`harness.run.rundir.read_env` accepts any text / number field)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -166,7 +166,7 @@ class DraftMemory(ResultsModel):
     target_kv_tokens_displaced: int | None
     kv_share_per_sequence: Num
     # "loaded": the transformers runner's loaded parameters; "computed": an engine run's, from
-    # config.json and the safetensors headers (harness.model_footprint); absent in older runs
+    # config.json and the safetensors headers (harness.memory.model_footprint); absent in older runs
     source: Literal["loaded", "computed"] | None = None
 
 

@@ -21,7 +21,7 @@ from specbench.analysis.documents.results_model_load import LoadCell, SloJSON
 
 
 class SpecCountersJSON(ResultsModel):
-    """The engine's spec-decode counters (`harness.serving.metrics.SpecCounters.to_dict`)."""
+    """The engine's spec-decode counters (`harness.serving.metrics.metrics.SpecCounters.to_dict`)."""
 
     num_drafts: float
     num_draft_tokens: float

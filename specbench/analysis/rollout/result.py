@@ -1,5 +1,5 @@
 """What `specbench accept` measured and planned: per bucket, its acceptance, one rollout plan per
-sampling setting, its time model and the warnings a reader should see (`report/accept.py`
+sampling setting, its time model and the warnings a reader should see (`report/accept/accept.py`
 renders it; `rollout.document` turns it into the accept.json document).
 """
 
@@ -69,7 +69,7 @@ def bucket_result(
 
 @dataclass
 class AcceptResult:
-    """What `specbench accept` measured and planned; `report/accept.py` renders it."""
+    """What `specbench accept` measured and planned; `report/accept/accept.py` renders it."""
 
     meta: dict[str, Any]  # pair, data source, options (see rollout.document.accept_results)
     labels: list[str]  # the sampling settings, in the order of every per-setting list

@@ -3,7 +3,7 @@ under the SLO, buffered streams and the concurrency actually reached (results.js
 `engine.load`; docs/results.md, docs/serving.md "Load").
 
 A cell is one engine setting (γ, drafter label) × one load point of one workload × temperature:
-a closed-loop concurrency (`closed`, c) or an open-loop rate / trace (`harness.serving.arrivals`),
+a closed-loop concurrency (`closed`, c) or an open-loop rate / trace (`harness.serving.load.arrivals`),
 repeats pooled. Open-loop requests count only from the attempt whose batch completed (its
 `engine_metrics` line names the `attempt`): a batch a kill interrupted is run again whole under a
 new attempt, and its earlier requests are left out. In an open-loop cell a request's TTFT and

@@ -100,7 +100,7 @@ def counter_units(
 ) -> tuple[list[tuple[UnitKey, SpecCounters]], str]:
     """(unit key, counters) and the source, the first available of:
     - "per_request_response": the engine's own per-request figures (`response_spec`, read from
-      each response by harness/serving/request_metrics.py) at the reference concurrency, whatever
+      each response by harness/serving/metrics/request_metrics.py) at the reference concurrency, whatever
       it is, so the prompts are the bootstrap units at concurrency > 1 too;
     - "per_request_counters": counter deltas read around each request (concurrency 1);
     - "batch_counters": counter deltas per batch;

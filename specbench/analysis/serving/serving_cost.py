@@ -140,7 +140,7 @@ def draft_memory(env: dict[str, Any]) -> dict[str, Any] | None:
 
 def kv_capacity_taken(env: dict[str, Any]) -> dict[str, Any] | None:
     """The KV-cache capacity speculation takes, from the capacities the engines reported
-    (env.json `memory.kv_capacity`, `harness.serving.engine_memory`): per γ, the capacity in
+    (env.json `memory.kv_capacity`, `harness.serving.metrics.engine_memory`): per γ, the capacity in
     tokens of the speculative engine, and (capacity off − capacity on) / capacity off against the
     engine without speculation — the draft's weights and its own KV cache, as the engine sized
     them. None when no engine reported its capacity."""

@@ -1,6 +1,6 @@
 """A serving engine's speculative-decoding counters as numbers: diff them, convert them into
 specbench's acceptance estimators (docs/theory.md §2, §3, §6). Pure arithmetic: reading them from
-an engine (Prometheus text, `vllm.LLM.get_metrics()`) is `harness.serving.metrics`.
+an engine (Prometheus text, `vllm.LLM.get_metrics()`) is `harness.serving.metrics.metrics`.
 
 The counters (vLLM's names, `vllm:spec_decode_*`): drafts (rounds), draft tokens (proposed),
 accepted tokens, and per position i the drafts whose first i+1 tokens were all accepted. They

@@ -1,7 +1,7 @@
 """The adaptive plan's sequential ON/OFF rule: a small group-sequential design on the sign-flip test
 (docs/theory.md §14).
 
-The adaptive plan (`harness.adaptive`) looks at a cell after every prompt and stops as soon as its
+The adaptive plan (`harness.transformers.adaptive`) looks at a cell after every prompt and stops as soon as its
 verdict is settled. A fixed-n test checked after every prompt is not valid at a data-dependent
 stopping time (it decides ON at the line far more often than its level: `analysis.
 sequential_calibration` measures it), so the verdict is taken only at a few **looks** fixed

@@ -1,7 +1,7 @@
 """What `specbench verify` found, as plain values (no torch): the greedy-identity check, the
 sampled-distribution checks per context and the whole report with its multiple-testing verdict.
 
-harness/verify_checks.py produces them, harness/verify.py assembles the report, report/verify.py
+harness/verify/verify_checks.py produces them, harness/verify/verify.py assembles the report, report/verify/verify.py
 renders it; the statistics are analysis/verify/lossless_tests.py (docs/verify.md, docs/theory.md §1, §10).
 """
 

@@ -18,7 +18,7 @@ import httpx2
 from specbench.config.canary import MetricNames
 from specbench.errors import SpecbenchError
 from specbench.harness.canary.counters import Deltas, Selector, parse_selector
-from specbench.harness.serving.metrics import MetricSamples, parse_prometheus
+from specbench.harness.serving.metrics.metrics import MetricSamples, parse_prometheus
 
 MAX_METRICS_BYTES = 64 * 1024 * 1024
 

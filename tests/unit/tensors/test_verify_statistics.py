@@ -1,4 +1,4 @@
-"""verify's statistics without a model (harness/verify.py): the χ² goodness of fit by hand and
+"""verify's statistics without a model (harness/verify/verify.py): the χ² goodness of fit by hand and
 against scipy, Bonferroni, and a verify that checked nothing fails."""
 
 from __future__ import annotations

@@ -1,0 +1,2 @@
+"""The configuration reference, docs/config-reference.md, generated from the config models
+(`reference.config_reference`)."""

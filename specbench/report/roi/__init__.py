@@ -1,0 +1,1 @@
+"""`specbench roi`: its rich tables, verdict lines, JSON document and CSV (`roi.roi`)."""

@@ -1,0 +1,69 @@
+"""The first screen's first box for a run with a deployment profile: the one configuration for a
+server at the profile's mix, load and SLO (results.json `profile_decision`, docs/theory.md §22),
+with the line to paste."""
+
+from __future__ import annotations
+
+from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
+from specbench.report.render.blocks import Box
+from specbench.report.sections.text import num_text, setting_paste_line
+
+
+def _gain(c: ProfileCandidate) -> str:
+    lo, hi = c.gain.ci95
+    return (
+        f"{num_text(c.gain.value, '{:.2f}×')} [{num_text(lo, '{:.2f}')}, {num_text(hi, '{:.2f}')}]"
+    )
+
+
+def operating_point(p: ProfileDecision) -> str:
+    """Where the decision holds: the mix, the load points and their shares, the SLO."""
+    mix = ", ".join(f"{w} {s:.0%}" for w, s in p.mix.items()) or "the run's workloads"
+    loads = ", ".join(f"{ld} ({s:.0%} of the time)" for ld, s in p.loads.items())
+    slo = ", ".join(f"{m.removesuffix('_ms').upper()} {t}" for m, t in p.slo.items()) or "none"
+    return f"mix {mix} of output tokens; load {loads}; SLO {slo}"
+
+
+def profile_box(results: RunResults) -> Box | None:
+    p = results.profile_decision
+    if p is None:
+        return None
+    objective = "SLO goodput" if p.objective == "slo_goodput" else "good output tokens/s (cost)"
+    items = [f"At the profile: {operating_point(p)}."]
+    chosen = next((c for c in p.candidates if c.setting == p.chosen), None)
+    best = max(p.candidates, key=lambda c: c.gain.value or 0.0, default=None)
+    if p.verdict == "on" and chosen is not None:
+        items.append(
+            f"**ON: {chosen.setting}** — {objective} {_gain(chosen)} of OFF's; simultaneous "
+            f"lower bound {num_text(chosen.decision_lower_bound, '{:.2f}')} > {1 + p.margin:.2f}."
+        )
+        line = setting_paste_line(results, chosen.drafter, chosen.gamma, p.schedule)
+        if line:
+            items.append(f"paste: `{line}`")
+    elif p.verdict == "off":
+        items.append(f"**OFF**: serve without speculation — {p.reason}.")
+    else:
+        word = "UNDECIDED" if p.verdict == "undecided" else "not measured"
+        items.append(f"**{word}**: keep speculation off until it is decided — {p.reason}.")
+    if p.verdict != "on" and best is not None:
+        items.append(f"best measured: {best.setting} at {_gain(best)} (not a result to deploy).")
+    shown = chosen or best
+    if shown is not None and shown.break_even_alpha is not None:
+        items.append(
+            f"Break-even acceptance at this load for {shown.setting}: "
+            f"{shown.break_even_alpha:.3f} (measured {num_text(shown.acceptance)}): a gray "
+            "rollout's acceptance guard (`specbench canary`)."
+        )
+    if not p.interleaved:
+        items.append(
+            "⚠ OFF and the candidates were not alternated in time (engine.interleave: false): a "
+            "drift of the machine falls on one side only."
+        )
+    rule = (
+        f"{p.blocks} blocks (repeats), each setting paired with OFF within a block; ON only where "
+        f"the simultaneous lower bound over all {len(p.candidates)} candidates exceeds "
+        f"1 + {p.margin:g} (false ON ≤ {p.false_on_rate:.1%}), OFF only where every upper bound "
+        f"is below it (false OFF ≤ {p.false_off_rate:.1%}); docs/theory.md §22."
+    )
+    return Box("Decision at the deployment profile: one configuration per server", items, rule)

@@ -1,0 +1,1 @@
+"""`specbench simulate`'s tables (`simulate.simulate`)."""

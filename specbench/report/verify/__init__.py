@@ -1,0 +1,1 @@
+"""`specbench verify`'s console tables and JSON document (`verify.verify`)."""
