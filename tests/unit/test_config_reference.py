@@ -31,8 +31,12 @@ def _map_fields() -> set[str]:
     for _, _, root in files():
         for model in _all_models(root):
             for name, field in model.model_fields.items():
-                if typing.get_origin(field.annotation) is dict:
-                    names.add(field.alias or name)
+                a = field.annotation
+                if dict in (
+                    typing.get_origin(a),
+                    *(typing.get_origin(x) for x in typing.get_args(a)),
+                ):
+                    names.add(field.alias or name)  # `dict[...] | None` too
     return names
 
 
@@ -41,7 +45,9 @@ def _keys(doc: Any, skip: set[str]) -> set[str]:
     if isinstance(doc, dict):
         for k, v in doc.items():
             out.add(str(k))
-            if str(k) not in skip:
+            # a map's keys are the user's (a name `workloads` is also the list of workloads:
+            # skipped only where it holds a map)
+            if str(k) not in skip or not isinstance(v, dict):
                 out |= _keys(v, skip)
     elif isinstance(doc, list):
         for v in doc:
