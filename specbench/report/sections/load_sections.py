@@ -66,7 +66,7 @@ def steady_text(c: LoadCell) -> str | None:
             else " (the time bound passed)"
         )
     return (
-        f"{c.drafter or 'baseline'} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
+        f"{c.drafter or 'baseline'}{f' γ={c.gamma}' if c.gamma else ''} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
         f"warm-up excluded {st.warmup_excluded.n} request(s) ({st.warmup_excluded.seconds or 0:.1f} s), "
         f"achieved {st.achieved_rate or 0:.2f}/s{offered} "
         f"(arrivals {st.arrival_rate or 0:.2f}/s, {st.n_drain} finished after the window); "

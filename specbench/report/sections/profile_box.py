@@ -7,7 +7,7 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
 from specbench.report.render.blocks import Box
-from specbench.report.sections.text import num_text, setting_paste_line
+from specbench.report.sections.text import num_text, plain_paste_line, setting_paste_line
 
 
 def _gain(c: ProfileCandidate) -> str:
@@ -46,6 +46,8 @@ def profile_box(results: RunResults) -> Box | None:
     else:
         word = "UNDECIDED" if p.verdict == "undecided" else "not measured"
         items.append(f"**{word}**: keep speculation off until it is decided — {p.reason}.")
+    if p.verdict != "on" and (line := plain_paste_line(results)):
+        items.append(f"paste (without speculation): `{line}`")
     if p.verdict != "on" and best is not None:
         items.append(f"best measured: {best.setting} at {_gain(best)} (not a result to deploy).")
     shown = chosen or best

@@ -245,6 +245,18 @@ def paste_line(results: RunResults, g: PoolDecision) -> str | None:
     return setting_paste_line(results, g.drafter, g.gamma) if g.verdict == "on" else None
 
 
+def plain_paste_line(results: RunResults) -> str | None:
+    """The command that starts the measured vLLM server without speculation (an engine run's
+    OFF or undecided answer: serve as is); None for other runs."""
+    from specbench.report.schedule.schedule_off import plain_vllm
+
+    env, run = results.env, results.run
+    if (run.backend or env.backend) not in ("vllm", "openai"):
+        return None
+    target = str((env.engine_args or {}).get("model") or run.target or "MODEL")
+    return plain_vllm(target, env.engine_args if (run.backend or env.backend) == "vllm" else None)
+
+
 def setting_paste_line(
     results: RunResults,
     drafter: str | None,

