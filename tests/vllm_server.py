@@ -53,18 +53,27 @@ def tiny_vllm_server(
         "--max-model-len", "512", "--gpu-memory-utilization", "0.3", "--enforce-eager",
         *(["--speculative-config", json.dumps(spec)] if gamma is not None else []), *extra_args,
     ]  # fmt: skip
-    log = log_dir / log_name
+    with serving(cmd, log_dir / log_name) as url:
+        yield url
+
+
+@contextmanager
+def serving(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start a vLLM OpenAI server from `argv` (its --host 127.0.0.1 and --port in it), output to
+    `log`; yield its base URL once /v1/models answers; stop it and its whole process group."""
+    port = argv[argv.index("--port") + 1]
     with log.open("w") as fh:
         # a process group of its own: the teardown below reaches the engine core and workers
         proc = subprocess.Popen(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True
-        )
+            argv, stdout=fh, stderr=subprocess.STDOUT, env=env or {**os.environ},
+            start_new_session=True,
+        )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"the vLLM server exited: {log.read_text()[-2000:]}")
+                pytest.fail(f"the vLLM server exited: {log.read_text()[-3000:]}")
             try:
                 urllib.request.urlopen(url + "/v1/models", timeout=2).read()
                 break

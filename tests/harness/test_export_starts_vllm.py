@@ -20,16 +20,12 @@ on the shared machine. The server runs in a process group of its own, killed who
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -41,7 +37,7 @@ from specbench.cli.app import app
 from specbench.harness.serving.metrics.metrics import parse_prometheus, spec_counters_from_samples
 from specbench.models.tinypair import tiny_model_dir
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
-from tests.vllm_server import START_S, free_port
+from tests.vllm_server import free_port, serving
 
 pytest.importorskip("vllm")
 
@@ -119,25 +115,9 @@ def test_the_exported_line_starts_a_speculating_server(tmp_path: Path) -> None:
     argv = _argv(line, port)
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", str(port)]
     assert argv[-4 - len(shlex.split(line)[3:]) : -4] == shlex.split(line)[3:]  # byte for byte
-    log = tmp_path / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the exported line did not start: {log.read_text()[-3000:]}")
-            try:
-                models = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=2).read())
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not come up in {START_S} s")
-                time.sleep(2)
+    with serving(argv, tmp_path / "server.log", env) as url:
+        models = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=2).read())
         name = models["data"][0]["id"]
         before = _counters(url)
         body = {"model": name, "prompt": "def add(a, b):", "max_tokens": 24, "temperature": 0}
@@ -153,11 +133,3 @@ def test_the_exported_line_starts_a_speculating_server(tmp_path: Path) -> None:
         # one request in flight: batch size 1, where the exported schedule's k is γ = 3
         assert drafts > 0, "the server did not speculate"
         assert draft_tokens / drafts == gamma, (drafts, draft_tokens)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the engine core and whatever else it started
