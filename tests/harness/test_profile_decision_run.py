@@ -49,8 +49,9 @@ def profile_config(tmp_path: Path, off: LoadServer, on: LoadServer) -> dict[str,
 
 
 def test_run_decides_at_the_profile_and_prints_it_first(tmp_path: Path) -> None:
-    off = LoadServer(step_s=0.020, max_requests=3000)
-    on = LoadServer(step_s=0.004, max_requests=3000)
+    # a 4-block run on a busy machine can outlast the default 120 s lifetime
+    off = LoadServer(step_s=0.020, max_requests=3000, lifetime_s=900.0)
+    on = LoadServer(step_s=0.004, max_requests=3000, lifetime_s=900.0)
     with off, on:
         cfg = profile_config(tmp_path, off, on)
         path = tmp_path / "profile.yaml"

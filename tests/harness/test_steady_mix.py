@@ -72,7 +72,11 @@ def mix_config(tmp_path: Path, endpoints: list[dict[str, Any]], **over: Any) -> 
 
 
 def two_servers() -> tuple[LoadServer, LoadServer]:
-    return LoadServer(step_s=0.001, max_requests=2000), LoadServer(step_s=0.001, max_requests=2000)
+    # two runs back to back (the resume test) outlast the default 120 s lifetime on a busy machine
+    return (
+        LoadServer(step_s=0.001, max_requests=2000, lifetime_s=900.0),
+        LoadServer(step_s=0.001, max_requests=2000, lifetime_s=900.0),
+    )
 
 
 def endpoints(a: LoadServer, b: LoadServer) -> list[dict[str, Any]]:
