@@ -45,7 +45,7 @@ from specbench.harness.memory.model_footprint import local_model_dir
 from specbench.models.meta import MetaProfile, eagle3_head_profile, meta_profile
 
 GIB = 1 << 30
-SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "assets" / "model-configs"
+SHIPPED_CONFIGS = Path(__file__).resolve().parents[2] / "assets" / "model-configs"
 DEFAULT_CONTEXT_TOKENS = 8192  # transformers backend: the batch-1 context planned by default
 VLLM_DEFAULT_UTILIZATION = 0.9
 # memory.total as nvidia-smi reports it, MiB, for `--gpu NAME` (`--gpu-memory` for any other)
