@@ -148,10 +148,7 @@ def test_action_measures_compares_comments_and_gates(tmp_path: Path) -> None:
     body = (tmp_path / "gh-body").read_text()
     assert body == (tmp_path / "pr" / "compare.md").read_text() and "regress" in body.lower()
     assert (tmp_path / "pr" / "compare.xml").stat().st_size > 0
-    assert (
-        "Decision at batch 1 (one request in flight): one speculative configuration per server"
-        in steps["s1"]["stdout"]
-    )
+    assert "Decision at batch 1 (one request in flight), per temperature" in steps["s1"]["stdout"]
 
 
 def test_action_refuses_an_unreachable_endpoint_before_measuring(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from specbench.report.sections.load_sections import steady_lines
 from specbench.report.sections.mix_sections import mix_lines
 from specbench.report.sections.profile_box import profile_box
 from specbench.report.sections.text import (
-    BATCH_ONE,
+    BATCH_ONE_TITLE,
     cost_change,
     counts_line,
     decision_warnings,
@@ -61,7 +61,7 @@ def render_summary(console: Console, results: RunResults) -> None:
         for item in profile.items:
             console.print(f"  {_bold(item)}", soft_wrap=item.startswith("paste"))
         console.print(f"  {escape(profile.note)}", highlight=False)
-    console.print(f"[bold]Decision {BATCH_ONE}: one speculative configuration per server[/bold]")
+    console.print(f"[bold]{BATCH_ONE_TITLE}[/bold]")
     for g in results.global_.by_temperature:
         tail = "." if g.verdict == "not_measured" else f"; {escape(routing_note(g))}."
         console.print(f"  {_bold(pool_decision(g, run.margin))}{tail}")

@@ -14,7 +14,7 @@ from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.render.blocks import Block, Box, Bullets, Heading, Para, TableBlock
 from specbench.report.sections.profile_box import profile_box
 from specbench.report.sections.text import (
-    BATCH_ONE,
+    BATCH_ONE_TITLE,
     ci_text,
     cost_change,
     counts_line,
@@ -120,7 +120,7 @@ def decision_blocks(results: RunResults) -> list[Block]:
     blocks: list[Block] = [] if profile is None else [profile]
     blocks.append(
         Box(
-            f"Decision {BATCH_ONE}: one speculative configuration per server",
+            BATCH_ONE_TITLE,
             items,
             short_rule(run),
         )

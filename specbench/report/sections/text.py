@@ -42,6 +42,8 @@ def _x(v: float | None) -> str:
 # where the per-temperature decisions hold: one request in flight (the closed-loop batches at
 # concurrency 1 on an engine; the transformers loop's own batch-1 decode)
 BATCH_ONE = "at batch 1 (one request in flight)"
+# the per-temperature box's title: under 80 columns, so a terminal does not wrap it
+BATCH_ONE_TITLE = f"Decision {BATCH_ONE}, per temperature"
 
 
 def num_text(x: float | None, fmt: str = "{:.3f}") -> str:

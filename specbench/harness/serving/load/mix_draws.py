@@ -98,7 +98,9 @@ def mix_draws(
     w_idx = rng.choice(len(names), size=k, p=np.array([plan.requests[w] for w in names]))
     t_idx = rng.choice(len(temps), size=k, p=np.array([plan.temperatures[t] for t in temps]))
     u = rng.random(k)  # the prompt: uniform over the drawn workload's
-    params: dict[tuple[str, int, float], RequestParams] = {}  # a steady closed loop draws up to 100 000
+    params: dict[
+        tuple[str, int, float], RequestParams
+    ] = {}  # a steady closed loop draws up to 100 000
     out = []
     for j, (wi, ti, uj) in enumerate(zip(w_idx.tolist(), t_idx.tolist(), u.tolist(), strict=True)):
         wl = names[wi]
