@@ -29,7 +29,7 @@ from specbench.errors import SpecbenchError
 from specbench.harness.serving.openai.endpoints import check_endpoints, endpoints_of
 from specbench.harness.serving.vllm.vllm_args import engine_args
 from specbench.report.schedule import schedule_export as ex
-from specbench.report.sections.text import paste_line
+from specbench.report.sections.paste import paste_line
 from tests.unit.test_engine_exports import _two_workload_run
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
 

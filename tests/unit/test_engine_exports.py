@@ -229,7 +229,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     from specbench.analysis.pipeline.results import build_typed_results
     from specbench.report.run.console import render_summary
     from specbench.report.sections.decision import decision_blocks
-    from specbench.report.sections.text import paste_line
+    from specbench.report.sections.paste import paste_line
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}

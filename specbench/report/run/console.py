@@ -25,6 +25,7 @@ from specbench.report.render.terminal import (
 )
 from specbench.report.sections.load_sections import steady_lines
 from specbench.report.sections.mix_sections import mix_lines
+from specbench.report.sections.paste import paste_line
 from specbench.report.sections.profile_box import profile_box
 from specbench.report.sections.text import (
     BATCH_ONE_TITLE,
@@ -33,7 +34,6 @@ from specbench.report.sections.text import (
     decision_warnings,
     engine_header,
     num_text,
-    paste_line,
     pool_decision,
     routing_note,
     setting_label,

@@ -12,6 +12,7 @@ from specbench.analysis.documents.results_model_base import EstimateJSON, Latenc
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.config.backends import ENGINE_BACKENDS
 from specbench.report.render.blocks import Block, Box, Bullets, Heading, Para, TableBlock
+from specbench.report.sections.paste import paste_line
 from specbench.report.sections.profile_box import profile_box
 from specbench.report.sections.text import (
     BATCH_ONE_TITLE,
@@ -21,7 +22,6 @@ from specbench.report.sections.text import (
     decision_warnings,
     engine_header,
     num_text,
-    paste_line,
     pool_decision,
     prompts_basis_tag,
     routing_note,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
 from specbench.report.render.blocks import Box
-from specbench.report.sections.text import num_text, plain_paste_line, setting_paste_line
+from specbench.report.sections.paste import plain_paste_line, setting_paste_line
+from specbench.report.sections.text import num_text
 
 
 def _gain(c: ProfileCandidate) -> str:
