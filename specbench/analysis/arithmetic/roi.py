@@ -124,6 +124,14 @@ def break_even_alpha(
     return _solve_expected_for_alpha(gamma, needed)
 
 
+def break_even_at_cost(gamma: int, round_steps: float) -> float | None:
+    """The α from which a round costing `round_steps` target steps pays at γ: ā(γ, α) =
+    round_steps; 0 when a round costs at most one step, None when no α reaches it."""
+    if round_steps > gamma + 1:
+        return None
+    return 0.0 if round_steps <= 1.0 else alpha_from_accepted(round_steps, gamma)
+
+
 def break_even_cost_ratio(gamma: int, alpha: float, verify_slope_ratio: float = 0.0) -> float:
     """The largest c = T_d / T_ar at which speculation still pays at (γ, α).
 

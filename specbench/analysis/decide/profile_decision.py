@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -180,10 +180,7 @@ def break_even_alpha(gamma: int, alpha_measured: float, tpot_ratio: float) -> fl
     ā(γ, α*) = c (§22). None where no α reaches it (c > γ + 1) or nothing was measured."""
     if gamma < 1 or not (0.0 <= alpha_measured <= 1.0) or not tpot_ratio > 0:
         return None
-    cost = tpot_ratio * roi.expected_tokens(gamma, alpha_measured)
-    if cost > gamma + 1:
-        return None
-    return 0.0 if cost <= 1.0 else roi.alpha_from_accepted(cost, gamma)
+    return roi.break_even_at_cost(gamma, tpot_ratio * roi.expected_tokens(gamma, alpha_measured))
 
 
 def decide_at_profile(
@@ -310,6 +307,4 @@ def _empty(
 
 
 def _with(v: ProfileVerdict, **changes: object) -> ProfileVerdict:
-    from dataclasses import replace
-
     return replace(v, **changes)  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from specbench.analysis.arithmetic import roi
 from specbench.analysis.decide.profile_decision import (
     COST,
     OFF,
@@ -22,7 +21,7 @@ from specbench.analysis.decide.profile_decision import (
 )
 from specbench.analysis.documents.results_model_profile import ProfileDecision
 from specbench.analysis.serving.mix_batches import MixBatch, mix_batches
-from specbench.analysis.serving.spec_counters import SpecCounters
+from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats.latency_tails import Slo
 from specbench.analysis.stats.serialize import json_num
 from specbench.config.load import SloSpec
@@ -104,12 +103,9 @@ def mix_acceptance(
         c = SpecCounters.from_dict(r["spec_counters"])
         sums[name] = sums[name].plus(c) if name in sums else c
         gammas[name] = int(r["gamma"])
-    out = {}
-    for name, c in sums.items():
-        if c.drafts > 0:
-            tau = min(max(1.0 + c.accepted / c.drafts, 1.0), gammas[name] + 1.0)
-            out[name] = roi.alpha_from_accepted(tau, gammas[name])
-    return out
+    # τ = 1 + accepted / drafts inverted at γ, as every counter reading (serving.spec_counters)
+    alphas = {name: estimates(c, gammas[name]).alpha_from_length for name, c in sums.items()}
+    return {name: a for name, a in alphas.items() if a is not None}
 
 
 def profile_section(

@@ -37,10 +37,7 @@ def predicted_speedup(gamma: int, alpha: float, tm: TimeModel) -> float:
 
 def break_even_alpha(gamma: int, tm: TimeModel) -> float | None:
     """α at which speedup(γ) = 1: ā(γ, α) = round(γ) / T_ar; None when no α reaches it."""
-    needed = tm.timing.round_ms(gamma) / tm.t_target_ms
-    if needed > gamma + 1:
-        return None
-    return 0.0 if needed <= 1.0 else roi.alpha_from_accepted(needed, gamma)
+    return roi.break_even_at_cost(gamma, tm.timing.round_ms(gamma) / tm.t_target_ms)
 
 
 def _clip(a: float) -> float:
