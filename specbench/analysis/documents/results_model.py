@@ -21,6 +21,7 @@ fields' meanings are in docs/results.md and docs/theory.md.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -234,3 +235,9 @@ class RunResults(ResultsModel):
     # engine runs with a deployment profile and mix batches (analysis.decide.profile_decision)
     profile_decision: ProfileDecision | None = None
     mix: MixSection | None = None  # engine runs with a profile and a steady-state load
+
+    def json_text(self) -> str:
+        """results.json as written: the fields the analysis set (a field it left out stays out,
+        as the schema's conventions above say), in the models' field order."""
+        document = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"

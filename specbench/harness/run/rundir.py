@@ -147,8 +147,7 @@ def write_results(
             results["prediction_check"] = predicted
     if not results["workloads"]:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
-    # written from the built dict, whose key order results.json has always had
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     typed = RunResults.model_validate(results)
+    (run_dir / "results.json").write_text(typed.json_text())
     # open-loop cells: results only, not plotted
     return typed, latency_distributions(typed, closed_loop(records)), notes
