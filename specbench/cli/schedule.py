@@ -185,6 +185,7 @@ def _export(
     notes: list[str],
     engine_args: dict[str, Any] | None = None,
 ) -> str:
+    from specbench.report.schedule import parallel_layout as pl
     from specbench.report.schedule import schedule_export as ex
 
     if dep.method in ex.NEEDS_DRAFT and not dep.draft:
@@ -210,12 +211,16 @@ def _export(
             from specbench.report.schedule.schedule_off import plain_sglang
 
             notes.append(f"# serve without speculation: the schedule is off at concurrency {at}")
-            return plain_sglang(dep.target)
+            return plain_sglang(dep.target, engine_args, notes)
         if at is not None:
             notes.append(f"γ={gamma}: the schedule's k at concurrency {at}")
-        return ex.sglang_command(dep, gamma)
-    opts = ex.trtllm_options(ranges, dep)
+        sg = pl.sglang_layout(engine_args)
+        notes.extend([*sg.notes, *pl.draft_layout_notes("SGLang", dep.options)])
+        return ex.sglang_command(dep, gamma, sg.flags)
+    trt = pl.trtllm_layout(engine_args)
+    opts = ex.trtllm_options(ranges, dep, trt.keys)
     notes.append(f"start with: {ex.trtllm_command(dep.target, 'THIS_FILE.yaml')}")
+    notes.extend([*trt.notes, *pl.draft_layout_notes("TensorRT-LLM", dep.options)])
     return yaml.safe_dump(opts, sort_keys=False)
 
 
@@ -237,12 +242,19 @@ def _export_off(
         notes.extend(filter(None, [vllm_other_nodes(engine_args)]))
         return off.plain_vllm(dep.target, engine_args)
     if fmt == "sglang":
-        return off.plain_sglang(dep.target)
-    notes.append(
-        f"start with: {trtllm_command(dep.target, 'THIS_FILE.yaml')} (the file holds no "
-        "speculative_config; with nothing else in it, the option can be left out)"
+        return off.plain_sglang(dep.target, engine_args, notes)
+    text = off.plain_trtllm_yaml(engine_args, notes)
+    empty = (
+        "with nothing else in it, the option can be left out"
+        if text == "{}\n"
+        else "it holds the measured layout"
     )
-    return off.plain_trtllm_yaml()
+    notes.insert(
+        1,
+        f"start with: {trtllm_command(dep.target, 'THIS_FILE.yaml')} (the file holds no "
+        f"speculative_config; {empty})",
+    )
+    return text
 
 
 def _engine_text(

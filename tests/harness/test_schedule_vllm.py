@@ -64,7 +64,7 @@ def test_recorded_vllm_keys_are_fields_of_the_installed_speculative_config() -> 
     fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
     written = {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
     assert written <= fields, written - fields
-    missing = set(engine_keys()["vllm"]["keys"]) - fields
+    missing = set(engine_keys().vllm.keys) - fields
     print("recorded keys not in the installed vLLM:", sorted(missing))
 
 
@@ -82,23 +82,23 @@ def test_recorded_engine_args_are_the_installed_vllms() -> None:
 
     from specbench.report.schedule.schedule_export import engine_keys
 
-    rec = engine_keys()["vllm_engine_args"]
+    rec = engine_keys().vllm_engine_args
     fields = {f.name for f in dataclasses.fields(EngineArgs)}
-    assert set(rec["keys"]) <= fields, set(rec["keys"]) - fields
-    assert set(rec["distributed_executor_backends"]) == set(
+    assert set(rec.keys) <= fields, set(rec.keys) - fields
+    assert set(rec.distributed_executor_backends) == set(
         typing.get_args(DistributedExecutorBackend)
     )
     parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
     options = {a.dest: a.option_strings for a in parser._actions}
-    for key, flag in rec["serve_flags"].items():
+    for key, flag in rec.serve_flags.items():
         assert flag in options[key], (key, options.get(key))
     # the recorded defaults (a flag at its default is left off the pasted line) are vLLM's
     defaults = {f.name: f.default for f in dataclasses.fields(EngineArgs)}
-    for key, default in rec["serve_flag_defaults"].items():
+    for key, default in rec.serve_flag_defaults.items():
         assert defaults[key] == default, (key, defaults[key], default)
     # the server's own options (not EngineArgs): --headless for the other nodes of mp
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
 
     serve = {a.dest: a.option_strings for a in make_arg_parser(FlexibleArgumentParser())._actions}
-    for key, flag in rec["serve_only_flags"].items():
+    for key, flag in rec.serve_only_flags.items():
         assert flag in serve[key], (key, serve.get(key))

@@ -429,7 +429,7 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
 # report/ renders typed models; a public function taking or returning `dict[str, Any]` passes
 # untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
 # raise it (the ones left are JSON documents written out and the run loop's record events).
-REPORT_UNTYPED_SIGNATURES = 10
+REPORT_UNTYPED_SIGNATURES = 6
 # The same ratchet on analysis/ (issue 30 took it from 163 to 96): a records.jsonl line crosses as
 # `record_line.RecordLine` (a TypedDict) and a stored config as `config.stored.StoredConfig`. The
 # ones left are the results.json sections the pipeline still builds as dicts before

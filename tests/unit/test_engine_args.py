@@ -33,7 +33,7 @@ from specbench.report.sections.paste import paste_line
 from tests.unit.test_engine_exports import _two_workload_run
 from tests.unit.test_engine_metrics import _minimal, synthetic_engine_run
 
-RECORDED = ex.engine_keys()["vllm_engine_args"]
+RECORDED = ex.engine_keys().vllm_engine_args
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 BASE: dict[str, Any] = {
     "backend": "vllm",
@@ -63,7 +63,7 @@ def test_the_parallel_layout_reaches_the_engine_exactly() -> None:
         "max_model_len": 4096,
     }
     # every name is one of vLLM's EngineArgs fields as recorded from the installed source
-    assert set(kw) <= set(RECORDED["keys"]), set(kw) - set(RECORDED["keys"])
+    assert set(kw) <= set(RECORDED.keys), set(kw) - set(RECORDED.keys)
     # not given: vLLM chooses the executor (mp on one node); the sizes are vLLM's defaults
     plain = engine_args(_cfg(), "/m/target", on_cpu=True)
     assert "distributed_executor_backend" not in plain
@@ -75,7 +75,7 @@ def test_executor_values_are_vllms_own() -> None:
     """The config takes vLLM's DistributedExecutorBackend values (vllm/config/parallel.py, as
     recorded) except external_launcher, which is refused with its reason."""
     accepted = set(typing.get_args(ExecutorBackend))
-    assert accepted == set(RECORDED["distributed_executor_backends"]) - {"external_launcher"}
+    assert accepted == set(RECORDED.distributed_executor_backends) - {"external_launcher"}
     for backend in sorted(accepted):
         world = {"tensor_parallel_size": 2} if backend != "uni" else {}
         assert _cfg(distributed_executor_backend=backend, **world).engine.distributed_executor_backend == backend  # fmt: skip
@@ -131,7 +131,7 @@ def test_the_vllm_serve_line_carries_the_measured_layout() -> None:
         "--pipeline-parallel-size": "2",
         "--distributed-executor-backend": "ray",
     }
-    assert set(flags) <= set(RECORDED["serve_flags"].values())
+    assert set(flags) <= set(RECORDED.serve_flags.values())
     assert json.loads(argv[-1]) == conf
     # vLLM's defaults (one GPU, vLLM's executor) are left off; no engine args: no flags
     one = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
@@ -222,19 +222,19 @@ def test_every_flag_pasted_is_a_recorded_vllm_serve_flag() -> None:
         "prefill_context_parallel_size": 2,
     }
     _, flags = _argv_flags(ex.vllm_command("org/target", conf, {"model": "x", "seed": 0, **every}))
-    assert set(flags) <= set(RECORDED["serve_flags"].values())
-    expect = {RECORDED["serve_flags"][k]: str(v) for k, v in every.items() if k != "node_rank"}
+    assert set(flags) <= set(RECORDED.serve_flags.values())
+    expect = {RECORDED.serve_flags[k]: str(v) for k, v in every.items() if k != "node_rank"}
     assert flags == expect  # node_rank 0 is vLLM's default: left off
-    assert set(RECORDED["serve_flags"]) == set(RECORDED["serve_flag_defaults"])
-    assert set(RECORDED["serve_flags"]) <= set(RECORDED["keys"])  # engine.extra passes them
+    assert set(RECORDED.serve_flags) == set(RECORDED.serve_flag_defaults)
+    assert set(RECORDED.serve_flags) <= set(RECORDED.keys)  # engine.extra passes them
     # vLLM's own defaults give no flag at all
-    defaults = {k: v for k, v in RECORDED["serve_flag_defaults"].items() if v is not None}
+    defaults = {k: v for k, v in RECORDED.serve_flag_defaults.items() if v is not None}
     assert ex.vllm_command("t", conf, defaults) == ex.vllm_command("t", conf)
     # the execution mode: an eager engine is pasted with vLLM's bare flag (a boolean option)
     eager = shlex.split(ex.vllm_command("t", conf, {"enforce_eager": True, "nnodes": 2}))
     assert eager[2:5] == ["t", "--nnodes", "2"] and eager[5] == "--enforce-eager"
     assert ex.vllm_command("t", conf, {"enforce_eager": False}) == ex.vllm_command("t", conf)
-    assert set(RECORDED["serve_bool_flags"]) <= set(RECORDED["serve_flags"])
+    assert set(RECORDED.serve_bool_flags) <= set(RECORDED.serve_flags)
     # other nodes of a multi-node mp layout: the same line with their rank, headless
     note = ex.vllm_other_nodes(MP_TWO_NODES)
     assert note is not None and "--node-rank i --headless" in note and "1 … 1" in note
@@ -284,4 +284,4 @@ def test_the_documented_70b_lines_are_what_schedule_pastes() -> None:
     assert shown == lines
     for line in lines:
         _, flags = _argv_flags(line)
-        assert set(flags) <= set(RECORDED["serve_flags"].values())
+        assert set(flags) <= set(RECORDED.serve_flags.values())

@@ -44,9 +44,9 @@ def _dep(method: str) -> ex.Deployment:
 
 def test_the_recorded_list_names_its_sources() -> None:
     for engine in ("vllm", "sglang", "trtllm"):
-        rec = KEYS[engine]
-        assert rec["repository"].startswith("github.com/") and rec["path"].endswith(".py")
-        assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]), engine
+        rec = {"vllm": KEYS.vllm, "sglang": KEYS.sglang, "trtllm": KEYS.trtllm}[engine]
+        assert rec.repository.startswith("github.com/") and rec.path.endswith(".py")
+        assert re.fullmatch(r"[0-9a-f]{40}", rec.commit), engine
 
 
 @pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "mtp", "ngram"])
@@ -56,8 +56,8 @@ def test_every_vllm_key_written_is_a_speculative_config_field(method: str) -> No
     argv = shlex.split(ex.vllm_command(dep.target, ex.vllm_speculative_config(RANGES, base)))
     assert argv[:3] == ["vllm", "serve", "org/target"] and argv[3] == "--speculative-config"
     conf = json.loads(argv[4])
-    assert set(conf) <= set(KEYS["vllm"]["keys"]), set(conf) - set(KEYS["vllm"]["keys"])
-    assert conf["method"] in KEYS["vllm"]["methods"]
+    assert set(conf) <= set(KEYS.vllm.keys), set(conf) - set(KEYS.vllm.keys)
+    assert conf["method"] in KEYS.vllm.methods
     assert conf["num_speculative_tokens"] == 4 and conf["num_speculative_tokens_per_batch_size"]
     # one range: the plain fixed-γ config, no per-batch key
     one = ex.vllm_speculative_config([[1, OPEN_END, 3]], base)
@@ -70,8 +70,8 @@ def test_every_sglang_flag_written_is_a_server_arg(method: str) -> None:
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
     flags = dict(zip(argv[3::2], argv[4::2], strict=True))
     keys = {f.removeprefix("--").replace("-", "_") for f in flags}
-    assert keys <= set(KEYS["sglang"]["keys"]), keys - set(KEYS["sglang"]["keys"])
-    assert flags["--speculative-algorithm"] in KEYS["sglang"]["algorithms"]
+    assert keys <= set(KEYS.sglang.keys), keys - set(KEYS.sglang.keys)
+    assert flags["--speculative-algorithm"] in KEYS.sglang.algorithms
     # a chain: one candidate per step, the verify window γ + 1
     assert flags["--speculative-num-steps"] == "3" and flags["--speculative-eagle-topk"] == "1"
     assert flags["--speculative-num-draft-tokens"] == "4"
@@ -94,8 +94,8 @@ def test_every_trtllm_key_written_is_a_decoding_config_field(method: str) -> Non
     opts = yaml.safe_load(yaml.safe_dump(ex.trtllm_options(RANGES, _dep(method))))
     conf = opts["speculative_config"]
     kind = conf["decoding_type"]
-    assert kind in KEYS["trtllm"]["decoding_types"]
-    allowed = set(KEYS["trtllm"]["base_keys"]) | set(KEYS["trtllm"]["decoding_types"][kind])
+    assert kind in KEYS.trtllm.decoding_types
+    allowed = set(KEYS.trtllm.base_keys) | set(KEYS.trtllm.decoding_types[kind])
     assert set(conf) <= allowed, set(conf) - allowed
     assert not ex.unknown_keys("trtllm", list(conf), kind)
     assert conf["max_draft_len"] == 4
@@ -241,7 +241,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     assert argv[:3] == ["vllm", "serve", "t"]
     conf = json.loads(argv[argv.index("--speculative-config") + 1])
     assert conf["num_speculative_tokens"] == 3 and conf["method"] == "draft_model"
-    assert set(conf) <= set(KEYS["vllm"]["keys"])
+    assert set(conf) <= set(KEYS.vllm.keys)
     assert any("paste (T=0): `vllm serve t" in str(b) for b in decision_blocks(results))
     # an openai run whose servers name no method: no line rather than a guessed one
     env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}

@@ -178,9 +178,12 @@ def test_off_everywhere_is_the_line_without_speculation(tmp_path: Path) -> None:
     1.05, OFF, shown not to pay; each format writes the plain server, exit 0."""
     res = _exports(_scaled_run(tmp_path, "off", lambda i: 1.6))
     assert res["vllm"].stdout.strip() == "vllm serve org/target --tensor-parallel-size 2"
-    assert res["sglang"].stdout.strip() == "python -m sglang.launch_server --model-path org/target"
-    assert yaml.safe_load(res["trtllm"].stdout) == {}  # no speculative_config, nothing else set
+    # the measured tensor parallel 2 in each engine's own key (report/schedule/parallel_layout.py)
+    plain = "python -m sglang.launch_server --model-path org/target --tp-size 2"
+    assert res["sglang"].stdout.strip() == plain
+    assert yaml.safe_load(res["trtllm"].stdout) == {"tensor_parallel_size": 2}  # no spec config
     assert "trtllm-serve org/target" in res["trtllm"].stderr
+    assert "it holds the measured layout" in res["trtllm"].stderr
     for r in res.values():
         first = r.stderr.splitlines()[0]
         assert first.startswith("# serve without speculation — OFF, shown not to pay"), first

@@ -10,13 +10,15 @@ versions; tests/unit/test_engine_exports.py checks every exported key against th
   the run's method, draft and options, `num_speculative_tokens` = the largest k (vLLM clamps each
   k to it) and, when k changes with the batch size, `num_speculative_tokens_per_batch_size:
   [[lo, hi, k], …]` (inclusive ranges from 1; k = 0 allowed; vLLM clamps hi to `max_num_seqs`).
-- SGLang: `python -m sglang.launch_server --model-path MODEL --speculative-algorithm A
-  [--speculative-draft-model-path D] --speculative-num-steps γ --speculative-eagle-topk 1
-  --speculative-num-draft-tokens γ+1` (a chain: topk 1, the verify window γ + 1). SGLang takes
+- SGLang: `python -m sglang.launch_server --model-path MODEL [--tp-size N --pp-size N …]
+  --speculative-algorithm A [--speculative-draft-model-path D] --speculative-num-steps γ
+  --speculative-eagle-topk 1 --speculative-num-draft-tokens γ+1` (a chain: topk 1, the verify
+  window γ + 1), the measured layout in SGLang's own flags (`parallel_layout`). SGLang takes
   one γ per server, so a schedule whose k changes is written at one operating concurrency.
-- TensorRT-LLM: the LLM API's `speculative_config` for `trtllm-serve --extra_llm_api_options`
-  (YAML): `decoding_type`, `max_draft_len`, `speculative_model` (draft or EAGLE head), the
-  method's settings and `draft_len_schedule {b: k}`, each key the upper end of a range (at the
+- TensorRT-LLM: the LLM API options for `trtllm-serve --extra_llm_api_options` (YAML): the
+  measured layout's top-level keys (`tensor_parallel_size`, …: `parallel_layout`) and
+  `speculative_config`: `decoding_type`, `max_draft_len`, `speculative_model` (draft or EAGLE
+  head), the method's settings and `draft_len_schedule {b: k}`, each key the upper end of a range (at the
   recorded commit: a batch of size b uses the value of the smallest key ≥ b, 0 past the last;
   the smallest key's value must be `max_draft_len`, so a schedule whose k at batch 1 is not its
   largest cannot be written). Older releases read the keys as lower thresholds.
@@ -33,17 +35,17 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
+
+from pydantic import JsonValue
 
 from specbench.analysis.decide.gamma_schedule import gamma_at
 from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.errors import SpecbenchError
+from specbench.report.schedule.engine_keys import engine_keys
 
 Ranges = Sequence[Sequence[int]]
 NEUTRAL_SCHEMA = 2  # 2: "goodput" → "throughput" keys (closed-loop tokens/s; SLO goodput apart)
-KEYS_FILE = "engine-keys.json"
 # vLLM's method → SGLang's --speculative-algorithm (a chain drafter each); the n-gram and suffix
 # drafters of SGLang build trees of --speculative-num-draft-tokens, not a γ-chain: not mapped
 SGLANG_ALGORITHM = {
@@ -61,13 +63,6 @@ TRTLLM_DECODING_TYPE = {
     "ngram": "NGram",
 }
 NEEDS_DRAFT = ("draft_model", "eagle", "eagle3")  # the others draft from the target itself
-
-
-@cache
-def engine_keys() -> dict[str, Any]:
-    """The recorded key lists (`specbench/assets/engine-keys.json`)."""
-    text = resources.files("specbench").joinpath("assets", KEYS_FILE).read_text("utf-8")
-    return dict(json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -104,11 +99,16 @@ def _check(ranges: Ranges) -> None:
         )
 
 
-def vllm_speculative_config(ranges: Ranges, base: Mapping[str, Any] | None) -> dict[str, Any]:
+def vllm_speculative_config(
+    ranges: Ranges, base: Mapping[str, JsonValue] | None
+) -> dict[str, JsonValue]:
     """`base` (the run's speculative_config: method, model, options) with the schedule; one
-    range (the same k at every batch size) is the plain fixed-γ config."""
+    range (the same k at every batch size) is the plain fixed-γ config. A JSON document (the
+    `--speculative-config` value)."""
     _check(ranges)
-    conf = {k: v for k, v in (base or {}).items() if k != "num_speculative_tokens_per_batch_size"}
+    conf: dict[str, JsonValue] = {
+        k: v for k, v in (base or {}).items() if k != "num_speculative_tokens_per_batch_size"
+    }
     conf["num_speculative_tokens"] = max(int(k) for _, _, k in ranges)
     if len(ranges) > 1:
         conf["num_speculative_tokens_per_batch_size"] = [[int(x) for x in r] for r in ranges]
@@ -122,13 +122,13 @@ def vllm_parallel_flags(engine_args: Mapping[str, Any] | None) -> list[tuple[str
     CUDA graphs or compilation is pasted so; value ""), each as recorded in engine-keys.json's
     `vllm_engine_args.serve_flags` from vLLM's own parser; those at vLLM's default
     (`serve_flag_defaults`) are left off."""
-    rec = engine_keys()["vllm_engine_args"]
+    rec = engine_keys().vllm_engine_args
     out = []
-    for key, flag in rec["serve_flags"].items():
+    for key, flag in rec.serve_flags.items():
         value = (engine_args or {}).get(key)
-        if value is None or value == rec["serve_flag_defaults"][key]:
+        if value is None or value == rec.serve_flag_defaults[key]:
             continue
-        if key in rec["serve_bool_flags"]:  # the bare flag (vLLM's BooleanOptionalAction)
+        if key in rec.serve_bool_flags:  # the bare flag (vLLM's BooleanOptionalAction)
             out.append((str(flag) if value else f"--no-{str(flag)[2:]}", ""))
         else:
             out.append((str(flag), str(value)))
@@ -141,7 +141,7 @@ def vllm_other_nodes(engine_args: Mapping[str, Any] | None) -> str | None:
     nnodes = int((engine_args or {}).get("nnodes") or 1)
     if nnodes <= 1:
         return None
-    headless = engine_keys()["vllm_engine_args"]["serve_only_flags"]["headless"]
+    headless = engine_keys().vllm_engine_args.serve_only_flags["headless"]
     return (
         f"this is node 0's line of {nnodes}: on node i (1 … {nnodes - 1}) run the same line with "
         f"--node-rank i {headless}"
@@ -177,9 +177,11 @@ def one_gamma(ranges: Ranges, concurrency: int | None) -> int:
     return ks.pop()
 
 
-def sglang_flags(dep: Deployment, gamma: int) -> list[tuple[str, str]]:
-    """SGLang's speculative flags for `dep` at γ (module docstring); one error line for a method
-    SGLang has no chain drafter for."""
+def sglang_flags(
+    dep: Deployment, gamma: int, layout: Sequence[tuple[str, str]] = ()
+) -> list[tuple[str, str]]:
+    """SGLang's flags for `dep` at γ on the measured `layout` (`parallel_layout.sglang_layout`;
+    module docstring); one error line for a method SGLang has no chain drafter for."""
     algo = SGLANG_ALGORITHM.get(dep.method)
     if algo is None:
         raise SpecbenchError(
@@ -188,7 +190,7 @@ def sglang_flags(dep: Deployment, gamma: int) -> list[tuple[str, str]]:
         )
     if gamma <= 0:
         raise SpecbenchError("speculation is off at that concurrency: serve without speculation")
-    flags = [("--model-path", dep.target), ("--speculative-algorithm", algo)]
+    flags = [("--model-path", dep.target), *layout, ("--speculative-algorithm", algo)]
     if dep.method in NEEDS_DRAFT:
         flags.append(("--speculative-draft-model-path", dep.draft or "DRAFT_MODEL"))
     flags += [
@@ -199,14 +201,19 @@ def sglang_flags(dep: Deployment, gamma: int) -> list[tuple[str, str]]:
     return flags
 
 
-def sglang_command(dep: Deployment, gamma: int) -> str:
-    args = " ".join(f"{f} {shlex.quote(v)}" for f, v in sglang_flags(dep, gamma))
+def sglang_command(dep: Deployment, gamma: int, layout: Sequence[tuple[str, str]] = ()) -> str:
+    flags = sglang_flags(dep, gamma, layout)
+    args = " ".join(f"{f} {shlex.quote(v)}" if v else f for f, v in flags)
     return f"python -m sglang.launch_server {args}"
 
 
-def trtllm_options(ranges: Ranges, dep: Deployment | None = None) -> dict[str, Any]:
-    """`{"speculative_config": {decoding_type, max_draft_len, speculative_model, …,
-    draft_len_schedule {hi: k, …}}}` (module docstring); without `dep` only the draft lengths."""
+def trtllm_options(
+    ranges: Ranges, dep: Deployment | None = None, layout: Mapping[str, JsonValue] | None = None
+) -> dict[str, JsonValue]:
+    """`{…layout, "speculative_config": {decoding_type, max_draft_len, speculative_model, …,
+    draft_len_schedule {hi: k, …}}}` (module docstring), the measured `layout`'s top-level keys
+    first (`parallel_layout.trtllm_layout`); without `dep` only the draft lengths. A document
+    (the `--extra_llm_api_options` YAML)."""
     _check(ranges)
     ks = [int(k) for _, _, k in ranges]
     if ks[0] != max(ks):
@@ -215,7 +222,7 @@ def trtllm_options(ranges: Ranges, dep: Deployment | None = None) -> dict[str, A
             f"draft_len_schedule key must map to max_draft_len); this schedule has k={ks[0]} at "
             f"batch 1 and k={max(ks)} above it: use --format vllm or json"
         )
-    conf: dict[str, Any] = {}
+    conf: dict[str, JsonValue] = {}
     if dep is not None:
         kind = TRTLLM_DECODING_TYPE.get(dep.method)
         if kind is None:
@@ -236,8 +243,9 @@ def trtllm_options(ranges: Ranges, dep: Deployment | None = None) -> dict[str, A
     while kept and int(kept[-1][2]) == 0:
         kept.pop()
     if len(ranges) > 1:
-        conf["draft_len_schedule"] = {int(hi): int(k) for _, hi, k in kept}
-    return {"speculative_config": conf}
+        # int keys, as TensorRT-LLM reads them (the YAML's keys; JSON would make them text)
+        conf["draft_len_schedule"] = {int(hi): int(k) for _, hi, k in kept}  # type: ignore[misc]
+    return {**(layout or {}), "speculative_config": conf}
 
 
 def trtllm_command(target: str, options_file: str = "extra_llm_api_options.yaml") -> str:
@@ -246,10 +254,12 @@ def trtllm_command(target: str, options_file: str = "extra_llm_api_options.yaml"
 
 def unknown_keys(engine: str, keys: Sequence[str], decoding_type: str | None = None) -> list[str]:
     """The keys not in the engine's recorded config classes (engine-keys.json)."""
-    rec = engine_keys()[engine]
-    known = set(rec.get("keys", [])) | set(rec.get("base_keys", []))
-    if decoding_type is not None:
-        known |= set(rec["decoding_types"].get(decoding_type, []))
+    rec = engine_keys()
+    known = {
+        "vllm": set(rec.vllm.keys),
+        "sglang": rec.sglang.known(),
+        "trtllm": rec.trtllm.known(decoding_type),
+    }[engine]
     return [k for k in keys if k not in known]
 
 
@@ -262,8 +272,11 @@ def trtllm_draft_len(draft_len_schedule: Mapping[int, int], b: int) -> int:
 
 
 def neutral_document(
-    schedule: GammaSchedule, workload: str, temperature: float | None, provenance: Mapping[str, Any]
-) -> dict[str, Any]:
+    schedule: GammaSchedule,
+    workload: str,
+    temperature: float | None,
+    provenance: Mapping[str, JsonValue],
+) -> dict[str, JsonValue]:
     """The schedule, each measured concurrency's decision and intervals, and where it came from."""
     return {
         "schema": NEUTRAL_SCHEMA,

@@ -27,6 +27,7 @@ import yaml
 
 from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.report.schedule import schedule_export as ex
+from specbench.report.schedule.parallel_layout import flags_text, sglang_layout, trtllm_layout
 
 Outcome = Literal["OFF", "UNDECIDED", "NOT MEASURED"]
 
@@ -89,10 +90,22 @@ def plain_vllm(target: str, engine_args: Mapping[str, Any] | None) -> str:
     return ex.vllm_command(target, None, engine_args)
 
 
-def plain_sglang(target: str) -> str:
-    return f"python -m sglang.launch_server --model-path {shlex.quote(target)}"
+def plain_sglang(
+    target: str, engine_args: Mapping[str, Any] | None = None, notes: list[str] | None = None
+) -> str:
+    """SGLang's launch line without speculation, on the measured layout (its notes: `notes`)."""
+    layout = sglang_layout(engine_args)
+    (notes if notes is not None else []).extend(layout.notes)
+    return f"python -m sglang.launch_server --model-path {shlex.quote(target)}" + flags_text(
+        layout.flags
+    )
 
 
-def plain_trtllm_yaml() -> str:
-    """The LLM API options file without speculative_config: nothing else was measured to set."""
-    return yaml.safe_dump({})
+def plain_trtllm_yaml(
+    engine_args: Mapping[str, Any] | None = None, notes: list[str] | None = None
+) -> str:
+    """The LLM API options file without speculative_config: the measured layout's keys only
+    (`{}` on one GPU with CUDA graphs: nothing else was measured to set)."""
+    layout = trtllm_layout(engine_args)
+    (notes if notes is not None else []).extend(layout.notes)
+    return yaml.safe_dump(layout.keys, sort_keys=False)

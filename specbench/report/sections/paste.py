@@ -60,7 +60,7 @@ def setting_paste_line(
             if srv is not None
             else None
         )
-        if method not in engine_keys()["vllm"]["methods"]:
+        if method not in engine_keys().vllm.methods:
             return None  # no method known: no line rather than a wrong one
         conf = {"method": method}
     target = str((env.engine_args or {}).get("model") or run.target or "MODEL")
