@@ -285,3 +285,66 @@ def test_the_documented_70b_lines_are_what_schedule_pastes() -> None:
     for line in lines:
         _, flags = _argv_flags(line)
         assert set(flags) <= set(RECORDED.serve_flags.values())
+
+
+def _other_engines_for(raw: dict[str, Any], gamma: int = 4) -> tuple[str, str, list[str]]:
+    """(SGLang's line, TensorRT-LLM's YAML, their notes) that `specbench schedule --format
+    sglang|trtllm` writes for a run of this config at γ everywhere (the same engine_args and
+    speculative_config as `_pasted_for`)."""
+    from specbench.config import speculative_specs
+    from specbench.report.schedule import parallel_layout as pl
+
+    cfg = parse_config(raw, "c.yaml")
+    kw = engine_args(cfg, cfg.target.model, on_cpu=False)
+    spec = speculative_specs(cfg.speculative)[0]
+    dep = ex.Deployment(cfg.target.model, spec.method, spec.model or cfg.draft.model, spec.options)
+    sg, trt = pl.sglang_layout(kw), pl.trtllm_layout(kw)
+    text = yaml.safe_dump(ex.trtllm_options([[1, OPEN_END, gamma]], dep, trt.keys), sort_keys=False)
+    return ex.sglang_command(dep, gamma, sg.flags), text, [*sg.notes, *trt.notes]
+
+
+def test_the_documented_70b_sglang_and_trtllm_lines_are_what_schedule_writes() -> None:
+    from specbench.config.loader import deep_merge, read_yaml
+
+    page = SERVING.read_text("utf-8")
+    shown = [x.strip() for x in page.splitlines() if x.startswith("    python -m sglang.launch_")]
+    one = read_yaml(CONFIGS / "llama70b-vllm.yaml")
+    two = read_yaml(CONFIGS / "llama70b-vllm-2node.yaml")
+    mp = yaml.safe_load(_yaml_block("# two nodes without Ray: vLLM's mp executor across nodes (specbench runs on node 0)"))  # fmt: skip
+    mp.pop("extends")
+    built = [_other_engines_for(c) for c in (one, two, deep_merge(one, mp))]
+    assert shown == [b[0] for b in built]
+    head = "# trtllm-serve meta-llama/Llama-3.3-70B-Instruct --extra_llm_api_options THIS_FILE.yaml"
+    for (_, text, _), where in zip(built, ("one node", "two nodes, Ray", "two nodes, MPI"), strict=True):  # fmt: skip
+        assert _yaml_block(f"{head} ({where})").split("\n", 1)[1] == text
+    # what the page says stderr adds: the executor not carried to SGLang, the MPI launch
+    assert any("distributed_executor_backend not carried (ray" in n for n in built[1][2])
+    assert any("srun -N 2 --ntasks-per-node 8" in n for n in built[2][2])
+    for line, text, _ in built:
+        flags = {f.removeprefix("--").replace("-", "_") for f in shlex.split(line) if f[:2] == "--"}
+        assert flags <= ex.engine_keys().sglang.known()
+        top = set(yaml.safe_load(text)) - {"speculative_config"}
+        assert top <= set(ex.engine_keys().trtllm.parallel.keys)
+
+
+def test_schedule_writes_the_multi_node_layout_for_sglang_and_trtllm(tmp_path: Path) -> None:
+    """The command end to end on a run measured as two mp nodes: SGLang's line carries the sizes
+    and node 0's rendezvous as --dist-init-addr; TensorRT-LLM's YAML the sizes; stderr says what
+    neither carries and how the nodes start."""
+    run = _two_workload_run(tmp_path)
+    env = {"backend": "vllm", "engine_args": {"model": "org/target", **MP_TWO_NODES}}
+    (run / "env.json").write_text(json.dumps(env))
+    res = runner.invoke(app, ["schedule", str(run), "--format", "sglang", "--concurrency", "1"])
+    assert res.exit_code == 0, res.output
+    argv = shlex.split(res.stdout.strip())
+    assert argv[argv.index("--tp-size") + 1] == "8" and argv[argv.index("--pp-size") + 1] == "2"
+    assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:29600"
+    assert "--node-rank" not in argv and "run the same line with --node-rank i" in res.stderr
+    assert "vLLM's distributed_executor_backend not carried (mp" in res.stderr
+    res = runner.invoke(app, ["schedule", str(run), "--format", "trtllm"])
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load(res.stdout)
+    assert doc["tensor_parallel_size"] == 8 and doc["pipeline_parallel_size"] == 2
+    assert doc["speculative_config"]["decoding_type"] == "Draft_Target"
+    assert "one MPI world of 16 processes" in res.stderr
+    assert "vLLM's master_addr not carried (10.0.0.1" in res.stderr

@@ -26,6 +26,7 @@ from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.cli.app import app
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
+from specbench.report.schedule import parallel_layout as pl
 from specbench.report.schedule import schedule_export as ex
 from tests.unit.test_engine_metrics import _minimal, _req, synthetic_engine_run
 
@@ -281,3 +282,106 @@ def test_the_profiles_traffic_mix_sets_the_pools_shares(tmp_path: Path) -> None:
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = runner.invoke(app, ["schedule", str(run), "--temperature", "0"])
     assert res.exit_code == 2 and "profile.traffic.workloads" in res.output
+
+
+# --- the measured layout in SGLang's and TensorRT-LLM's own keys (issue 34 items 4, 7) ---------
+
+EVERY_LAYOUT: dict[str, Any] = {
+    "tensor_parallel_size": 8,
+    "pipeline_parallel_size": 2,
+    "data_parallel_size": 2,
+    "data_parallel_size_local": 1,
+    "data_parallel_start_rank": 1,
+    "data_parallel_address": "10.0.0.1",
+    "data_parallel_rpc_port": 13345,
+    "data_parallel_backend": "ray",
+    "decode_context_parallel_size": 2,
+    "prefill_context_parallel_size": 2,
+    "distributed_executor_backend": "ray",
+    "nnodes": 2,
+    "node_rank": 1,
+    "master_addr": "10.0.0.1",
+    "master_port": 29600,
+    "enforce_eager": True,
+}
+
+
+def _sglang_flags(line: str) -> dict[str, str]:
+    """launch_server's flags → values (a bare boolean flag: "")."""
+    argv = shlex.split(line)[3:]
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        bare = i + 1 >= len(argv) or argv[i + 1].startswith("--")
+        flags[argv[i]] = "" if bare else argv[i + 1]
+        i += 1 if bare else 2
+    return flags
+
+
+def test_every_layout_key_written_is_an_engines_recorded_key() -> None:
+    """Every vLLM layout value away from its default reaches SGLang's flags / TensorRT-LLM's
+    keys under the names recorded from their source (engine-keys.json `parallel`), mapped as the
+    table says: vLLM's tensor parallel 8 is SGLang's --tp-size 8, node 0's address and port one
+    --dist-init-addr, eager both CUDA-graph switches; TensorRT-LLM's YAML carries the sizes,
+    orchestrator_type ray and cuda_graph_config null."""
+    sg = pl.sglang_layout(EVERY_LAYOUT)
+    flags = _sglang_flags(ex.sglang_command(_dep("eagle3"), 3, sg.flags))
+    names = {f.removeprefix("--").replace("-", "_") for f in flags}
+    assert names <= KEYS.sglang.known(), names - KEYS.sglang.known()
+    assert {f: flags[f] for f in flags if not f.startswith(("--speculative", "--model"))} == {
+        "--tp-size": "8",
+        "--pp-size": "2",
+        "--dp-size": "2",
+        "--dcp-size": "2",
+        "--nnodes": "2",
+        "--node-rank": "1",
+        "--disable-prefill-cuda-graph": "",
+        "--disable-decode-cuda-graph": "",
+        "--dist-init-addr": "10.0.0.1:29600",
+    }
+    assert any("node 1's line of 2" in n and "--node-rank i" in n for n in sg.notes)
+    trt = pl.trtllm_layout(EVERY_LAYOUT)
+    opts = yaml.safe_load(yaml.safe_dump(ex.trtllm_options(RANGES, _dep("eagle3"), trt.keys)))
+    top = set(opts) - {"speculative_config"}
+    assert top <= set(KEYS.trtllm.parallel.keys), top - set(KEYS.trtllm.parallel.keys)
+    assert {k: opts[k] for k in top} == {
+        "tensor_parallel_size": 8,
+        "pipeline_parallel_size": 2,
+        "orchestrator_type": "ray",
+        "cuda_graph_config": None,
+    }
+    assert any("one MPI world of 16 processes" in n and "-N 2" in n for n in trt.notes)
+    # vLLM's defaults write nothing and say nothing
+    defaults = engine_keys_defaults()
+    for layout in (pl.sglang_layout(defaults), pl.trtllm_layout(defaults), pl.sglang_layout(None)):
+        assert not layout.flags and not layout.keys and not layout.notes
+
+
+def engine_keys_defaults() -> dict[str, Any]:
+    d = KEYS.vllm_engine_args.serve_flag_defaults
+    return {k: v for k, v in d.items() if v is not None}
+
+
+@pytest.mark.parametrize("key", sorted(pl.LAYOUT_MAP))
+def test_no_layout_value_is_dropped_silently(key: str) -> None:
+    """Each vLLM layout key set away from its default is either written in the engine's own key
+    or named in a `# …` note for stderr — for both engines."""
+    value = EVERY_LAYOUT[key]
+    for engine, layout in (
+        (
+            "SGLang",
+            pl.sglang_layout({key: value, "nnodes": 2} if "master" in key else {key: value}),
+        ),
+        ("TensorRT-LLM", pl.trtllm_layout({key: value})),
+    ):
+        written = bool(layout.flags) or bool(layout.keys)
+        noted = any(f"vLLM's {key} not carried" in n for n in layout.notes)
+        assert written != noted, (engine, key, layout)  # one or the other
+    # an executor other than ray is TensorRT-LLM's MPI default: said, not written
+    mp = pl.trtllm_layout({"distributed_executor_backend": "mp"})
+    assert not mp.keys and "default (MPI)" in mp.notes[0]
+    # the draft's own tensor parallel size (a vLLM speculative option) has no key in either
+    assert (
+        "draft_tensor_parallel_size=8 not carried"
+        in pl.draft_layout_notes("SGLang", {"draft_tensor_parallel_size": 8})[0]
+    )
