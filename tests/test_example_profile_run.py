@@ -30,9 +30,10 @@ def test_the_shipped_profile_run_is_small_and_only_inputs() -> None:
     assert env["backend"] == "vllm" and env["vllm"]
 
 
-def _goodput_by_block() -> dict[tuple[int, str], list[float]]:
+def _goodput_by_block(tokens: bool = False) -> dict[tuple[int, str], list[float]]:
     """{(γ, drafter): [per block goodput]} at rate=3, from the records alone (TTFT ≤ 1500 ms and
-    TPOT ≤ 60 ms, the profile's targets, each on the client's clock: queue_ms added to TTFT)."""
+    TPOT ≤ 60 ms, the profile's targets, each on the client's clock: queue_ms added to TTFT);
+    `tokens`: the good requests' output tokens per second instead."""
     recs = [json.loads(line) for line in (RUN / "records.jsonl").read_text().splitlines()]
     metrics = [r for r in recs if r["kind"] == "engine_metrics" and r.get("mix")
                and r.get("load") == "rate=3"]  # fmt: skip
@@ -47,7 +48,8 @@ def _goodput_by_block() -> dict[tuple[int, str], list[float]]:
                 continue
             ttft = r["ttft_ms"][0] + (r.get("queue_ms") or 0.0)
             tpot = r.get("tpot_ms") or 0.0
-            good += ttft <= 1500 and tpot <= 60
+            ok = ttft <= 1500 and tpot <= 60
+            good += (r["new_tokens"] if tokens else 1) if ok else 0
         out[(m["gamma"], m.get("drafter") or "")].append(good / (end - start))
     return out
 
@@ -70,3 +72,41 @@ def test_report_decides_at_the_profile_without_an_engine(tmp_path: Path) -> None
         assert c["gain"]["value"] == pytest.approx(sum(mine) / sum(off), rel=1e-6)
     if p["verdict"] != "on":
         assert "paste (without speculation): `vllm serve" in res.output
+
+
+def test_with_a_price_the_profile_box_shows_the_cost_per_good_token(tmp_path: Path) -> None:
+    """The shipped run with a price added to its profile ($2.5/GPU-hour × 8 GPUs): OFF's cost per
+    10⁶ good output tokens is price × GPUs / (good tokens/s × 3600) × 10⁶ at the blocks' mean
+    good-token rate, recomputed here from records.jsonl, and its interval the mean rate's t
+    interval over the 3 blocks inverted: c / (r̄ ± t₂ · s / √3)."""
+    from scipy import stats
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    text = (run / "config.yaml").read_text()
+    old = "  price:\n    gpu_hour_usd: null\n    gpus_per_server: null\n"
+    assert old in text
+    (run / "config.yaml").write_text(
+        text.replace(old, "  price:\n    gpu_hour_usd: 2.5\n    gpus_per_server: 8\n")
+    )
+    res = runner.invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    p = json.loads((run / "results.json").read_text())["profile_decision"]
+    assert p["price"] == {"gpu_hour_usd": 2.5, "gpus_per_server": 8}
+    off = _goodput_by_block(tokens=True).pop((0, ""))
+    c = 2.5 * 8 / 3600 * 1e6  # $ per second of the server, × 10⁶
+    mean, se = sum(off) / 3, stats.tstd(off) / 3**0.5
+    t2 = stats.t.ppf(0.975, 2)
+    cost = p["off_cost_per_mtok"]
+    assert cost["value"] == pytest.approx(c / mean, rel=1e-6)
+    assert cost["ci95"] == pytest.approx([c / (mean + t2 * se), c / (mean - t2 * se)], rel=1e-6)
+    flat = " ".join(res.output.split())
+    shown = f"OFF ${c / mean:.3f} [${cost['ci95'][0]:.3f}, ${cost['ci95'][1]:.3f}]"
+    assert (
+        "Cost per 10⁶ good output tokens at the profile ($2.5/GPU-hour × 8 GPUs): " + shown in flat
+    )
+    # the candidates carry theirs too; only an ON decision shows the chosen one's beside OFF's
+    assert all(x["cost_per_mtok"]["value"] > 0 for x in p["candidates"])
+    assert ("→" in flat.split("good output tokens at the profile")[1][:120]) == (
+        p["verdict"] == "on"
+    )

@@ -155,6 +155,25 @@ class StoredConfig(_Loose):
         """A live config as a run directory stores it (`dump_config`'s JSON form)."""
         return cls.model_validate(cfg.model_dump(mode="json"))
 
+    def deployment_profile(self) -> DeploymentProfile | None:
+        """The run's deployment profile (None: it has none), its price's unset parts the run's
+        `economics` (config/profile.py `ProfilePrice`: None means economics')."""
+        if self.profile is None:
+            return None
+        dep = self.profile.deployment()
+        econ, price = self.economics, dep.price
+        if econ is None:
+            return dep
+        filled = price.model_copy(
+            update={
+                "gpu_hour_usd": price.gpu_hour_usd
+                if price.gpu_hour_usd is not None
+                else econ.gpu_hour_usd,
+                "gpus_per_server": price.gpus_per_server or econ.gpus,
+            }
+        )
+        return dep.model_copy(update={"price": filled})
+
     @property
     def drafters(self) -> list[StoredModel]:
         """The primary drafter (when stored), then the extra ones."""

@@ -12,9 +12,11 @@ from specbench.analysis.calibration.serving_queue import outcome_rates
 from specbench.analysis.decide.profile_decision import (
     OFF,
     LoadRun,
+    ServerPrice,
     SloTargets,
     TimedRequest,
     break_even_alpha,
+    cost_per_mtok,
     decide_at_profile,
     run_rate,
 )
@@ -100,6 +102,32 @@ def test_break_even_acceptance_at_the_load() -> None:
     assert break_even_alpha(2, 0.5, 0.8) == pytest.approx((math.sqrt(2.6) - 1) / 2, rel=1e-6)
     assert break_even_alpha(2, 0.5, 2.0) is None  # a round costs 3.5 steps > γ + 1
     assert break_even_alpha(2, 0.5, 0.5) == 0.0  # cheaper than one step: pays at any α
+
+
+def test_cost_per_good_token_at_the_profile_by_hand() -> None:
+    """$2 per GPU-hour × 4 GPUs = $8/h. OFF's blocks: 20, 22, 19, 21 good requests of 32 tokens
+    in 40 s → 16, 17.6, 15.2, 16.8 tokens/s, mean 16.4: $8 / (16.4 × 3600) × 10⁶ = $135.50 per
+    10⁶ good tokens; its interval is the mean rate's t interval inverted. γ=2 at 40, 41, 37,
+    42 → mean 32 tokens/s: $69.44. Whatever the objective: the same blocks' good tokens."""
+    from scipy import stats
+
+    price = ServerPrice(2.0, 4)
+    assert cost_per_mtok(price, 16.4) == pytest.approx(8 / (16.4 * 3600) * 1e6)
+    assert cost_per_mtok(price, 0.0) == math.inf
+    runs = _blocks([20, 22, 19, 21], [40, 41, 37, 42])
+    for objective in ("slo_goodput", "cost_per_mtok"):
+        v = decide_at_profile(runs, SLO, ONE, objective=objective, price=price)
+        assert v.off_cost is not None and v.candidates[0].cost is not None
+        assert v.off_cost.usd_per_mtok == pytest.approx(135.501355, rel=1e-6)
+        assert v.candidates[0].cost.usd_per_mtok == pytest.approx(8e6 / (32 * 3600), rel=1e-6)
+        rates = [16.0, 17.6, 15.2, 16.8]
+        half = stats.t.ppf(0.975, 3) * stats.tstd(rates) / 2  # s / √4
+        want = [8e6 / 3600 / (16.4 + half), 8e6 / 3600 / (16.4 - half)]
+        assert v.off_cost.ci95 == pytest.approx(want, rel=1e-6)
+    # no price: no cost; one block: the cost without an interval
+    assert decide_at_profile(runs, SLO, ONE).off_cost is None
+    one = decide_at_profile(_blocks([20], [40]), SLO, ONE, price=price)
+    assert one.off_cost is not None and math.isnan(one.off_cost.ci95[0])
 
 
 @pytest.mark.slow

@@ -15,6 +15,12 @@ ratio of sums over blocks, θ_k = Σ_b y_kb / Σ_b x_b, decided by the three-out
 Student's t on B − 1 degrees of freedom in place of the sign flips (`analysis.stats.block_t`:
 max-T over the candidates, so choosing the best is covered), its false ON / false OFF rates and
 power measured on the seeded server of `analysis.calibration.serving_queue`.
+
+With a price (the profile's $/GPU-hour and GPUs per server), OFF's and each candidate's cost per
+10⁶ good output tokens at the profile is price × GPUs / (good tokens/s × 3600) × 10⁶, its interval
+from the same blocks: the cost is a constant over the mean of the blocks' good-token rates, a
+ratio of sums Σ_b c / Σ_b r_b inverted with Student's t on B − 1 degrees of freedom like the gains
+(`block_t.interval`; no interval below two blocks).
 """
 
 from __future__ import annotations
@@ -90,6 +96,42 @@ class Attainment:
 
 
 @dataclass(frozen=True)
+class ServerPrice:
+    """What one server costs: $ per GPU-hour and its GPUs (the profile's price)."""
+
+    gpu_hour_usd: float
+    gpus: int
+
+    def usd_per_s(self) -> float:
+        return self.gpu_hour_usd * self.gpus / 3600.0
+
+
+@dataclass(frozen=True)
+class Cost:
+    """$ per 10⁶ good output tokens at the profile and its `level` interval (NaN: none)."""
+
+    usd_per_mtok: float
+    ci95: tuple[float, float]
+
+
+def cost_per_mtok(price: ServerPrice, good_tokens_per_s: float) -> float:
+    """price × GPUs / (good tokens/s × 3600) × 10⁶ (inf where no token was good)."""
+    if not good_tokens_per_s > 0:
+        return math.inf
+    return price.usd_per_s() / good_tokens_per_s * 1e6
+
+
+def block_cost(price: ServerPrice, rates: np.ndarray, level: float) -> Cost:
+    """The cost at the blocks' mean good-token rate `rates` (B,), with its interval (module
+    docstring): Σ_b c / Σ_b r_b, c the server's $ per s × 10⁶."""
+    c = price.usd_per_s() * 1e6
+    piv = RatioPivots(np.full((1, rates.size), c), np.atleast_2d(rates).astype(float))
+    value = cost_per_mtok(price, float(rates.mean())) if rates.size else math.nan
+    lo, hi = block_t.interval(piv, 0, level) if rates.sum() > 0 else (math.nan, math.nan)
+    return Cost(value, (lo, hi))
+
+
+@dataclass(frozen=True)
 class Candidate:
     setting: str
     gamma: int
@@ -103,6 +145,7 @@ class Candidate:
     attainment: tuple[Attainment, ...]
     eligible: bool  # met every percentile target at every load point
     break_even_alpha: float | None = None
+    cost: Cost | None = None  # with a price: $ per 10⁶ good output tokens
 
 
 @dataclass(frozen=True)
@@ -122,6 +165,8 @@ class ProfileVerdict:
     blocks_needed: int | None
     interleaved: bool
     reason: str
+    price: ServerPrice | None = None
+    off_cost: Cost | None = None
 
 
 def run_rate(run: LoadRun, slo: SloTargets, objective: str) -> float:
@@ -192,18 +237,20 @@ def decide_at_profile(
     level: float = 0.95,
     interleaved: bool = True,
     acceptance: Mapping[str, float] | None = None,
+    price: ServerPrice | None = None,
 ) -> ProfileVerdict:
     """ON (deploy the chosen setting), OFF (serve without speculation) or UNDECIDED for the
     profile: the three-outcome rule at 1 + margin on the candidates' gains over OFF (module
     docstring). Only candidates that met the profile's percentile targets can be chosen; all of
-    them count in the max-T critical value, so the filter only makes ON rarer."""
+    them count in the max-T critical value, so the filter only makes ON rarer. With `price`,
+    OFF's and each candidate's cost per 10⁶ good output tokens (module docstring)."""
     alpha = (1.0 - level) / 2.0
     total = sum(load_shares.values()) or 1.0
     shares = {k: v / total for k, v in load_shares.items() if v > 0}
     names = sorted({r.setting for r in runs if r.setting != OFF})
     gammas = {r.setting: r.gamma for r in runs}
     first = {r.setting: r for r in reversed(runs)}
-    base = _empty(objective, margin, alpha, shares, interleaved)
+    base = replace(_empty(objective, margin, alpha, shares, interleaved), price=price)
     if OFF not in gammas or not names:
         what = "OFF" if OFF not in gammas else "no speculative setting"
         return _with(base, reason=f"{what} was not measured at the profile's load: not a verdict")
@@ -224,6 +271,7 @@ def decide_at_profile(
     piv = RatioPivots(y, np.broadcast_to(x, y.shape).copy())
     d = block_t.decide(piv, 1.0 + margin, alpha)
     acc = acceptance or {}
+    costs = _costs(runs, names, slo, shares, price, level) if price is not None else None
     off_runs = [r for r in runs if r.setting == OFF]
     off_tpot = _mean_tpot(off_runs)
     cands = []
@@ -238,6 +286,7 @@ def decide_at_profile(
                 s, gammas[s], first[s].drafter, first[s].schedule, float(piv.estimates[k]),
                 (lo, hi), float(d.lower[k]),
                 float(d.upper[k]), float(y[k].mean()), att, all(a.met for a in att), be,
+                costs[0][k] if costs else None,
             )
         )  # fmt: skip
     off_rate = float(x.mean())
@@ -254,6 +303,7 @@ def decide_at_profile(
         candidates=tuple(cands),
         off_rate=off_rate,
         off_attainment=attainment(off_runs, slo),
+        off_cost=costs[1] if costs else None,
         blocks=blocks,
         critical_value=float(d.critical_on),
     )
@@ -288,6 +338,19 @@ def decide_at_profile(
         reason=f"no setting is shown to clear 1 + margin {margin:g} nor shown not to "
         f"({blocks} blocks; best {names[best]}: {cands[best].gain:.3f}×); {where}",
     )  # fmt: skip
+
+
+def _costs(
+    runs: Sequence[LoadRun], names: list[str], slo: SloTargets, shares: Mapping[str, float],
+    price: ServerPrice, level: float,
+) -> tuple[list[Cost], Cost] | None:  # fmt: skip
+    """Each candidate's and OFF's cost from their blocks' good output tokens/s (the blocks the
+    decision used: the same `_blocks`, counting tokens whatever the objective)."""
+    tokens = _blocks(runs, names, slo, COST, shares)
+    if tokens is None:
+        return None
+    y, x = tokens
+    return [block_cost(price, y[k], level) for k in range(len(names))], block_cost(price, x, level)
 
 
 def _mean_tpot(runs: Sequence[LoadRun]) -> float:

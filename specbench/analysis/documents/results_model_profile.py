@@ -22,6 +22,13 @@ class SloAttainment(ResultsModel):
     met: bool
 
 
+class ServerPriceJSON(ResultsModel):
+    """The price the costs use: the profile's (its unset parts the run's `economics`)."""
+
+    gpu_hour_usd: float
+    gpus_per_server: int
+
+
 class ProfileCandidate(ResultsModel):
     setting: str
     drafter: str
@@ -35,6 +42,8 @@ class ProfileCandidate(ResultsModel):
     eligible: bool  # met every percentile target at every load point
     acceptance: Num = None  # the engine's acceptance rate in the mix batches, where counted
     break_even_alpha: Num = None  # the acceptance at which it stops paying at this load
+    # with a price: $ per 10⁶ good output tokens at the profile, its interval from the blocks
+    cost_per_mtok: EstimateJSON | None = None
 
 
 class ProfileDecision(ResultsModel):
@@ -50,6 +59,8 @@ class ProfileDecision(ResultsModel):
     false_off_rate: float
     off_rate_per_s: Num
     off_attainment: list[SloAttainment]
+    price: ServerPriceJSON | None = None  # the profile's price, when it has one
+    off_cost_per_mtok: EstimateJSON | None = None  # OFF's $ per 10⁶ good output tokens
     candidates: list[ProfileCandidate]
     loads: dict[str, float]  # load point → its share of time
     mix: dict[str, float]  # workload → share of output tokens, as the profile asks

@@ -13,8 +13,10 @@ from specbench.analysis.decide.profile_decision import (
     COST,
     OFF,
     Attainment,
+    Cost,
     LoadRun,
     ProfileVerdict,
+    ServerPrice,
     SloTargets,
     TimedRequest,
     decide_at_profile,
@@ -128,9 +130,12 @@ def profile_section(
     shares = load_shares(profile, (r.load for r in runs))
     names = {f"{r.drafter}@{r.gamma}": r.setting for r in runs if r.setting != OFF}
     acc = mix_acceptance(records, names)
+    p = profile.price  # with a price: the costs per 10⁶ good output tokens (§22)
+    price = ServerPrice(p.gpu_hour_usd, p.gpus_per_server or 1) if p.gpu_hour_usd else None
     v = decide_at_profile(
-        runs, slo, shares, profile.objective, margin, level, interleaved, acceptance=acc
-    )
+        runs, slo, shares, profile.objective, margin, level, interleaved, acceptance=acc,
+        price=price,
+    )  # fmt: skip
     doc = _document(v, slo, mix, acc)
     return ProfileDecision.model_validate(doc)
 
@@ -138,6 +143,12 @@ def profile_section(
 def _attain(a: Sequence[Attainment]) -> list[dict[str, Any]]:
     return [{"load": x.load, "shares": {k: json_num(v) for k, v in x.shares.items()}, "met": x.met}
             for x in a]  # fmt: skip
+
+
+def _cost(c: Cost | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"value": json_num(c.usd_per_mtok), "ci95": [json_num(c.ci95[0]), json_num(c.ci95[1])]}
 
 
 def _sched(s: Sequence[Sequence[int]] | None) -> list[list[int]] | None:
@@ -167,6 +178,10 @@ def _document(
         "false_off_rate": v.false_off_rate,
         "off_rate_per_s": json_num(v.off_rate),
         "off_attainment": _attain(v.off_attainment),
+        "price": None
+        if v.price is None
+        else {"gpu_hour_usd": v.price.gpu_hour_usd, "gpus_per_server": v.price.gpus},
+        "off_cost_per_mtok": _cost(v.off_cost),
         "candidates": [
             {
                 "setting": c.setting,
@@ -184,6 +199,7 @@ def _document(
                 "eligible": c.eligible,
                 "acceptance": json_num(acc.get(c.setting)),
                 "break_even_alpha": json_num(c.break_even_alpha),
+                "cost_per_mtok": _cost(c.cost),
             }
             for c in v.candidates
         ],

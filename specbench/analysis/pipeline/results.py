@@ -173,7 +173,7 @@ def build_results(
         out["mix"] = profile_mix.model_dump(mode="json", by_alias=True)
         decided = profile_section(
             mixed,
-            config.profile.deployment() if config.profile is not None else None,
+            config.deployment_profile(),  # its price's unset parts: economics
             SloSpec(
                 **(
                     config.slo.model_dump(include={"ttft_ms", "tpot_ms", "e2e_ms"})

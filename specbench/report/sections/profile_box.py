@@ -5,6 +5,7 @@ with the line to paste."""
 from __future__ import annotations
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
 from specbench.report.render.blocks import Box
 from specbench.report.sections.paste import plain_paste_line, setting_paste_line
@@ -24,6 +25,29 @@ def operating_point(p: ProfileDecision) -> str:
     loads = ", ".join(f"{ld} ({s:.0%} of the time)" for ld, s in p.loads.items())
     slo = ", ".join(f"{m.removesuffix('_ms').upper()} {t}" for m, t in p.slo.items()) or "none"
     return f"mix {mix} of output tokens; load {loads}; SLO {slo}"
+
+
+def _usd(e: EstimateJSON) -> str:
+    lo, hi = e.ci95
+    span = f" [{num_text(lo, '${:.3f}')}, {num_text(hi, '${:.3f}')}]" if lo or hi else ""
+    return f"{num_text(e.value, '${:.3f}')}{span}"
+
+
+def cost_line(p: ProfileDecision) -> str | None:
+    """With a price: OFF's cost per 10⁶ good output tokens at the profile and, where ON, the
+    chosen setting's (each with its interval from the blocks; docs/theory.md §22). A decision
+    that stays off costs what OFF costs: the best setting's figure is not a result to show."""
+    if p.price is None or p.off_cost_per_mtok is None:
+        return None
+    chosen = next((c for c in p.candidates if c.setting == p.chosen), None)
+    on = chosen.cost_per_mtok if p.verdict == "on" and chosen is not None else None
+    figures = f"OFF {_usd(p.off_cost_per_mtok)}" + (
+        f" → {chosen.setting} {_usd(on)}" if on is not None and chosen is not None else ""
+    )
+    return (
+        f"Cost per 10⁶ good output tokens at the profile (${p.price.gpu_hour_usd:g}/GPU-hour × "
+        f"{p.price.gpus_per_server} GPU{'s' if p.price.gpus_per_server > 1 else ''}): {figures}."
+    )
 
 
 def profile_box(results: RunResults) -> Box | None:
@@ -51,6 +75,8 @@ def profile_box(results: RunResults) -> Box | None:
         items.append(f"paste (without speculation): `{line}`")
     if p.verdict != "on" and best is not None:
         items.append(f"best measured: {best.setting} at {_gain(best)} (not a result to deploy).")
+    if cost := cost_line(p):
+        items.append(cost)
     shown = chosen or best
     if shown is not None and shown.break_even_alpha is not None:
         items.append(
