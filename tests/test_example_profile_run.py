@@ -110,3 +110,31 @@ def test_with_a_price_the_profile_box_shows_the_cost_per_good_token(tmp_path: Pa
     assert ("→" in flat.split("good output tokens at the profile")[1][:120]) == (
         p["verdict"] == "on"
     )
+
+
+def test_the_price_falls_back_to_economics_and_an_on_decision_shows_both_costs(
+    tmp_path: Path,
+) -> None:
+    """A profile without a price takes `report --gpu-hour-usd / --gpus` (economics, as
+    ProfilePrice documents); the box of an ON decision prices OFF → the chosen setting."""
+    from specbench.analysis.documents.results_model import RunResults
+    from specbench.report.sections.profile_box import cost_line
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    res = runner.invoke(app, ["report", str(run), "--gpu-hour-usd", "3", "--gpus", "2"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((run / "results.json").read_text())
+    p = doc["profile_decision"]
+    assert p["price"] == {"gpu_hour_usd": 3.0, "gpus_per_server": 2}
+    assert "($3/GPU-hour × 2 GPUs): OFF $" in " ".join(res.output.split())
+    # the same document decided ON for its first candidate: both figures, OFF's first
+    best = p["candidates"][0]
+    p |= {"verdict": "on", "chosen": best["setting"]}
+    decided = RunResults.model_validate(doc).profile_decision
+    assert decided is not None
+    line = cost_line(decided)
+    assert line is not None
+    on = best["cost_per_mtok"]
+    assert f"→ {best['setting']} ${on['value']:.3f} [${on['ci95'][0]:.3f}" in line
+    assert line.index(f"OFF ${p['off_cost_per_mtok']['value']:.3f}") < line.index("→")
