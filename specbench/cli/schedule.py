@@ -247,7 +247,7 @@ def _export_off(
     empty = (
         "with nothing else in it, the option can be left out"
         if text == "{}\n"
-        else "it holds the measured layout"
+        else "it holds the measured layout and execution mode"
     )
     notes.insert(
         1,
