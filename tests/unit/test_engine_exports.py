@@ -377,6 +377,9 @@ def test_no_layout_value_is_dropped_silently(key: str) -> None:
         written = bool(layout.flags) or bool(layout.keys)
         noted = any(f"vLLM's {key} not carried" in n for n in layout.notes)
         assert written != noted, (engine, key, layout)  # one or the other
+    # vLLM's rendezvous address on one node: SGLang needs none, and says so
+    alone = pl.sglang_layout({"master_addr": "10.0.0.1"})
+    assert not alone.flags and "master_addr not carried (10.0.0.1: one node" in alone.notes[0]
     # an executor other than ray is TensorRT-LLM's MPI default: said, not written
     mp = pl.trtllm_layout({"distributed_executor_backend": "mp"})
     assert not mp.keys and "default (MPI)" in mp.notes[0]

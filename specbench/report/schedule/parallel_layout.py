@@ -121,7 +121,8 @@ def sglang_layout(engine_args: Mapping[str, Any] | None) -> Layout:
         elif key == "enforce_eager":
             flags += [(_flag(k), "") for k in eq.sglang if k in rec.bool_keys] if value else []
         elif eq.sglang == ("dist_init_addr",):
-            continue  # one HOST:PORT below
+            if int(got.get("nnodes") or 1) <= 1:  # else one HOST:PORT below
+                why[key] = f"{value}: one node, SGLang needs no rendezvous address"
         else:
             flags.append((_flag(eq.sglang[0]), str(value)))
     nnodes = int(got.get("nnodes") or 1)
