@@ -4,7 +4,7 @@ place a results.json entry (`WorkloadResult`) is put together from them.
 A backend analyses a workload × temperature into `CellFigures` (the baseline, the timing model,
 α, the γ table, the engine section), decides (`analysis.decide.recommend`), checks the answers
 (`analysis.decide.validity`), and `CellFigures.entry` builds the entry once those exist; the
-pipeline then sets the fields it adds later (`adaptive`) by attribute.
+pipeline then sets the fields it adds later (`adaptive`, `request_sampling`) by attribute.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ def engine_round_fit(
     points = []
     for g in sorted(specs):
         itl = [x for r in specs[g] if (x := r.get("tpot_ms"))]
-        if tau.get(g) is not None and itl:
-            points.append((g, float(np.mean(itl)) * (tau[g] or 0.0)))
+        if (t := tau.get(g)) is not None and itl:
+            points.append((g, float(np.mean(itl)) * t))
     if not points:
         return math.nan, math.nan, 0
     r0, r1, _ = linear_fit(np.asarray([p[0] for p in points]), np.asarray([p[1] for p in points]))
