@@ -38,7 +38,7 @@ import numpy as np
 from specbench.analysis.compare.metrics import Thresholds
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
-from specbench.analysis.pipeline.results import build_typed_results
+from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config.stored import StoredConfig
 from specbench.harness.compare.compare_inputs import load_thresholds
@@ -69,7 +69,7 @@ def make_runs(pool: Path, kind: str, n: int, config: Path) -> None:
 def _side(
     records: list[dict[str, Any]], config: StoredConfig, env: dict[str, Any], label: str
 ) -> Side:
-    results = build_typed_results(records, config, env)
+    results = build_results(records, config, env)
     return side_from_records(closed_loop(records), config, env, label, results)
 
 

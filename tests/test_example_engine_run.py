@@ -40,16 +40,20 @@ def test_schedule_exports_work_without_an_engine() -> None:
     assert doc["schedule"] == [[1, 65536, 0]]  # off at every measured concurrency
     # off everywhere is an answer, not an error (issue 34 Done-when): each format writes the
     # server without speculation, exit 0, and says why on stderr — NOT MEASURED here
-    plain = {  # the run's engine was eager (engine.enforce_eager): the line says so
+    plain = {  # the run's engine was eager (engine.enforce_eager): each engine's line says so
         "vllm": (["vllm", "serve"], ["--enforce-eager"]),
-        "sglang": (["python", "-m", "sglang.launch_server", "--model-path"], []),
+        "sglang": (
+            ["python", "-m", "sglang.launch_server", "--model-path"],
+            ["--disable-prefill-cuda-graph", "--disable-decode-cuda-graph"],
+        ),
     }
     for fmt in ("vllm", "sglang", "trtllm"):
         res = runner.invoke(app, ["schedule", str(RUN), "--format", fmt])
         assert res.exit_code == 0, res.output
         assert res.stderr.startswith("# serve without speculation — NOT MEASURED"), res.stderr
         if fmt == "trtllm":
-            assert yaml.safe_load(res.stdout) == {}  # no speculative_config
+            # no speculative_config; eager is TensorRT-LLM's cuda_graph_config: null
+            assert yaml.safe_load(res.stdout) == {"cuda_graph_config": None}
             continue
         argv = shlex.split(res.stdout)
         head, tail = plain[fmt]

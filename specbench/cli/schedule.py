@@ -310,12 +310,12 @@ def schedule(
     ] = None,
 ) -> None:
     """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
-    from specbench.analysis.pipeline.results import build_typed_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.harness.run.rundir import load_run
     from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
-    results = build_typed_results(records, config, env)
+    results = build_results(records, config, env)
     label, temp, sched = _pick(results, records, config, workload, temperature)
     unmeasured = _unmeasured_note(results, workload, temp)
     notes = [

@@ -182,10 +182,10 @@ def test_the_mix_is_drawn_in_request_shares_the_same_at_every_setting(tmp_path: 
     records, config_doc, env, _ = load_run(tmp_path / "out")
     full = build_results(records, config_doc, env)
     alone = build_results(without_mix(records), config_doc, env)
-    assert "mix" in full and "mix" not in alone
-    assert full["workloads"] == alone["workloads"] and full["global"] == alone["global"]
+    assert full.mix is not None and alone.mix is None
+    assert full.workloads == alone.workloads and full.global_ == alone.global_
     assert all(
-        c["load"] == "closed" for e in full["workloads"] for c in e["engine"]["load"]
+        c.load == "closed" for e in full.workloads for c in (e.engine.load or []) if e.engine
     )  # no mix request filed in a workload's load table
 
 

@@ -430,13 +430,14 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
 # untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
 # raise it (the ones left are JSON documents written out and the run loop's record events).
 REPORT_UNTYPED_SIGNATURES = 6
-# The same ratchet on analysis/ (issue 30 took it from 163 to 96): a records.jsonl line crosses as
-# `record_line.RecordLine` (a TypedDict) and a stored config as `config.stored.StoredConfig`. The
-# ones left are the results.json sections the pipeline still builds as dicts before
-# `build_typed_results` validates them (the pipeline's entry bodies, tables, rows), env.json passed
+# The same ratchet on analysis/ (issue 30 took it from 163 to 96, then to 66: the pipeline builds
+# `RunResults` directly, its entries, verdicts and pool decisions as models): a records.jsonl line
+# crosses as `record_line.RecordLine` (a TypedDict) and a stored config as
+# `config.stored.StoredConfig`. The ones left are the results.json sections other analyses still
+# hand to the pipeline as dicts (γ rows, engine sections, load cells, economics), env.json passed
 # through, JSON Schemas and to_dict / to_json outputs (docs/architecture.md "Typed data"). An
 # estimate crosses as `stats.serialize.EstimateDoc`, a policy's options as `PolicyOptions`.
-ANALYSIS_UNTYPED_SIGNATURES = 96
+ANALYSIS_UNTYPED_SIGNATURES = 66
 
 
 def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -40,7 +40,7 @@ from specbench.analysis.compare.samples import (
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.documents.results_model import RunResults
-from specbench.analysis.pipeline.results import build_results, build_typed_results
+from specbench.analysis.pipeline.results import build_results
 from specbench.config.stored import StoredConfig
 from specbench.report.compare.compare import to_dict, to_markdown
 from specbench.report.compare.compare_junit import to_junit
@@ -165,8 +165,14 @@ def side(
 ) -> Side:
     stored = StoredConfig.model_validate(cfg or config())
     env = env if env is not None else ENV
-    results = build_typed_results(records, stored, env) if with_results else None
+    results = build_results(records, stored, env) if with_results else None
     return side_from_records(records, stored, env, label, results)
+
+
+def _document(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """results.json as written for these records, read back as the dict a test edits."""
+    doc: dict[str, Any] = json.loads(build_results(records, stored_config(), ENV).json_text())
+    return doc
 
 
 def from_results(doc: dict[str, Any], label: str) -> Side:
@@ -409,7 +415,7 @@ def test_engine_runs_compare_the_server_environment_not_the_client() -> None:
 def test_unstable_timing_is_noted_and_no_longer_blocks_speedup(
     base_records: list[dict[str, Any]],
 ) -> None:
-    results = build_results(base_records, stored_config(), ENV)
+    results = _document(base_records)
     shaky = copy.deepcopy(results)
     shaky["workloads"][0]["warnings"] = ["unstable timing: draft step time CV 173%"]
     slow = copy.deepcopy(results)
@@ -429,8 +435,8 @@ def test_results_json_only_uses_stored_cis_and_says_so(
     base_records: list[dict[str, Any]],
 ) -> None:
     new = make_records(seed=101, alpha_shift=-0.05, overhead=0.3)
-    base_res = build_results(base_records, stored_config(), ENV)
-    new_res = build_results(new, stored_config(), ENV)
+    base_res = _document(base_records)
+    new_res = _document(new)
     c = compare(from_results(base_res, "a"), from_results(new_res, "b"), STEADY)
     assert c.mode == "stored CIs (normal approximation)"
     assert any("normal approximation" in n for n in c.notes)
@@ -453,7 +459,7 @@ def _turned_off(results: dict[str, Any]) -> dict[str, Any]:
 def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regressed(
     base_records: list[dict[str, Any]],
 ) -> None:
-    results = build_results(base_records, stored_config(), ENV)
+    results = _document(base_records)
     assert results["workloads"][0]["recommendation"]["verdict"] == "on"
     # a flip on noise: same speedup at the recommended γ in both runs → listed, not a regression
     noise = compare(
@@ -476,9 +482,7 @@ def test_verdict_flip_is_always_listed_and_fails_when_the_speedup_behind_it_regr
     assert row(steady, "verdict").status == NOT_SIGNIFICANT
     assert "near its threshold" in row(steady, "verdict").note
     # a flip behind which the speedup really dropped (α − 0.05, +0.3 ms a round): a regression
-    worse = build_results(
-        make_records(seed=101, alpha_shift=-0.05, overhead=0.3), stored_config(), ENV
-    )
+    worse = _document(make_records(seed=101, alpha_shift=-0.05, overhead=0.3))
     real = compare(from_results(results, "a"), from_results(_turned_off(worse), "b"), STEADY)
     assert row(real, "speedup_recommended").status == REGRESSED
     assert row(real, "verdict").status == REGRESSED and real.exit_code == 1

@@ -152,7 +152,7 @@ def test_crossed_verdict_is_undecided_below_the_prompt_resolution() -> None:
         spec = {k: v / 1.6 * start_effect[k[1]] for k, v in base.items()}
         settings = {("model", "fixed", 2): _records("spec", 2, spec, True)}
         return str(
-            recommend(_records("baseline", 0, base, True), settings, 0.05, 0.95, 300)["verdict"]
+            recommend(_records("baseline", 0, base, True), settings, 0.05, 0.95, 300).verdict
         )
 
     assert verdict(5) == "undecided"

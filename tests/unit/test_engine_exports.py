@@ -227,14 +227,14 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     holds only recorded SpeculativeConfig keys."""
     from rich.console import Console
 
-    from specbench.analysis.pipeline.results import build_typed_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.report.run.console import render_summary
     from specbench.report.sections.decision import decision_blocks
     from specbench.report.sections.paste import paste_line
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = build_typed_results(recs, StoredConfig.model_validate(cfg), {})
+    results = build_results(recs, StoredConfig.model_validate(cfg), {})
     console = Console(record=True, width=400)
     render_summary(console, results)
     line = next(x for x in console.export_text().splitlines() if "paste (T=0)" in x)
@@ -247,11 +247,11 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     # an openai run whose servers name no method: no line rather than a guessed one
     env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}
     openai = StoredConfig.model_validate({**cfg, "backend": "openai"})
-    plain = build_typed_results(recs, openai, env)
+    plain = build_results(recs, openai, env)
     g = plain.global_.by_temperature[0]
     assert g.verdict == "on" and paste_line(plain, g) is None
     env["servers"][0] |= {"label": g.drafter, "method": "eagle3"}
-    named = build_typed_results(recs, openai, env)
+    named = build_results(recs, openai, env)
     line = paste_line(named, named.global_.by_temperature[0])
     assert line is not None and '"method": "eagle3"' in line
 

@@ -245,24 +245,25 @@ def test_engine_entry_acceptance_speedup_and_concurrency() -> None:
         failed=[],
         metrics=[r for r in recs if r["kind"] == "engine_metrics"],
     )
-    e, _, _ = serving_entry(grp, AnalysisSettings(n_boot=500))
-    assert e["alpha"]["estimator"] == "accepted_tested"
-    assert e["alpha"]["value"] == pytest.approx(0.75)
-    assert e["alpha_estimators"]["mean_accepted_length"]["value"] == pytest.approx(2.8)
-    assert e["per_position_acceptance"] == pytest.approx([0.8, 0.75, 4 / 6])
-    assert e["engine"]["acceptance_source"] == "per_request_counters"
-    row3 = next(g for g in e["gammas"] if g["gamma"] == 3)
-    assert row3["measured_speedup"]["value"] == pytest.approx(2.0, rel=0.05)  # 1/5 ÷ 1/10
-    assert e["recommendation"]["verdict"] == "on" and e["recommendation"]["gamma"] == 3
-    c8 = next(r for r in e["engine"]["concurrency"] if r["concurrency"] == 8)
-    assert c8["gammas"]["3"]["speedup"]["value"] == pytest.approx(12.0 / 12.6, rel=0.02)
-    assert c8["gammas"]["3"]["throughput_ratio"] == pytest.approx(0.95)
-    assert e["engine"]["stops_paying"]["3"] == {
-        "pays_at": [1],
-        "stops_paying_at": 8,
-        "never_pays": False,
-    }
-    assert e["engine"]["chosen_stops_paying_at"] == 8
+    e, _, _ = serving_entry(("w", 0.0), grp, AnalysisSettings(n_boot=500))
+    assert e.alpha is not None and e.alpha.estimator == "accepted_tested"
+    assert e.alpha.value == pytest.approx(0.75)
+    assert e.alpha_estimators is not None and e.alpha_estimators.mean_accepted_length is not None
+    assert e.alpha_estimators.mean_accepted_length.value == pytest.approx(2.8)
+    assert e.per_position_acceptance == pytest.approx([0.8, 0.75, 4 / 6])
+    assert e.engine is not None and e.engine.acceptance_source == "per_request_counters"
+    row3 = next(g for g in e.gammas if g.gamma == 3)
+    assert row3.measured_speedup is not None
+    assert row3.measured_speedup.value == pytest.approx(2.0, rel=0.05)  # 1/5 ÷ 1/10
+    assert e.recommendation.verdict == "on" and e.recommendation.gamma == 3
+    c8 = next(r for r in e.engine.concurrency if r.concurrency == 8)
+    cell = c8.gammas["3"]
+    assert cell.speedup is not None
+    assert cell.speedup.value == pytest.approx(12.0 / 12.6, rel=0.02)
+    assert cell.throughput_ratio == pytest.approx(0.95)
+    stops = e.engine.stops_paying["3"]
+    assert (stops.pays_at, stops.stops_paying_at, stops.never_pays) == ([1], 8, False)
+    assert e.engine.chosen_stops_paying_at == 8
 
 
 def test_engine_entry_without_counters_marks_acceptance_unavailable() -> None:
@@ -275,12 +276,13 @@ def test_engine_entry_without_counters_marks_acceptance_unavailable() -> None:
         failed=[],
         metrics=[],
     )
-    e, _, _ = serving_entry(grp, AnalysisSettings(n_boot=300))
-    assert e["alpha"] is None
-    assert any("acceptance unavailable" in w for w in e["warnings"])
-    assert e["gammas"] == []  # nothing to predict without acceptance; speedup still measured
-    c1 = e["engine"]["concurrency"][0]
-    assert c1["gammas"]["3"]["speedup"]["value"] == pytest.approx(2.0, rel=0.05)
+    e, _, _ = serving_entry(("w", 0.0), grp, AnalysisSettings(n_boot=300))
+    assert e.alpha is None
+    assert any("acceptance unavailable" in w for w in e.warnings)
+    assert e.gammas == []  # nothing to predict without acceptance; speedup still measured
+    assert e.engine is not None
+    speedup = e.engine.concurrency[0].gammas["3"].speedup
+    assert speedup is not None and speedup.value == pytest.approx(2.0, rel=0.05)
 
 
 # ---------------------------------------------------------------------------------------------

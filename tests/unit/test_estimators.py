@@ -7,6 +7,7 @@ import pytest
 
 from specbench.analysis.arithmetic import roi
 from specbench.analysis.arithmetic.timing_model import linear_fit
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.estimators import acceptance
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.stats.resampling import mean_ci, prompts_needed, ratio_ci
@@ -102,7 +103,7 @@ def test_truncation_curve_matches_iid_curve() -> None:
         assert curve[g] == pytest.approx(roi.expected_tokens(g, alpha), abs=0.04)
 
 
-def _run(t_draft: float, t_ar: float = 10.0, alpha: float = 0.8) -> dict:
+def _run(t_draft: float, t_ar: float = 10.0, alpha: float = 0.8) -> RunResults:
     rng = np.random.default_rng(5)
     recs = []
     for i in range(30):
@@ -116,17 +117,19 @@ def _run(t_draft: float, t_ar: float = 10.0, alpha: float = 0.8) -> dict:
 
 @pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
 def test_verdict_on_with_cheap_draft_and_off_with_slow_draft() -> None:
-    fast = _run(t_draft=0.5)["workloads"][0]
-    assert fast["recommendation"]["verdict"] == "on"
-    assert fast["recommendation"]["speedup"]["ci95"][0] > 1.05
-    assert fast["timing"]["verify_fit"]["t0_ms"] == pytest.approx(10.0, abs=1e-6)
-    assert fast["timing"]["verify_fit"]["t1_ms_per_token"] == pytest.approx(0.2, abs=1e-6)
-    slow = _run(t_draft=9.0)["workloads"][0]
-    assert slow["recommendation"]["verdict"] == "off" and slow["recommendation"]["gamma"] == 0
-    assert slow["recommendation"]["best_measured"]["speedup"]["value"] < 1.0
+    fast = _run(t_draft=0.5).workloads[0]
+    assert fast.recommendation.verdict == "on" and fast.recommendation.speedup is not None
+    assert (fast.recommendation.speedup.ci95[0] or 0.0) > 1.05
+    assert fast.timing.verify_fit.t0_ms == pytest.approx(10.0, abs=1e-6)
+    assert fast.timing.verify_fit.t1_ms_per_token == pytest.approx(0.2, abs=1e-6)
+    slow = _run(t_draft=9.0).workloads[0]
+    assert slow.recommendation.verdict == "off" and slow.recommendation.gamma == 0
+    best = slow.recommendation.best_measured
+    assert best is not None and best.speedup is not None and (best.speedup.value or 0.0) < 1.0
     # predictions agree with the (noise-free) measured speedup within a few percent
-    for row in fast["gammas"]:
-        if row["measured"]:
-            assert row["predicted_speedup"]["empirical"] == pytest.approx(
-                row["measured_speedup"]["value"], rel=0.05
+    for row in fast.gammas:
+        if row.measured:
+            assert row.measured_speedup is not None
+            assert row.predicted_speedup.empirical == pytest.approx(
+                row.measured_speedup.value, rel=0.05
             )

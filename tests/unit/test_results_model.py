@@ -1,5 +1,6 @@
-"""results.json as pydantic models: every document build_results writes validates (transformers
-and engine runs), the shipped JSON Schema is the models' own, and the schema accepts the files."""
+"""results.json as pydantic models: every document build_results builds reads back as written
+(transformers and engine runs), the shipped JSON Schema is the models' own, and the schema
+accepts the files."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from tests.unit.test_engine_metrics import synthetic_engine_run
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _round_trip(results: dict[str, Any]) -> dict[str, Any]:
+def _round_trip(results: RunResults) -> dict[str, Any]:
     """The document as results.json holds it (what `harness.rundir.write_results` writes, read back)."""
-    return json.loads(json.dumps(results, allow_nan=False))
+    doc: dict[str, Any] = json.loads(results.json_text())
+    return doc
 
 
 @pytest.fixture(scope="module")
-def engine_results() -> dict[str, Any]:
+def engine_results() -> RunResults:
     config = {
         "backend": "vllm",
         "name": "eng",
@@ -40,37 +42,37 @@ def engine_results() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def example_results() -> dict[str, Any]:
+def example_results() -> RunResults:
     records, config, env, _ = load_run(ROOT / "docs" / "example-run")
     return build_results(records, config, env)
 
 
-def _validates(results: dict[str, Any]) -> RunResults:
+def _validates(results: RunResults) -> RunResults:
     model = RunResults.model_validate(_round_trip(results))
-    # nothing dropped or renamed: the model holds exactly the document's keys and values
+    # nothing dropped or renamed: the model read back holds exactly the document's keys and values
     back = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
     assert back == _round_trip(results)
     return model
 
 
 @pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)
-def test_the_example_run_validates_in_memory_and_read_back(example_results: dict[str, Any]) -> None:
+def test_the_example_run_validates_in_memory_and_read_back(example_results: RunResults) -> None:
     model = _validates(example_results)
-    # the in-memory dict (int keys, tuples) too: what `harness.rundir.write_results` returns
-    assert RunResults.model_validate(example_results) == model
+    # the model the pipeline built (int keys, tuples) is the one read back from its file
+    assert example_results == model
     assert model.workloads[0].engine is None and model.workloads[0].methods
     assert model.global_.by_temperature
 
 
-def test_a_synthetic_engine_run_validates(engine_results: dict[str, Any]) -> None:
+def test_a_synthetic_engine_run_validates(engine_results: RunResults) -> None:
     model = _validates(engine_results)
-    assert RunResults.model_validate_json(json.dumps(engine_results)) == model
+    assert RunResults.model_validate_json(engine_results.json_text()) == model == engine_results
     e = model.workloads[0]
     assert e.engine is not None and e.engine.per_gamma["3"].gamma == 3
     assert e.timing.engine_round_fit is not None and e.methods is None
 
 
-def test_an_unknown_or_missing_key_fails(example_results: dict[str, Any]) -> None:
+def test_an_unknown_or_missing_key_fails(example_results: RunResults) -> None:
     doc = _round_trip(example_results)
     doc["workloads"][0]["recommendation"]["verdikt"] = "on"
     with pytest.raises(ValidationError, match="verdikt"):
@@ -82,7 +84,7 @@ def test_an_unknown_or_missing_key_fails(example_results: dict[str, Any]) -> Non
 
 
 def test_the_schema_accepts_the_documents(
-    example_results: dict[str, Any], engine_results: dict[str, Any]
+    example_results: RunResults, engine_results: RunResults
 ) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((SCHEMA_DIR / "results.schema.json").read_text())

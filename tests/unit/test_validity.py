@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specbench.analysis.decide.validity import identical_across_prompts
+from specbench.analysis.documents.results_model_workload import VerdictBasis
 from specbench.analysis.estimators.content import answer_checks
 from specbench.analysis.pipeline.acceptance_detail import (
     MIN_POSITION_ROUNDS,
@@ -56,50 +57,54 @@ CONFIG = StoredConfig.model_validate({"workloads": [{"name": "w"}], "decision": 
 
 def test_verdict_uses_only_the_non_degenerate_prompts() -> None:
     res = build_results(_records(8, 6), CONFIG, {})
-    (e,) = res["workloads"]
-    c = e["content"]
-    assert c["n_degenerate"] == 8 and c["reasons"] == {"repetition": 8}
+    (e,) = res.workloads
+    c = e.content
+    assert c is not None and c.n_degenerate == 8 and c.reasons == {"repetition": 8}
     # with the loops counted the pair looks fast enough to turn on …
-    assert c["all_prompts"]["verdict"] == "on"
-    assert c["all_prompts"]["speedup"]["value"] > 1.5
+    assert c.all_prompts is not None and c.all_prompts.verdict == "on"
+    assert c.all_prompts.speedup is not None and (c.all_prompts.speedup.value or 0) > 1.5
     # … over the text prompts it is slower than plain decoding (round 16 ms for 1 token vs 10 ms)
-    assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10 / 16, rel=1e-6)
-    assert c["non_degenerate"]["alpha"]["value"] == 0.0
-    rec = e["recommendation"]
-    assert rec["verdict"] == "off"
-    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 6, "n_degenerate_excluded": 8}
-    assert rec["reason"].startswith("over the 6 of 14 non-degenerate prompts")
-    assert any(w.startswith("degenerate output: 8 of 14") for w in e["warnings"])
-    assert c["differs_beyond_intervals"]
-    assert any("inflated by repetition" in w for w in e["warnings"])
+    clean = c.non_degenerate
+    assert clean is not None and clean.speedup is not None and clean.alpha is not None
+    assert clean.speedup.value == pytest.approx(10 / 16, rel=1e-6)
+    assert clean.alpha.value == 0.0
+    rec = e.recommendation
+    assert rec.verdict == "off"
+    assert rec.basis == VerdictBasis(prompts="non_degenerate", n_used=6, n_degenerate_excluded=8)
+    assert rec.reason.startswith("over the 6 of 14 non-degenerate prompts")
+    assert any(w.startswith("degenerate output: 8 of 14") for w in e.warnings)
+    assert c.differs_beyond_intervals
+    assert any("inflated by repetition" in w for w in e.warnings)
 
 
 def test_too_few_real_answers_is_not_measured_and_stays_out_of_the_pool() -> None:
     res = build_results(_records(5, 1), CONFIG, {})
-    (e,) = res["workloads"]
-    assert e["recommendation"]["verdict"] == "not_measured"
-    assert e["recommendation"]["reason"].startswith("degenerate output (5 of 6")
-    (pool,) = res["global"]["by_temperature"]
-    assert pool["workloads"] == [] and pool["not_measured"] == ["w"]
+    (e,) = res.workloads
+    assert e.recommendation.verdict == "not_measured"
+    assert e.recommendation.reason.startswith("degenerate output (5 of 6")
+    (pool,) = res.global_.by_temperature
+    assert pool.workloads == [] and pool.not_measured == ["w"]
 
 
 def test_clean_workload_is_unchanged() -> None:
     res = build_results(_records(0, 6), CONFIG, {})
-    (e,) = res["workloads"]
-    assert e["content"]["n_degenerate"] == 0 and "all_prompts" not in e["content"]
-    assert e["recommendation"]["basis"]["prompts"] == "all"
-    assert not any("degenerate" in w for w in e["warnings"])
+    (e,) = res.workloads
+    assert e.content is not None and e.content.n_degenerate == 0
+    assert "all_prompts" not in e.content.model_fields_set  # written only with degenerate ones
+    assert e.recommendation.basis is not None and e.recommendation.basis.prompts == "all"
+    assert not any("degenerate" in w for w in e.warnings)
 
 
 def test_per_prompt_alpha_beside_the_token_pooled_one() -> None:
     """One prompt accepts everything (α_p = 1), the other nothing (α_p = 0): the mean over prompts
     is 1/2; pooled over verified positions it is 40·4 / (40·4 + 6·1)."""
     res = build_results(_records(1, 1) + _records(0, 0), CONFIG, {})
-    ppa = res["workloads"][0]["per_prompt_alpha"]
-    assert sorted(v["alpha"] for v in ppa["values"]) == [0.0, 1.0]
-    assert ppa["request_mean"]["value"] == pytest.approx(0.5)
-    assert ppa["token_pooled"]["value"] == pytest.approx(160 / 166, abs=1e-6)
-    assert [v["degenerate"] for v in ppa["values"]] == [True, False]
+    ppa = res.workloads[0].per_prompt_alpha
+    assert ppa is not None and ppa.request_mean is not None and ppa.token_pooled is not None
+    assert sorted(v.alpha or 0.0 for v in ppa.values) == [0.0, 1.0]
+    assert ppa.request_mean.value == pytest.approx(0.5)
+    assert ppa.token_pooled.value == pytest.approx(160 / 166, abs=1e-6)
+    assert [v.degenerate for v in ppa.values] == [True, False]
 
 
 def test_heterogeneity_hand_computed() -> None:
@@ -111,14 +116,14 @@ def test_heterogeneity_hand_computed() -> None:
         spec_record(rng, "a", 4, [1.0] * 4, 10),
         spec_record(rng, "b", 4, [0.0] * 4, 30),
     ]
-    rows = {r["gamma"]: r for r in heterogeneity(recs, 4)}
-    assert rows[1]["per_prompt_pooled"] == pytest.approx(80 / 55, abs=1e-6)
-    assert rows[1]["round_pooled"] == pytest.approx(1.25)
-    assert rows[4]["per_prompt_pooled"] == pytest.approx(2.0)  # = tokens / rounds at γ_max
+    rows = {r.gamma: r for r in heterogeneity(recs, 4)}
+    assert rows[1].per_prompt_pooled == pytest.approx(80 / 55, abs=1e-6)
+    assert rows[1].round_pooled == pytest.approx(1.25)
+    assert rows[4].per_prompt_pooled == pytest.approx(2.0)  # = tokens / rounds at γ_max
     # pooled α = 40 / 70 verified positions; iid per prompt at α = 1 and 0
     alpha = 40 / 70
-    assert rows[2]["iid_at_pooled_alpha"] == pytest.approx(1 + alpha + alpha**2, abs=1e-6)
-    assert rows[2]["iid_per_prompt"] == pytest.approx(80 / (50 / 3 + 30 / 1), abs=1e-6)
+    assert rows[2].iid_at_pooled_alpha == pytest.approx(1 + alpha + alpha**2, abs=1e-6)
+    assert rows[2].iid_per_prompt == pytest.approx(80 / (50 / 3 + 30 / 1), abs=1e-6)
 
 
 def test_per_position_rates_and_thin_positions() -> None:
@@ -130,10 +135,11 @@ def test_per_position_rates_and_thin_positions() -> None:
         spec_record(rng, "b", 4, [0.0] * 4, 30),
     ]
     pos = per_position_intervals(recs, 4, 200, 0.95)
-    assert pos[0]["rate"] == pytest.approx(0.25) and pos[0]["rounds"] == 40
-    assert pos[0]["enough"] and pos[0]["ci95"][0] <= 0.25 <= pos[0]["ci95"][1]
-    assert [p["rounds"] for p in pos[1:]] == [10, 10, 10]
-    assert all(p["rate"] == 1.0 and not p["enough"] for p in pos[1:])
+    assert pos[0].rate == pytest.approx(0.25) and pos[0].rounds == 40
+    lo, hi = pos[0].ci95
+    assert pos[0].enough and lo is not None and hi is not None and lo <= 0.25 <= hi
+    assert [p.rounds for p in pos[1:]] == [10, 10, 10]
+    assert all(p.rate == 1.0 and not p.enough for p in pos[1:])
     assert MIN_POSITION_ROUNDS > 10
 
 
@@ -158,12 +164,13 @@ def test_mean_target_logprob_per_prompt_then_over_prompts() -> None:
         r["content"] = [
             {**answer_checks(r["output_ids"][0], r["answers"][0], "max_new_tokens", lp)}
         ]
-    c = build_results(recs, CONFIG, {})["workloads"][0]["content"]
-    assert c["mean_target_logprob"] == pytest.approx(-1.1)
-    assert c["mean_target_logprob_degenerate"] == pytest.approx(-0.2)
-    assert c["mean_target_logprob_non_degenerate"] == pytest.approx(-2.0)
-    none = build_results(_records(1, 1), CONFIG, {})["workloads"][0]["content"]
-    assert none["mean_target_logprob"] is None  # computed from the answers: not measured
+    c = build_results(recs, CONFIG, {}).workloads[0].content
+    assert c is not None
+    assert c.mean_target_logprob == pytest.approx(-1.1)
+    assert c.mean_target_logprob_degenerate == pytest.approx(-0.2)
+    assert c.mean_target_logprob_non_degenerate == pytest.approx(-2.0)
+    none = build_results(_records(1, 1), CONFIG, {}).workloads[0].content
+    assert none is not None and none.mean_target_logprob is None  # from the answers: not measured
 
 
 def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
@@ -188,17 +195,21 @@ def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
 
 def test_engine_run_flags_loops_and_decides_on_real_text() -> None:
     res = build_results(_engine_records(16, 12), CONFIG, {})
-    (e,) = res["workloads"]
-    c = e["content"]
-    assert c["n_degenerate"] == 16 and c["reasons"] == {"repetition": 16}
-    assert c["all_prompts"]["verdict"] == "on"  # the loops would have turned it on
-    rec = e["recommendation"]
-    assert rec["verdict"] == "off"
-    assert rec["basis"] == {"prompts": "non_degenerate", "n_used": 12, "n_degenerate_excluded": 16}
-    assert c["non_degenerate"]["speedup"]["value"] == pytest.approx(10.0 / 10.5, rel=0.02)
-    assert e["engine"]["chosen_gamma"] == 3  # the best measured (OFF) setting, re-pointed
-    assert any(w.startswith("degenerate output: 16 of 28") for w in e["warnings"])
-    assert c["differs_beyond_intervals"]  # speedup ≈ 2× vs 0.95×
-    clean = build_results(_engine_records(0, 7), CONFIG, {})["workloads"][0]
-    assert clean["content"]["n_degenerate"] == 0
-    assert clean["recommendation"]["basis"]["prompts"] == "all"
+    (e,) = res.workloads
+    c = e.content
+    assert c is not None and c.n_degenerate == 16 and c.reasons == {"repetition": 16}
+    assert c.all_prompts is not None
+    assert c.all_prompts.verdict == "on"  # the loops would have turned it on
+    rec = e.recommendation
+    assert rec.verdict == "off"
+    assert rec.basis == VerdictBasis(prompts="non_degenerate", n_used=12, n_degenerate_excluded=16)
+    assert c.non_degenerate is not None and c.non_degenerate.speedup is not None
+    assert c.non_degenerate.speedup.value == pytest.approx(10.0 / 10.5, rel=0.02)
+    assert e.engine is not None
+    assert e.engine.chosen_gamma == 3  # the best measured (OFF) setting, re-pointed
+    assert any(w.startswith("degenerate output: 16 of 28") for w in e.warnings)
+    assert c.differs_beyond_intervals  # speedup ≈ 2× vs 0.95×
+    clean = build_results(_engine_records(0, 7), CONFIG, {}).workloads[0]
+    assert clean.content is not None and clean.content.n_degenerate == 0
+    assert clean.recommendation.basis is not None
+    assert clean.recommendation.basis.prompts == "all"

@@ -127,7 +127,7 @@ def false_on_rate(
     for r in range(reps):
         base, settings = boundary_run(rng, n, k, 1.0 + margin, base_noise)
         rec = recommend(base, settings, margin, 0.95, n_boot, seed=seed * 100003 + r)
-        hits += rec["verdict"] == "on"
+        hits += rec.verdict == "on"
     return _rate(hits, reps)
 
 
@@ -161,8 +161,8 @@ def methods_false_on_rate(
             ]  # fmt: skip
         grp = group_records(records)[("w", 0.0)]
         rec = recommend(grp["baseline"], grp["spec"], margin, 0.95, 1000, seed=seed * 100003 + r)
-        counted = rec["candidates"]
-        hits += rec["verdict"] == "on"
+        counted = rec.candidates
+        hits += rec.verdict == "on"
     return _rate(hits, reps), counted
 
 
@@ -189,7 +189,7 @@ def power_on(n: int, k: int, speedup: float, reps: int, seed: int = 3) -> Rate:
     hits = 0
     for r in range(reps):
         base, settings = boundary_run(rng, n, k, speedup)
-        hits += recommend(base, settings, 0.05, 0.95, 1000, seed=r)["verdict"] == "on"
+        hits += recommend(base, settings, 0.05, 0.95, 1000, seed=r).verdict == "on"
     return _rate(hits, reps)
 
 
@@ -213,7 +213,7 @@ def pool_false_on_rate(n: int, reps: int, seed: int = 4, margin: float = 0.05) -
                 )
             )
         rec = pool_recommendation(0.0, inputs, margin, 0.95, 1000)
-        hits += rec["verdict"] == "on"
+        hits += rec.verdict == "on"
         del r
     return _rate(hits, reps)
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Literal, cast
 
 import numpy as np
 
 from specbench.analysis.decide.recommend import common_prompts
 from specbench.analysis.decide.validity import assess
+from specbench.analysis.documents.results_model_workload import AdaptiveCell, SequenceRow
 from specbench.analysis.estimators.latency import pair
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats import signflip
@@ -152,7 +153,7 @@ def adaptive_summary(
     spec: list[Record],
     config: StoredConfig,
     failed: Sequence[Record] = (),
-) -> dict[str, Any]:
+) -> AdaptiveCell:
     """results.json's `adaptive` of one entry: the state ("on", "off", "undecided", "futile"),
     n prompts, the prompts left, each candidate's sequence."""
     records = [*baseline, *spec, *failed]
@@ -190,22 +191,24 @@ def adaptive_summary(
             text = f"undecided at the budget after {n} prompts: {need}"
         else:
             text = f"undecided after {n} prompts: {need}"
-    return {
-        "state": "futile" if d.futile else d.state,
-        "chosen": d.chosen,
-        "n_prompts": n,
-        "more_prompts": d.more_prompts,
-        "prompts_left": left,
-        "summary": text,
-        "level": json_num(1.0 - s.alpha),
-        "candidates_k": s.candidates,
-        "sequences": [
-            {
-                "setting": b.label,
-                "n": b.n,
-                "speedup": json_num(b.speedup),
-                "interval": [json_num(b.lo), json_num(b.hi)],
-            }
+    # the sequential decision's state is one of AdaptiveCell's (the model checks it)
+    state = cast(Literal["on", "off", "undecided", "futile"], "futile" if d.futile else d.state)
+    return AdaptiveCell(
+        state=state,
+        chosen=d.chosen,
+        n_prompts=n,
+        more_prompts=d.more_prompts,
+        prompts_left=left,
+        summary=text,
+        level=json_num(1.0 - s.alpha),
+        candidates_k=s.candidates,
+        sequences=[
+            SequenceRow(
+                setting=b.label,
+                n=b.n,
+                speedup=json_num(b.speedup),
+                interval=(json_num(b.lo), json_num(b.hi)),
+            )
             for b in d.bounds
         ],
-    }
+    )

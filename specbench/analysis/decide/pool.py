@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -26,9 +25,11 @@ from specbench.analysis.decide.recommend import (
     fmt_bound,
     need_text,
     one_sided,
-    setting_label,
     setting_name,
+    setting_speedup,
 )
+from specbench.analysis.documents.results_model import PoolDecision
+from specbench.analysis.documents.results_model_base import EstimateJSON, Verdict
 from specbench.analysis.estimators.latency import Paired
 from specbench.analysis.stats import signflip
 from specbench.analysis.stats.serialize import json_num
@@ -75,32 +76,35 @@ def pool_recommendation(
     margin: float,
     level: float,
     n_boot: int,
-) -> dict[str, Any]:
-    """One setting (or off, or undecided) for a pool serving every workload at this temperature."""
+) -> PoolDecision:
+    """One setting (or off, or undecided) for a pool serving every workload at this temperature;
+    its `on_for` / `off_for` / `not_measured` lists are the caller's (the workloads' own verdicts,
+    empty here)."""
     del n_boot  # the sign-flip test needs no resamples
     alpha = 1.0 - one_sided(level)
     total = sum(w.weight for w in inputs) or 1.0
     a = {w.workload: w.weight / total * w.baseline_itl_ms for w in inputs}
     routed = sum(a.values()) / sum(a[w.workload] / w.own_speedup for w in inputs)
     keys = sorted(set.intersection(*(set(w.paired) for w in inputs)) if inputs else set())
-    out: dict[str, Any] = {
-        "temperature": temperature,
-        "workloads": [w.workload for w in inputs],
-        "rule": RULE + " (time-weighted pool speedup)",
-        "candidates": len(keys),
-        "false_on_rate": json_num(alpha),
-        "false_off_rate": json_num(alpha),
-        "per_workload_routing_speedup": json_num(routed),
-    }
+    out = PoolDecision(
+        temperature=temperature,
+        workloads=[w.workload for w in inputs],
+        rule=RULE + " (time-weighted pool speedup)",
+        candidates=len(keys),
+        false_on_rate=json_num(alpha),
+        false_off_rate=json_num(alpha),
+        per_workload_routing_speedup=json_num(routed),
+        verdict="not_measured",
+        gamma=0,
+        speedup=None,
+        reason="no setting measured on at least 2 prompts of every workload: not a verdict",
+        on_for=[],
+        off_for=[],
+        not_measured=[],
+    )
     pooled = pool_pivots(inputs, keys) if keys else None
     if pooled is None:
-        return {
-            **out,
-            "verdict": "not_measured",
-            "gamma": 0,
-            "speedup": None,
-            "reason": "no setting measured on at least 2 prompts of every workload: not a verdict",
-        }
+        return out
     piv, prompts = pooled
     d = signflip.decide(piv, 1.0 + margin, alpha)
     # each workload's traffic share rests on its own prompts only: the pool is no better measured
@@ -119,28 +123,23 @@ def pool_recommendation(
     table = []
     for i, k in enumerate(keys):
         lo, hi = signflip.interval(RatioPivots(piv.y[i : i + 1], piv.x[i : i + 1]), level)
-        table.append(
-            {
-                **setting_label(k),
-                "speedup": {"value": json_num(points[i]), "ci95": [json_num(lo), json_num(hi)]},
-                "decision_lower_bound": json_num(d.lower[i]),
-                "decision_upper_bound": json_num(d.upper[i]),
-            }
-        )
+        speedup = EstimateJSON(value=json_num(points[i]), ci95=(json_num(lo), json_num(hi)))
+        table.append(setting_speedup(k, speedup, (json_num(d.lower[i]), json_num(d.upper[i]))))
     best = int(np.nanargmax(points)) if np.isfinite(points).any() else 0
-    out.update({"critical_value": json_num(d.critical_on), "settings": table})
-    out.update(decision_numbers(piv, d, d.chosen if d.chosen is not None else best, margin, alpha))
+    out.critical_value = json_num(d.critical_on)
+    out.settings = table
+    numbers = decision_numbers(piv, d, d.chosen if d.chosen is not None else best, margin, alpha)
+    for name in numbers.model_fields_set:
+        setattr(out, name, getattr(numbers, name))
     if d.outcome == "on" and d.chosen is not None:
         i = d.chosen
-        return {
-            **out,
-            **setting_label(keys[i]),
-            "verdict": "on",
-            "speedup": table[i]["speedup"],
-            "decision_lower_bound": json_num(d.lower[i]),
-            "reason": f"pool lower bound {d.lower[i]:.3f} > 1 + margin {margin:g}",
-        }
-    verdict = d.outcome
+        out.drafter, out.policy, out.gamma = keys[i]
+        out.verdict = "on"
+        out.speedup = table[i].speedup
+        out.decision_lower_bound = json_num(d.lower[i])
+        out.reason = f"pool lower bound {d.lower[i]:.3f} > 1 + margin {margin:g}"
+        return out
+    verdict: Verdict = "off" if d.outcome == "off" else "undecided"
     if short:
         why = f"{short}; the pool is no better measured than its least-measured workload"
     else:
@@ -148,16 +147,13 @@ def pool_recommendation(
             f"every setting's pool upper bound is below 1 + margin {1 + margin:g}"
             if verdict == "off"
             else f"no single setting is shown to clear 1 + margin {margin:g} for the whole "
-            f"pool, nor shown not to; " + need_text(out.get("prompts_needed"), d.n)
+            f"pool, nor shown not to; " + need_text(out.prompts_needed, d.n)
         )
-    return {
-        **out,
-        "verdict": verdict,
-        "gamma": 0,
-        "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-        "best_measured": table[best],
-        "reason": (
-            f"{why} (best {setting_name(keys[best])}: {points[best]:.3f}×, bounds "
-            f"[{fmt_bound(d.lower[best])}, {fmt_bound(d.upper[best])}])"
-        ),
-    }
+    out.verdict = verdict
+    out.speedup = EstimateJSON(value=1.0, ci95=(1.0, 1.0))
+    out.best_measured = table[best]
+    out.reason = (
+        f"{why} (best {setting_name(keys[best])}: {points[best]:.3f}×, bounds "
+        f"[{fmt_bound(d.lower[best])}, {fmt_bound(d.upper[best])}])"
+    )
+    return out

@@ -27,10 +27,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from specbench.analysis.documents.results_model_base import (
+    DecisionNumbers,
+    EstimateJSON,
+    ModelOptimum,
+    SettingSpeedup,
+)
+from specbench.analysis.documents.results_model_workload import ItlPair, Recommendation
 from specbench.analysis.estimators.latency import Paired, pair, speedup_of
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats import signflip
@@ -44,7 +50,7 @@ from specbench.analysis.stats.resampling import (
     log_linear_replicates,
     simultaneous_lower,
 )
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.signflip import Decision, RatioPivots, throughput_pivots
 from specbench.record_line import RecordLine
 
@@ -91,8 +97,35 @@ def setting_name(key: SettingKey) -> str:
     return name if policy in ("", "fixed") else f"{name} ({policy})"
 
 
-def setting_label(key: SettingKey) -> dict[str, Any]:
-    return {"drafter": key[0], "policy": key[1], "gamma": key[2]}
+def setting_speedup(
+    key: SettingKey,
+    speedup: EstimateJSON | None,
+    bounds: tuple[float | None, float | None] | None = None,
+) -> SettingSpeedup:
+    """A measured setting with its speedup and, where the rule computed them, its decision
+    bounds (lower, upper; without them the keys stay out of results.json)."""
+    out = SettingSpeedup(drafter=key[0], policy=key[1], gamma=key[2], speedup=speedup)
+    if bounds is not None:
+        out.decision_lower_bound, out.decision_upper_bound = bounds
+    return out
+
+
+@dataclass(frozen=True)
+class QuotedFigures:
+    """What an entry's recommendation quotes from the figures it was decided beside: the
+    baseline's ITL, each measured setting's (the methods table's; else the γ table's at that γ),
+    and the timing model's optimum."""
+
+    baseline_itl_ms: float | None
+    method_itl_ms: dict[SettingKey, float | None]
+    gamma_itl_ms: dict[int, float | None]
+    model_optimum: ModelOptimum | None
+
+    def itl_at(self, rec: Recommendation) -> float | None:
+        key = (rec.drafter or "", rec.policy or "", rec.gamma)
+        if key in self.method_itl_ms:
+            return self.method_itl_ms[key]
+        return self.gamma_itl_ms.get(rec.gamma)
 
 
 @dataclass(frozen=True)
@@ -175,7 +208,7 @@ def cluster_pivots(paired: list[Paired]) -> RatioPivots:
 
 def decision_numbers(
     piv: RatioPivots, d: Decision, k: int, margin: float, alpha: float
-) -> dict[str, Any]:
+) -> DecisionNumbers:
     """What every verdict states beside its outcome: prompts, effective prompts, the test's
     resolution, the speedup it detects with 80 % power, and for UNDECIDED the prompts that would
     likely settle it (docs/theory.md §8)."""
@@ -184,19 +217,19 @@ def decision_numbers(
     se = signflip.se_log(piv, k, line) if n >= 2 else math.nan
     ratio = signflip.detectable_ratio(se, n, alpha, k_count)
     detectable = line * ratio if ratio <= MAX_RELATIVE else None
-    out: dict[str, Any] = {
-        "n_prompts": n,
-        "n_eff": json_num(d.n_eff),
-        "min_prompts": signflip.min_prompts(alpha),
-        "detectable_speedup": json_num(detectable),
-    }
+    out = DecisionNumbers(
+        n_prompts=n,
+        n_eff=json_num(d.n_eff),
+        min_prompts=signflip.min_prompts(alpha),
+        detectable_speedup=json_num(detectable),
+    )
     if d.outcome == "undecided":
         est = float(piv.estimates[k])
         effect = abs(math.log(est / line)) if est > 0 else math.nan
         need = signflip.prompts_for_power(effect, se * math.sqrt(n), alpha, k_count)
         if n < signflip.min_prompts(alpha) and need is not None:
             need = max(need, signflip.min_prompts(alpha))
-        out["prompts_needed"] = need
+        out.prompts_needed = need
     return out
 
 
@@ -256,65 +289,64 @@ def recommend(
     level: float,
     n_boot: int,
     seed: int = DEFAULT_SEED,
-) -> dict[str, Any]:
+) -> Recommendation:
     """The selection-aware three-outcome verdict for one workload × temperature (module
-    docstring; docs/theory.md §8)."""
+    docstring; docs/theory.md §8). Its `itl_ms` and `model_optimum` are the entry's
+    (`decide_entry` sets them)."""
     alpha = 1.0 - one_sided(level)
-    out: dict[str, Any] = {
-        "rule": RULE,
-        "candidates": 0,
-        "false_on_rate": json_num(alpha),
-        "false_off_rate": json_num(alpha),
-        "margin": margin,
-    }
+    rec = Recommendation(
+        rule=RULE,
+        candidates=0,
+        false_on_rate=json_num(alpha),
+        false_off_rate=json_num(alpha),
+        margin=margin,
+        gamma=0,
+        verdict="not_measured",
+        speedup=None,
+        reason="no speculative setting was measured (only the baseline): not a verdict",
+        itl_ms=None,
+        model_optimum=None,
+    )
     wd = workload_decision(base, settings, margin, level, n_boot, seed)
     if wd is None:
-        return {**out, "gamma": 0, "verdict": "not_measured", "speedup": None,
-                "reason": "no speculative setting was measured (only the baseline): not a verdict"}  # fmt: skip
+        return rec
     keys, marginal, piv, d = wd.keys, wd.marginal, wd.pivots, wd.decision
-    out["candidates"] = len(keys)
+    rec.candidates = len(keys)
     points = {k: _value(marginal[k]) for k in keys}
     best = max(keys, key=lambda k: points[k] if math.isfinite(points[k]) else -math.inf)
     kb = keys.index(best)
-    out.update(decision_numbers(piv, d, d.chosen if d.chosen is not None else kb, margin, alpha))
-    out["critical_value"] = json_num(d.critical_on)
+    numbers = decision_numbers(piv, d, d.chosen if d.chosen is not None else kb, margin, alpha)
+    for name in numbers.model_fields_set:
+        setattr(rec, name, getattr(numbers, name))
+    rec.critical_value = json_num(d.critical_on)
     line = 1.0 + margin
     basis = (
         f"{d.n} prompts, effective {d.n_eff:.1f}" if math.isfinite(d.n_eff) else f"{d.n} prompts"
     )
     if d.outcome == "on" and d.chosen is not None:
         chosen = keys[d.chosen]
-        return {
-            **out,
-            **setting_label(chosen),
-            "verdict": "on",
-            "speedup": est_json(marginal[chosen]),
-            "decision_lower_bound": json_num(d.lower[d.chosen]),
-            "reason": (
-                f"simultaneous lower bound {d.lower[d.chosen]:.3f} > 1 + margin {margin:g} "
-                f"(best of {len(keys)} settings, selection accounted for; {basis})"
-            ),
-        }
-    best_measured = {
-        **setting_label(best),
-        "speedup": est_json(marginal[best]),
-        "decision_lower_bound": json_num(d.lower[kb]),
-        "decision_upper_bound": json_num(d.upper[kb]),
-    }
+        rec.drafter, rec.policy, rec.gamma = chosen
+        rec.verdict = "on"
+        rec.speedup = EstimateJSON.of(marginal[chosen])
+        rec.decision_lower_bound = json_num(d.lower[d.chosen])
+        rec.reason = (
+            f"simultaneous lower bound {d.lower[d.chosen]:.3f} > 1 + margin {margin:g} "
+            f"(best of {len(keys)} settings, selection accounted for; {basis})"
+        )
+        return rec
+    rec.speedup = EstimateJSON(value=1.0, ci95=(1.0, 1.0))
+    rec.best_measured = setting_speedup(
+        best, EstimateJSON.of(marginal[best]), (json_num(d.lower[kb]), json_num(d.upper[kb]))
+    )
     if d.outcome == "off":
         worst = min(keys, key=lambda k: points[k] if math.isfinite(points[k]) else math.inf)
-        return {
-            **out,
-            "gamma": 0,
-            "verdict": "off",
-            "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-            "best_measured": best_measured,
-            "reason": (
-                f"shown not to pay: every setting's upper bound is below 1 + margin {line:g} "
-                f"(best {setting_name(best)}: {points[best]:.3f}×, upper bound {d.upper[kb]:.3f}; {basis})"
-            ),
-            "loss_avoided": {**setting_label(worst), "speedup": est_json(marginal[worst])},
-        }
+        rec.verdict = "off"
+        rec.reason = (
+            f"shown not to pay: every setting's upper bound is below 1 + margin {line:g} "
+            f"(best {setting_name(best)}: {points[best]:.3f}×, upper bound {d.upper[kb]:.3f}; {basis})"
+        )
+        rec.loss_avoided = setting_speedup(worst, EstimateJSON.of(marginal[worst]))
+        return rec
     if d.n < signflip.min_prompts(alpha):
         why = (
             f"{d.n} prompts cannot decide at a {alpha:.1%} error rate (the test needs at least "
@@ -325,15 +357,9 @@ def recommend(
             f"best setting {setting_name(best)} gives {points[best]:.3f}×; its bounds "
             f"[{fmt_bound(d.lower[kb])}, {fmt_bound(d.upper[kb])}] contain 1 + margin {line:g} ({basis})"
         )
-    return {
-        **out,
-        "gamma": 0,
-        "verdict": "undecided",
-        "speedup": {"value": 1.0, "ci95": [1.0, 1.0]},
-        "best_measured": best_measured,
-        "reason": f"undecided, speculation stays off: {why}; "
-        + need_text(out.get("prompts_needed"), d.n),
-    }
+    rec.verdict = "undecided"
+    rec.reason = f"undecided, speculation stays off: {why}; " + need_text(rec.prompts_needed, d.n)
+    return rec
 
 
 def fmt_bound(x: float) -> str:
@@ -341,41 +367,25 @@ def fmt_bound(x: float) -> str:
 
 
 def decide_entry(
-    out: dict[str, Any],
+    quoted: QuotedFigures,
     base: list[RecordLine],
     settings: dict[SettingKey, list[RecordLine]],
     failed: list[RecordLine],
     margin: float,
     level: float,
     n_boot: int,
-) -> None:
+) -> Recommendation:
     """The workload's recommendation over every measured setting (`analysis.decide.recommend`), or
-    "not_measured" when its speculative settings produced no record but failures."""
+    "not_measured" when its speculative settings produced no record but failures; with the ITLs
+    it compares and the model's optimum, from the entry's figures."""
     rec = recommend(base, settings, margin, level, n_boot)
     measured = any(recs for recs in settings.values())
     if not measured and any(f.get("gamma") for f in failed):
-        rec = {
-            **rec,
-            "verdict": "not_measured",
-            "reason": f"every speculative setting failed ({len(failed)} failed units): not a verdict",
-        }
-    if rec["verdict"] == "on":
-        rec["itl_ms"] = {
-            "baseline": (out.get("baseline_itl_ms") or {}).get("value"),
-            "speculative": _itl_of(out, rec),
-        }
-    else:
-        base_itl = (out.get("baseline_itl_ms") or {}).get("value")
-        rec["itl_ms"] = {"baseline": base_itl, "speculative": base_itl}
-    rec["model_optimum"] = out.get("model_optimum")
-    out["recommendation"] = rec
-
-
-def _itl_of(out: dict[str, Any], rec: dict[str, Any]) -> float | None:
-    for m in out.get("methods") or []:
-        if (m["drafter"], m["policy"], m["gamma"]) == (rec["drafter"], rec["policy"], rec["gamma"]):
-            return (m.get("itl_ms") or {}).get("value")
-    for row in out.get("gammas") or []:
-        if row["gamma"] == rec["gamma"] and row.get("itl_ms"):
-            return row["itl_ms"]["value"]
-    return None
+        rec.verdict = "not_measured"
+        rec.reason = f"every speculative setting failed ({len(failed)} failed units): not a verdict"
+    base_itl = quoted.baseline_itl_ms
+    rec.itl_ms = ItlPair(
+        baseline=base_itl, speculative=quoted.itl_at(rec) if rec.verdict == "on" else base_itl
+    )
+    rec.model_optimum = quoted.model_optimum
+    return rec

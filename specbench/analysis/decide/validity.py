@@ -22,12 +22,21 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from specbench.analysis.decide.recommend import MIN_PROMPTS, decide_entry, recommend
+from specbench.analysis.decide.recommend import MIN_PROMPTS, QuotedFigures, decide_entry, recommend
+from specbench.analysis.documents.results_model_base import EstimateJSON, SettingLabel
+from specbench.analysis.documents.results_model_workload import (
+    ContentCheck,
+    ContentSubset,
+    DegeneratePrompt,
+    ItlPair,
+    Recommendation,
+    VerdictBasis,
+)
 from specbench.analysis.estimators.acceptance import estimate_alpha
 from specbench.analysis.estimators.content import (
     IDENTICAL_MIN_TOKENS,
@@ -37,7 +46,7 @@ from specbench.analysis.estimators.content import (
 from specbench.analysis.estimators.latency import pair, pooled_itl, speedup_of
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats.resampling import Estimate
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
 Records = list[RecordLine]
@@ -51,7 +60,7 @@ class Validity:
     degenerate: dict[str, str]  # prompt id → reason
     clean_base: Records
     clean_settings: dict[SettingKey, Records]
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: ContentCheck
 
     @property
     def n_clean(self) -> int:
@@ -138,29 +147,29 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
         for k, recs in settings.items()
     }
     kinds = Counter(_category(reason) for reason in degenerate.values())
-    summary: dict[str, Any] = {
-        "checked": bool(turns),
-        "n_prompts": len(prompts),
-        "n_degenerate": len(degenerate),
-        "degenerate_share": json_num(len(degenerate) / len(prompts)) if prompts else None,
-        "reasons": dict(sorted(kinds.items())),
-        "degenerate_prompts": [
-            {"prompt_id": pid, "reason": degenerate[pid], "answer_tail": examples[pid]}
+    summary = ContentCheck(
+        checked=bool(turns),
+        n_prompts=len(prompts),
+        n_degenerate=len(degenerate),
+        degenerate_share=json_num(len(degenerate) / len(prompts)) if prompts else None,
+        reasons=dict(sorted(kinds.items())),
+        degenerate_prompts=[
+            DegeneratePrompt(prompt_id=pid, reason=degenerate[pid], answer_tail=examples[pid])
             for pid in sorted(degenerate)
         ],
-        "answers": len(turns),
-        "hit_length_limit_share": _share([bool(c.get("hit_length_limit")) for c in turns]),
-        "early_eos_share": _share([bool(c.get("early_eos")) for c in turns]),
-        "empty_share": _share([bool(c.get("empty")) for c in turns]),
-        "median_repeated_ngram_share": _median([c.get("repeated_ngram_share") for c in turns]),
-        "median_compression_ratio": _median([c.get("compression_ratio") for c in turns]),
+        answers=len(turns),
+        hit_length_limit_share=_share([bool(c.get("hit_length_limit")) for c in turns]),
+        early_eos_share=_share([bool(c.get("early_eos")) for c in turns]),
+        empty_share=_share([bool(c.get("empty")) for c in turns]),
+        median_repeated_ngram_share=_median([c.get("repeated_ngram_share") for c in turns]),
+        median_compression_ratio=_median([c.get("compression_ratio") for c in turns]),
         # docs/theory.md §13: near 0 with repetition = the target loops; low = sampled noise
-        "mean_target_logprob": _prompt_mean(logprobs, lambda pid: True),
-        "mean_target_logprob_degenerate": _prompt_mean(logprobs, lambda pid: pid in degenerate),
-        "mean_target_logprob_non_degenerate": _prompt_mean(
+        mean_target_logprob=_prompt_mean(logprobs, lambda pid: True),
+        mean_target_logprob_degenerate=_prompt_mean(logprobs, lambda pid: pid in degenerate),
+        mean_target_logprob_non_degenerate=_prompt_mean(
             logprobs, lambda pid: pid not in degenerate
         ),
-    }
+    )
     return Validity(len(prompts), degenerate, clean_base, clean_settings, summary)
 
 
@@ -186,29 +195,39 @@ def _disjoint(a: Estimate | None, b: Estimate | None) -> bool:
     return a.hi < b.lo or b.hi < a.lo
 
 
+@dataclass(frozen=True)
+class CleanComparison:
+    """An entry's content section (α and the speedup over all and over the non-degenerate
+    prompts) and the warnings it adds (docs/theory.md §13)."""
+
+    content: ContentCheck
+    warnings: list[str]
+
+
 def compare_clean(
     v: Validity,
-    out: dict[str, Any],
+    rec: Recommendation,
     base: Records,
     primary: dict[int, Records],
     settings: dict[SettingKey, Records],
     margin: float,
     level: float,
     n_boot: int,
-) -> None:
-    """Store α and the speedup over all and over the non-degenerate prompts in
-    `out["content"]`, and warn when a workload has degenerate answers (docs/theory.md §13)."""
-    summary = dict(v.summary)
-    out["content"] = summary
+) -> CleanComparison:
+    """α and the speedup over all and over the non-degenerate prompts beside the entry's
+    recommendation `rec`, and a warning when a workload has degenerate answers
+    (docs/theory.md §13)."""
+    summary = v.summary.model_copy()
+    warnings: list[str] = []
     if not v.degenerate:
-        return
+        return CleanComparison(summary, warnings)
     gamma_max = max(primary) if primary else 0
     # what the verdict would have been with the degenerate answers counted, and its setting
     all_rec = recommend(base, settings, margin, level, n_boot)
-    chosen = all_rec if all_rec.get("verdict") == "on" else all_rec.get("best_measured") or {}
+    chosen = all_rec if all_rec.verdict == "on" else all_rec.best_measured
     key: SettingKey | None = (
-        (chosen.get("drafter", ""), chosen.get("policy", "fixed"), int(chosen["gamma"]))
-        if chosen.get("gamma")
+        (chosen.drafter or "", chosen.policy or "fixed", int(chosen.gamma))
+        if chosen is not None and chosen.gamma
         else None
     )
     if key is not None and key not in settings:
@@ -223,23 +242,22 @@ def compare_clean(
     if key is not None:
         all_speed = speedup_of(pair(base, settings[key]), n_boot, level)
         clean_speed = speedup_of(pair(v.clean_base, v.clean_settings[key]), n_boot, level)
-    summary["all_prompts"] = {
-        "n_prompts": v.n_prompts,
-        "alpha": est_json(all_alpha),
-        "speedup": est_json(all_speed),
-        "verdict": all_rec["verdict"],
-    }
-    summary["non_degenerate"] = {
-        "n_prompts": v.n_clean,
-        "alpha": est_json(clean_alpha),
-        "speedup": est_json(clean_speed),
-        "verdict": (out.get("recommendation") or {}).get("verdict"),
-    }
-    summary["speedup_setting"] = (
-        {"drafter": key[0], "policy": key[1], "gamma": key[2]} if key is not None else None
+    summary.all_prompts = ContentSubset(
+        n_prompts=v.n_prompts,
+        alpha=EstimateJSON.of(all_alpha),
+        speedup=EstimateJSON.of(all_speed),
+        verdict=all_rec.verdict,
     )
-    reasons = ", ".join(f"{k} {n}" for k, n in summary["reasons"].items())
-    warnings = out.setdefault("warnings", [])
+    summary.non_degenerate = ContentSubset(
+        n_prompts=v.n_clean,
+        alpha=EstimateJSON.of(clean_alpha),
+        speedup=EstimateJSON.of(clean_speed),
+        verdict=rec.verdict,
+    )
+    summary.speedup_setting = (
+        SettingLabel(drafter=key[0], policy=key[1], gamma=key[2]) if key is not None else None
+    )
+    reasons = ", ".join(f"{k} {n}" for k, n in summary.reasons.items())
     basis = (
         f"the verdict uses the {v.n_clean} non-degenerate prompts"
         if v.n_clean >= MIN_PROMPTS
@@ -265,86 +283,88 @@ def compare_clean(
             f"non-degenerate ones (speedup {s_all} vs {s_cl}): the workload's speedup is {word} "
             "by repetition; make max_new_tokens realistic, use the chat template, or use sampling"
         )
-        summary["differs_beyond_intervals"] = True
+        summary.differs_beyond_intervals = True
     else:
-        summary["differs_beyond_intervals"] = False
+        summary.differs_beyond_intervals = False
+    return CleanComparison(summary, warnings)
 
 
-def restrict_verdict(v: Validity, out: dict[str, Any], n_boot: int, level: float) -> None:
+def restrict_verdict(v: Validity, rec: Recommendation, n_boot: int, level: float) -> None:
     """Label the recommendation (already made on the non-degenerate prompts) with its basis, or
-    turn it into "not_measured" when too few prompts are left (module docstring)."""
-    rec = out["recommendation"]
-    rec["basis"] = {
-        "prompts": "non_degenerate" if v.degenerate else "all",
-        "n_used": v.n_clean,
-        "n_degenerate_excluded": len(v.degenerate),
-    }
+    turn it into "not_measured" when too few prompts are left (module docstring); in place."""
+    rec.basis = VerdictBasis(
+        prompts="non_degenerate" if v.degenerate else "all",
+        n_used=v.n_clean,
+        n_degenerate_excluded=len(v.degenerate),
+    )
     if not v.degenerate:
         return
     if v.n_clean < MIN_PROMPTS:
-        base_itl = (rec.get("itl_ms") or {}).get("baseline")
-        rec.update(
-            {
-                "verdict": "not_measured",
-                "gamma": 0,
-                "speedup": None,
-                "itl_ms": {"baseline": base_itl, "speculative": base_itl},
-                "reason": (
-                    f"degenerate output ({len(v.degenerate)} of {v.n_prompts} "
-                    f"prompts' answers are degenerate, {v.n_clean} left)"
-                ),
-            }
+        base_itl = rec.itl_ms.baseline if rec.itl_ms is not None else None
+        rec.verdict = "not_measured"
+        rec.gamma = 0
+        rec.speedup = None
+        rec.itl_ms = ItlPair(baseline=base_itl, speculative=base_itl)
+        rec.reason = (
+            f"degenerate output ({len(v.degenerate)} of {v.n_prompts} "
+            f"prompts' answers are degenerate, {v.n_clean} left)"
         )
         return
-    if rec["verdict"] == "on":
-        key = (rec.get("drafter", ""), rec.get("policy", "fixed"), int(rec["gamma"]))
-        base_itl = pooled_itl(v.clean_base, n_boot, level)
+    if rec.verdict == "on":
+        key = (rec.drafter or "", rec.policy or "fixed", int(rec.gamma))
+        base_itl_est = pooled_itl(v.clean_base, n_boot, level)
         spec_itl = pooled_itl(v.clean_settings.get(key, []), n_boot, level)
-        rec["itl_ms"] = {
-            "baseline": json_num(base_itl.value) if base_itl else None,
-            "speculative": json_num(spec_itl.value) if spec_itl else None,
-        }
-    rec["reason"] = (
+        rec.itl_ms = ItlPair(
+            baseline=json_num(base_itl_est.value) if base_itl_est else None,
+            speculative=json_num(spec_itl.value) if spec_itl else None,
+        )
+    rec.reason = (
         f"over the {v.n_clean} of {v.n_prompts} non-degenerate prompts "
-        f"({len(v.degenerate)} degenerate excluded): {rec['reason']}"
+        f"({len(v.degenerate)} degenerate excluded): {rec.reason}"
     )
 
 
+@dataclass(frozen=True)
+class CheckedVerdict:
+    """An engine entry's verdict after its content checks (`engine_validity`): the
+    recommendation (remade on the non-degenerate prompts when some are degenerate), the content
+    section, the warnings the checks add, and the records the verdict rests on."""
+
+    recommendation: Recommendation
+    content: ContentCheck
+    warnings: list[str]
+    base: Records
+    settings: dict[SettingKey, Records]
+
+
 def engine_validity(
-    body: dict[str, Any],
+    rec: Recommendation,
+    quoted: QuotedFigures,
     base: Records,
     settings: dict[SettingKey, Records],
     failed: Records,
     margin: float,
     level: float,
     n_boot: int,
-) -> tuple[Records, dict[SettingKey, Records]]:
-    """Content checks for an engine run's entry (vllm / openai): the same checks, computed from
-    the stored answers (and token ids when kept), on the reference-concurrency records the
-    verdict uses. With degenerate prompts the decision is remade on the rest, exactly as for the
-    transformers backend; α over all vs non-degenerate prompts is not available (the engine's
-    counters are per batch, not per prompt), the speedup is. Returns the records to pool."""
+) -> CheckedVerdict:
+    """Content checks for an engine run's entry (vllm / openai) whose recommendation over every
+    prompt is `rec`: the same checks, computed from the stored answers (and token ids when kept),
+    on the reference-concurrency records the verdict uses. With degenerate prompts the decision is
+    remade on the rest, exactly as for the transformers backend; α over all vs non-degenerate
+    prompts is not available (the engine's counters are per batch, not per prompt), the speedup
+    is."""
     v = assess(base, settings)
     if v.degenerate:
-        decide_entry(body, v.clean_base, v.clean_settings, failed, margin, level, n_boot)
-    restrict_verdict(v, body, n_boot, level)
-    compare_clean(v, body, base, {}, settings, margin, level, n_boot)
-    if v.degenerate:  # the chosen γ may have changed: re-point the engine's load figures
-        rec, eng = body["recommendation"], body.get("engine") or {}
-        chosen = rec.get("gamma") or (rec.get("best_measured") or {}).get("gamma")
-        eng["chosen_gamma"] = chosen
-        eng["chosen_stops_paying_at"] = (
-            ((eng.get("stops_paying") or {}).get(str(chosen)) or {}).get("stops_paying_at")
-            if chosen
-            else None
-        )
-        return v.clean_base, v.clean_settings
-    return base, settings
+        rec = decide_entry(quoted, v.clean_base, v.clean_settings, failed, margin, level, n_boot)
+    restrict_verdict(v, rec, n_boot, level)
+    clean = compare_clean(v, rec, base, {}, settings, margin, level, n_boot)
+    if v.degenerate:
+        return CheckedVerdict(rec, clean.content, clean.warnings, v.clean_base, v.clean_settings)
+    return CheckedVerdict(rec, clean.content, clean.warnings, base, settings)
 
 
-def degenerate_only(out: dict[str, Any]) -> bool:
+def degenerate_only(rec: Recommendation) -> bool:
     """True when the workload has no verdict because too few answers are real text: it then
     stays out of the pool-wide decision (which pairs every workload's prompts)."""
-    rec = out.get("recommendation") or {}
-    basis = rec.get("basis") or {}
-    return rec.get("verdict") == "not_measured" and basis.get("n_degenerate_excluded", 0) > 0
+    excluded = rec.basis.n_degenerate_excluded if rec.basis is not None else 0
+    return rec.verdict == "not_measured" and excluded > 0

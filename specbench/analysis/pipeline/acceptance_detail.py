@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from specbench.analysis.arithmetic import roi
 from specbench.analysis.decide.validity import Records, Validity
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_workload import (
+    AlphaSpread,
+    HeterogeneityRow,
+    PerPromptAlpha,
+    PositionDetail,
+    PromptAlpha,
+)
 from specbench.analysis.estimators.acceptance import per_prompt, prompt_truncation
-from specbench.analysis.stats.serialize import EstimateDoc, est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.signflip import rate_estimate
 
 MIN_POSITION_ROUNDS = 20  # per-position rates over fewer rounds are shown greyed out, not as points
@@ -30,7 +38,7 @@ def per_prompt_alpha(
     degenerate: dict[str, str],
     n_boot: int,
     level: float,
-) -> dict[str, Any] | None:
+) -> PerPromptAlpha | None:
     """α per prompt (exact β pooled within the prompt over every γ run of the primary drafter,
     repeats summed — so the token-pooled figure is the headline α), the request-level mean beside
     it, the spread, and the heterogeneity effect on ā at the γ_max run (docs/theory.md §3)."""
@@ -49,11 +57,11 @@ def per_prompt_alpha(
     alphas = np.asarray([by_prompt[p][0] / by_prompt[p][1] for p in ids])
     clean = np.asarray([p not in degenerate for p in ids])
 
-    def request_mean(mask: np.ndarray) -> EstimateDoc | None:
+    def request_mean(mask: np.ndarray) -> EstimateJSON | None:
         if not mask.any():
             return None
         a = alphas[mask]
-        return est_json(
+        return EstimateJSON.of(
             rate_estimate(
                 a,
                 np.ones_like(a),
@@ -64,37 +72,37 @@ def per_prompt_alpha(
 
     token_pooled = rate_estimate(pp.beta_sum, pp.verified, level, clusters=pp.prompt_ids)
     q = np.percentile(alphas, [0, 10, 25, 50, 75, 90, 100])
-    return {
-        "estimator": "exact_beta",
-        "at_gamma": gamma_max,  # the heterogeneity rows' run; α per prompt pools every γ run
-        "n_prompts": len(ids),
-        "token_pooled": est_json(token_pooled),
-        "request_mean": request_mean(np.ones(len(ids), bool)),
-        "request_mean_non_degenerate": request_mean(clean) if not clean.all() else None,
-        "spread": {
-            "sd": json_num(float(alphas.std(ddof=1))) if len(alphas) > 1 else None,
-            "min": json_num(q[0]),
-            "p10": json_num(q[1]),
-            "p25": json_num(q[2]),
-            "median": json_num(q[3]),
-            "p75": json_num(q[4]),
-            "p90": json_num(q[5]),
-            "max": json_num(q[6]),
-        },
-        "values": [
-            {
-                "prompt_id": p,
-                "alpha": json_num(float(a)),
-                "tokens": int(by_prompt[p][2]),
-                "degenerate": p in degenerate,
-            }
+    return PerPromptAlpha(
+        estimator="exact_beta",
+        at_gamma=gamma_max,  # the heterogeneity rows' run; α per prompt pools every γ run
+        n_prompts=len(ids),
+        token_pooled=EstimateJSON.of(token_pooled),
+        request_mean=request_mean(np.ones(len(ids), bool)),
+        request_mean_non_degenerate=request_mean(clean) if not clean.all() else None,
+        spread=AlphaSpread(
+            sd=json_num(float(alphas.std(ddof=1))) if len(alphas) > 1 else None,
+            min=json_num(q[0]),
+            p10=json_num(q[1]),
+            p25=json_num(q[2]),
+            median=json_num(q[3]),
+            p75=json_num(q[4]),
+            p90=json_num(q[5]),
+            max=json_num(q[6]),
+        ),
+        values=[
+            PromptAlpha(
+                prompt_id=p,
+                alpha=json_num(float(a)),
+                tokens=int(by_prompt[p][2]),
+                degenerate=p in degenerate,
+            )
             for p, a in zip(ids, alphas, strict=True)
         ],
-        "heterogeneity": heterogeneity(at_max, gamma_max),
-    }
+        heterogeneity=heterogeneity(at_max, gamma_max),
+    )
 
 
-def heterogeneity(records: Records, gamma_max: int) -> list[dict[str, Any]]:
+def heterogeneity(records: Records, gamma_max: int) -> list[HeterogeneityRow]:
     """Per γ ≤ γ_max, tokens per round four ways (docs/theory.md §3): pooled per prompt by tokens
     (what a γ run measures), pooled over rounds (biased low when α varies), the iid model per
     prompt and the iid model at the pooled α (biased high). The ratios say how much pooling the
@@ -121,24 +129,24 @@ def heterogeneity(records: Records, gamma_max: int) -> list[dict[str, Any]]:
             else math.nan
         )
         rows.append(
-            {
-                "gamma": g,
-                "per_prompt_pooled": json_num(per_prompt_pooled),
-                "round_pooled": json_num(round_pooled),
-                "round_over_per_prompt": json_num(round_pooled / per_prompt_pooled)
+            HeterogeneityRow(
+                gamma=g,
+                per_prompt_pooled=json_num(per_prompt_pooled),
+                round_pooled=json_num(round_pooled),
+                round_over_per_prompt=json_num(round_pooled / per_prompt_pooled)
                 if per_prompt_pooled
                 else None,
-                "iid_per_prompt": json_num(iid_pp),
-                "iid_at_pooled_alpha": json_num(iid_pooled),
-                "iid_pooled_over_per_prompt": json_num(iid_pooled / iid_pp) if iid_pp else None,
-            }
+                iid_per_prompt=json_num(iid_pp),
+                iid_at_pooled_alpha=json_num(iid_pooled),
+                iid_pooled_over_per_prompt=json_num(iid_pooled / iid_pp) if iid_pp else None,
+            )
         )
     return rows
 
 
 def per_position_intervals(
     records: Records, gamma_max: int, n_boot: int, level: float
-) -> list[dict[str, Any]]:
+) -> list[PositionDetail]:
     """a_i = #(A ≥ i) / #(A ≥ i − 1) over rounds that drafted ≥ i (docs/theory.md §2 (d)), with a
     sign-flip interval over prompts (docs/theory.md §7) and the rounds behind it; `enough` is False under
     MIN_POSITION_ROUNDS rounds (plots grey those out instead of drawing a 0 or a 1)."""
@@ -161,32 +169,42 @@ def per_position_intervals(
             else None
         )
         out.append(
-            {
-                "position": i,
-                "rate": json_num(est.value) if est else None,
-                "ci95": [json_num(est.lo), json_num(est.hi)] if est else [None, None],
-                "rounds": rounds,
-                "prompts": len(set(ids)),
-                "enough": rounds >= MIN_POSITION_ROUNDS,
-            }
+            PositionDetail(
+                position=i,
+                rate=json_num(est.value) if est else None,
+                ci95=(json_num(est.lo), json_num(est.hi)) if est else (None, None),
+                rounds=rounds,
+                prompts=len(set(ids)),
+                enough=rounds >= MIN_POSITION_ROUNDS,
+            )
         )
     return out
 
 
-def add_acceptance_detail(
-    out: dict[str, Any], primary: dict[int, Records], v: Validity, n_boot: int, level: float
-) -> None:
+@dataclass(frozen=True)
+class AcceptanceDetail:
+    """An entry's `per_prompt_alpha` and `per_position_detail`."""
+
+    per_prompt_alpha: PerPromptAlpha | None
+    per_position_detail: list[PositionDetail]
+
+
+def acceptance_detail(
+    primary: dict[int, Records], v: Validity, n_boot: int, level: float
+) -> AcceptanceDetail:
     """Per-prompt α and per-position acceptance with intervals, from the primary drafter's
     largest-γ run (the run the headline α and the predictions use)."""
     if not primary:
-        out["per_prompt_alpha"] = None
-        out["per_position_detail"] = []
-        return
+        return AcceptanceDetail(None, [])
     gamma_max = max(primary)
-    out["per_prompt_alpha"] = per_prompt_alpha(
-        [r for recs in primary.values() for r in recs], primary[gamma_max], gamma_max,
-        v.degenerate, n_boot, level,
-    )  # fmt: skip
-    out["per_position_detail"] = per_position_intervals(
-        primary[gamma_max], gamma_max, n_boot, level
+    return AcceptanceDetail(
+        per_prompt_alpha(
+            [r for recs in primary.values() for r in recs],
+            primary[gamma_max],
+            gamma_max,
+            v.degenerate,
+            n_boot,
+            level,
+        ),
+        per_position_intervals(primary[gamma_max], gamma_max, n_boot, level),
     )

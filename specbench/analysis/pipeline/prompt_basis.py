@@ -12,7 +12,6 @@ prompt left has no verdict and keeps its figures over every prompt, labelled ("a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from specbench.analysis.documents.results_model_workload import ContentCheck, FiguresBasis
 from specbench.analysis.estimators.groups import Group, Record
@@ -25,22 +24,11 @@ def set_aside(basis: FiguresBasis | None, content: ContentCheck | None) -> froze
     """The one rule for which prompts a cell's verdict and figures leave out: its degenerate
     prompts when its figures are over the non-degenerate ones (`figures_basis` "non_degenerate");
     none when they cover every prompt (no degenerate prompt, or none left). The pipeline asks it
-    of an entry it builds (`excluded_prompts`), compare of a results.json entry (`compare.sides`)."""
+    of an entry it builds (`pipeline.results`, the backends' entries), compare of a results.json
+    entry (`compare.sides`)."""
     if basis is None or content is None or basis.prompts != "non_degenerate":
         return frozenset()
     return frozenset(d.prompt_id for d in content.degenerate_prompts)
-
-
-def excluded_prompts(body: dict[str, Any]) -> set[str]:
-    """`set_aside` of an entry the pipeline is building: its `figures_basis` and `content` read
-    as the typed parts results.json's model holds."""
-    basis, content = body.get("figures_basis"), body.get("content")
-    return set(
-        set_aside(
-            FiguresBasis.model_validate(basis) if basis else None,
-            ContentCheck.model_validate(content) if content else None,
-        )
-    )
 
 
 def keep_prompts(recs: Sequence[Record], excluded: set[str]) -> list[Record]:
@@ -88,23 +76,25 @@ def without_prompts(grp: Group, excluded: set[str]) -> Group:
 
 def figures_basis(
     n_prompts: int, restricted: bool, all_prompts: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> FiguresBasis:
     """results.json's `figures_basis` of an entry."""
-    return {
-        "prompts": "non_degenerate" if restricted else "all",
-        "n_prompts": n_prompts,
-        "all_prompts": list(all_prompts) if restricted else [],
-    }
+    return FiguresBasis(
+        prompts="non_degenerate" if restricted else "all",
+        n_prompts=n_prompts,
+        all_prompts=list(all_prompts) if restricted else [],
+    )
 
 
-def engine_counter_figures(body: dict[str, Any]) -> list[str]:
-    """The figures of an engine entry read from per-batch records (no per-prompt split)."""
-    eng = body.get("engine") or {}
-    sources = eng.get("acceptance_source")
-    sources = sources if isinstance(sources, list) else [sources]
+def engine_counter_figures(
+    acceptance_source: str | list[str], counters: bool, concurrency: bool
+) -> list[str]:
+    """The figures of an engine entry read from per-batch records (no per-prompt split): α, τ
+    and the predictions when it has counter figures (`counters`) from a batch source, and the
+    concurrency table's rates when it has one."""
+    sources = acceptance_source if isinstance(acceptance_source, list) else [acceptance_source]
     out = []
-    if eng.get("per_gamma") and any(s not in PER_REQUEST_SOURCES for s in sources if s):
+    if counters and any(s not in PER_REQUEST_SOURCES for s in sources if s):
         out.append("α, τ and the predictions (the engine's batch spec-decode counters)")
-    if eng.get("concurrency"):
+    if concurrency:
         out.append("output tokens/s, requests/s and the cost per 10⁶ tokens (per batch)")
     return out

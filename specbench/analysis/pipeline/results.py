@@ -32,12 +32,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.validity import degenerate_only
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import (
+    GlobalRecommendation,
+    PoolDecision,
+    RunInfo,
+    RunResults,
+    RunSampling,
+)
+from specbench.analysis.documents.results_model_batch import BatchPrediction
+from specbench.analysis.documents.results_model_load import LoadCell, SloJSON
+from specbench.analysis.documents.results_model_workload import RequestSampling, WorkloadResult
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
 from specbench.analysis.estimators.groups import (
@@ -52,26 +61,26 @@ from specbench.analysis.estimators.request_mix import request_mix
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.pipeline.profile_results import profile_section
 from specbench.analysis.pipeline.prompt_basis import (
-    excluded_prompts,
     records_without,
+    set_aside,
     without_prompts,
 )
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
-from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
+from specbench.analysis.serving.serving_cost import economics_section, with_memory
 from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
 
-RESULTS_SCHEMA = 3  # = analysis.documents.results_read's
+RESULTS_SCHEMA: Literal[3] = 3  # = analysis.documents.results_read's
 
-# A backend's part of the pipeline: the decided entry of one group, with the baseline and
-# settings its verdict rests on (pooled across workloads); None when the group has nothing to
-# analyse (no baseline).
-Analysed = tuple[dict[str, Any], list[Record], dict[SettingKey, list[Record]]]
-EntryAnalysis = Callable[[Group, AnalysisSettings], Analysed | None]
+# A backend's part of the pipeline: the decided entry of one group (workload × temperature), with
+# the baseline and settings its verdict rests on (pooled across workloads); None when the group
+# has nothing to analyse (no baseline).
+Analysed = tuple[WorkloadResult, list[Record], dict[SettingKey, list[Record]]]
+EntryAnalysis = Callable[[tuple[str, float], Group, AnalysisSettings], Analysed | None]
 
 
 def entry_analysis(grp: Group) -> EntryAnalysis:
@@ -79,23 +88,25 @@ def entry_analysis(grp: Group) -> EntryAnalysis:
     return serving_entry if is_engine_group(grp) else transformers_entry
 
 
-def run_header(config: StoredConfig, s: AnalysisSettings) -> dict[str, Any]:
+def run_header(config: StoredConfig, s: AnalysisSettings) -> RunInfo:
     """results.json's `run`: what was measured, as the stored config says (its `sampling` as
     stored, key for key)."""
     draft = config.draft
-    return {
-        "name": config.name,
-        "target": config.target.model if config.target else None,
-        "draft": (draft.model or draft.method) if draft else None,
-        "drafter": (draft.method or "model") if draft else "model",
-        "sampling": config.sampling.model_dump(exclude_unset=True) if config.sampling else None,
-        "gammas": config.gammas,
-        "max_new_tokens": config.max_new_tokens,
-        "backend": config.backend or "transformers",
-        "concurrency": config.concurrency,
-        "margin": s.margin,
-        "ci_level": s.ci_level,
-    }
+    return RunInfo(
+        name=config.name,
+        target=config.target.model if config.target else None,
+        draft=(draft.model or draft.method) if draft else None,
+        drafter=(draft.method or "model") if draft else "model",
+        sampling=RunSampling(**config.sampling.model_dump(exclude_unset=True))
+        if config.sampling
+        else None,
+        gammas=config.gammas,
+        max_new_tokens=config.max_new_tokens,
+        backend=config.backend or "transformers",
+        concurrency=config.concurrency,
+        margin=s.margin,
+        ci_level=s.ci_level,
+    )
 
 
 def build_results(
@@ -103,63 +114,55 @@ def build_results(
     config: StoredConfig,
     env: dict[str, Any],
     batch_timing: list[Record] | None = None,
-) -> dict[str, Any]:
+) -> RunResults:
     """The results.json document (schema RESULTS_SCHEMA); `batch_timing` (the run's
     batch_timing.jsonl) adds the predicted throughput by batch size."""
     s = AnalysisSettings.from_config(config)
-    entries = []
+    entries: list[WorkloadResult] = []
     failures: list[dict[str, Any]] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
     mixed, records = records, without_mix(records)  # the profile's mix: `mix` below
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
     excluded: dict[tuple[str, float], set[str]] = {}
     fig_groups: dict[tuple[str, float], Group] = dict(groups)
-    for (workload, temp), grp in sorted(
-        groups.items(), key=lambda kv: (s.rank(kv[0][0]), kv[0][1])
-    ):
+    for cell, grp in sorted(groups.items(), key=lambda kv: (s.rank(kv[0][0]), kv[0][1])):
         failures.extend(failure_rows(grp))
-        analysed = entry_analysis(grp)(grp, s)
+        analysed = entry_analysis(grp)(cell, grp, s)
         if analysed is None:
             continue
-        body, base1, settings1 = analysed
-        body["failed_units"] = len(grp["failed"])
+        entry, base1, settings1 = analysed
         # the cell's other figures over the prompts of its verdict (`prompt_basis`)
-        excluded[(workload, temp)] = excluded_prompts(body)
-        fig_groups[(workload, temp)] = without_prompts(grp, excluded[(workload, temp)])
+        excluded[cell] = set(set_aside(entry.figures_basis, entry.content))
+        fig_groups[cell] = without_prompts(grp, excluded[cell])
         spec_all = [r for recs in grp["spec"].values() for r in recs]
         if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)
-            body["adaptive"] = adaptive_summary(grp["baseline"], spec_all, config, grp["failed"])
+            entry.adaptive = adaptive_summary(grp["baseline"], spec_all, config, grp["failed"])
         mix = request_mix(grp["baseline"])
-        if mix is not None:
-            body["request_sampling"] = mix
-        add_tails(
-            body, cast(dict[str, Any], fig_groups[(workload, temp)]), s.primary_drafter
-        )  # p50/p90/p99 latency (analysis.serving.serving_cost)
-        weight = s.weight(workload)
-        entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
-        own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
-        base_itl = (body.get("baseline_itl_ms") or {}).get("value")
-        if base_itl and not degenerate_only(body):
-            pool_inputs[temp].append(
+        if mix is not None:  # estimators.request_mix's section, validated here
+            entry.request_sampling = RequestSampling(**mix)
+        entries.append(entry)
+        rec = entry.recommendation
+        own = (rec.speedup.value if rec.speedup is not None else None) or 1.0
+        base_itl = entry.baseline_itl_ms.value if entry.baseline_itl_ms is not None else None
+        if base_itl and not degenerate_only(rec):
+            pool_inputs[cell[1]].append(
                 WorkloadInput(
-                    workload,
-                    weight,
+                    cell[0],
+                    entry.weight,
                     base_itl,
                     {k: pair(base1, recs) for k, recs in settings1.items()},
                     own,
                 )
             )
     # tails, SLO goodput per load point; a cell's load table over the prompts of its verdict, too
-    attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
-    out = {
-        "schema": RESULTS_SCHEMA,
-        "run": run_header(config, s),
+    _attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
+    # env.json as written, and the sections analysis.estimators / analysis.serving hand over as
+    # dicts (failures, economics: read from the entries as dicts), validated here, once
+    handed: dict[str, Any] = {
         "env": env,
-        "workloads": entries,
-        "global": global_recommendation(entries, pool_inputs, s),
         "economics": with_memory(
             economics_section(
-                entries,
+                [e.model_dump(exclude_unset=True) for e in entries],
                 cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
                 config.economics,
                 env.get("device"),
@@ -167,10 +170,12 @@ def build_results(
             env,
         ),
         "failures": failures,
+        "global": global_recommendation(entries, pool_inputs, s),  # an alias: a keyword
     }
+    out = RunResults(schema=RESULTS_SCHEMA, run=run_header(config, s), workloads=entries, **handed)
     profile_mix = mix_section(mixed, config, s.ci_level, s.n_boot)
     if profile_mix is not None:  # engine runs with a profile and a steady-state load
-        out["mix"] = profile_mix.model_dump(mode="json", by_alias=True)
+        out.mix = profile_mix
         decided = profile_section(
             mixed,
             config.deployment_profile(),  # its price's unset parts: economics
@@ -187,52 +192,67 @@ def build_results(
             bool(config.engine and config.engine.interleave),
         )
         if decided is not None:  # the decision at the profile (analysis.decide.profile_decision)
-            out["profile_decision"] = decided.model_dump(mode="json", by_alias=True)
+            out.profile_decision = decided
     predicted = batch_prediction(
         batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
-        out["batch_prediction"] = json_safe(predicted)
+        out.batch_prediction = BatchPrediction(**json_safe(predicted))
     return out
 
 
-def build_typed_results(
+def _attach_load(
+    entries: list[WorkloadResult],
     records: list[Record],
     config: StoredConfig,
-    env: dict[str, Any],
-    batch_timing: list[Record] | None = None,
-) -> RunResults:
-    """The results document as the typed model every reader takes, validated once here.
-    results.json itself is written from `build_results`' dict, whose key order it keeps."""
-    return RunResults.model_validate(build_results(records, config, env, batch_timing))
+    level: float,
+    n_boot: int,
+) -> None:
+    """Each engine entry's `engine.load` and `engine.slo`, and the load table's warnings.
+    `serving.load_cells.attach_load` fills entry dicts in place: it fills one per engine entry
+    here, and the entry takes what it filled."""
+    engines = [e for e in entries if e.engine is not None]
+    filled: list[dict[str, Any]] = [
+        {"workload": e.workload, "temperature": e.temperature, "engine": {}, "warnings": e.warnings}
+        for e in engines
+    ]
+    attach_load(filled, records, config, level, n_boot)
+    for e, f in zip(engines, filled, strict=True):
+        assert e.engine is not None
+        e.engine.load = [LoadCell(**c) for c in f["engine"]["load"]]
+        e.engine.slo = SloJSON(**f["engine"]["slo"]) if f["engine"]["slo"] is not None else None
+        e.warnings = f["warnings"]
 
 
 def global_recommendation(
-    entries: list[dict[str, Any]],
+    entries: list[WorkloadResult],
     pool_inputs: dict[float, list[WorkloadInput]],
     s: AnalysisSettings,
-) -> dict[str, Any]:
+) -> GlobalRecommendation:
     """Per temperature: one setting (or off) for a pool serving all its workloads, aggregated by
     decode time (`analysis.decide.recommend.pool_recommendation`), with the workloads ON and OFF."""
     out = []
-    for temp in sorted({e["temperature"] for e in entries}):
-        group = [e for e in entries if e["temperature"] == temp]
+    for temp in sorted({e.temperature for e in entries}):
+        group = [e for e in entries if e.temperature == temp]
         if pool_inputs.get(temp):
             pool = pool_recommendation(temp, pool_inputs[temp], s.margin, s.ci_level, s.n_boot)
         else:  # every workload here lacks a verdict (e.g. degenerate output, docs/theory.md §13)
-            pool = {
-                "temperature": temp,
-                "workloads": [],
-                "verdict": "not_measured",
-                "gamma": 0,
-                "speedup": None,
-                "reason": "no workload at this temperature has a measured verdict",
-            }
+            pool = PoolDecision(
+                temperature=temp,
+                workloads=[],
+                verdict="not_measured",
+                gamma=0,
+                speedup=None,
+                reason="no workload at this temperature has a measured verdict",
+                on_for=[],
+                off_for=[],
+                not_measured=[],
+            )
         by_verdict: dict[str, list[str]] = {v: [] for v in ("on", "off", "not_measured")}
         for e in group:
-            by_verdict.setdefault(e["recommendation"]["verdict"], []).append(e["workload"])
-        pool["on_for"] = by_verdict["on"]
-        pool["off_for"] = by_verdict["off"]
-        pool["not_measured"] = by_verdict["not_measured"]
+            by_verdict.setdefault(e.recommendation.verdict, []).append(e.workload)
+        pool.on_for = by_verdict["on"]
+        pool.off_for = by_verdict["off"]
+        pool.not_measured = by_verdict["not_measured"]
         out.append(pool)
-    return {"by_temperature": out}
+    return GlobalRecommendation(by_temperature=out)

@@ -28,16 +28,32 @@ from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
 from specbench.analysis.decide.engine_ranking import engine_ranking, primary_keys
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import engine_validity
+from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_workload import (
+    AlphaEstimators,
+    DraftStepTiming,
+    EngineRoundFit,
+    OverheadFit,
+    Timing,
+    VerifyFit,
+    WorkloadResult,
+)
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.entry_warnings import low_acceptance, too_few_prompts
 from specbench.analysis.estimators.groups import Group, Record
 from specbench.analysis.estimators.latency import pooled_itl, tokens_per_s
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.estimators.tables import SettingKey
+from specbench.analysis.pipeline.cell_figures import (
+    BaselineSummary,
+    CellFigures,
+    MeasuredAcceptance,
+    alpha_json,
+)
 from specbench.analysis.pipeline.prompt_basis import (
     engine_counter_figures,
-    excluded_prompts,
     figures_basis,
+    set_aside,
     without_prompts,
 )
 from specbench.analysis.pipeline.schedule_section import schedule_parts
@@ -51,22 +67,21 @@ from specbench.analysis.serving.serving_acceptance import (
 from specbench.analysis.serving.serving_concurrency import concurrency_table
 from specbench.analysis.serving.serving_schedule import schedule_rows, split_schedule
 from specbench.analysis.stats.resampling import NAN_ESTIMATE, mean_ci
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 
 Settings = dict[SettingKey, list[Record]]
 
 
 def engine_round_fit(
-    per_gamma: dict[str, Any], specs: dict[int, list[Record]]
+    tau: dict[int, float | None], specs: dict[int, list[Record]]
 ) -> tuple[float, float, int]:
     """(r0, r1, points): the engine's whole round (draft + verify) as r0 + r1·γ, a round's time
-    being TPOT × τ at each measured γ."""
+    being TPOT × τ at each measured γ (`tau`: the mean accepted length by γ, from the counters)."""
     points = []
     for g in sorted(specs):
-        tau = ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
         itl = [x for r in specs[g] if (x := r.get("tpot_ms"))]
-        if tau is not None and itl:
-            points.append((g, float(np.mean(itl)) * tau))
+        if (t := tau.get(g)) is not None and itl:
+            points.append((g, float(np.mean(itl)) * t))
     if not points:
         return math.nan, math.nan, 0
     r0, r1, _ = linear_fit(np.asarray([p[0] for p in points]), np.asarray([p[1] for p in points]))
@@ -75,8 +90,8 @@ def engine_round_fit(
 
 def analyse_engine_group(
     base: list[Record], settings: Settings, metrics: list[Record], s: AnalysisSettings
-) -> tuple[dict[str, Any], list[Record], Settings]:
-    """The results entry of one workload × temperature of an engine run, with the baseline and
+) -> tuple[CellFigures, list[Record], Settings]:
+    """The figures of one workload × temperature of an engine run, with the baseline and
     settings at the reference concurrency (`serving_entry` decides on those)."""
     n_boot, level = s.n_boot, s.ci_level
     settings, metrics, sched, sched_metrics = split_schedule(settings, metrics)  # vllm schedule
@@ -98,17 +113,17 @@ def analyse_engine_group(
     base1 = [r for r in base if concurrency_of(r) == c_ref]
     specs1 = {g: [r for r in rs if concurrency_of(r) == c_ref] for g, rs in specs.items()}
     settings1 = {k: [r for r in rs if concurrency_of(r) == c_ref] for k, rs in settings.items()}
-    out: dict[str, Any] = {"n_prompts": len({r["prompt_id"] for r in base1})}
+    n_prompts = len({r["prompt_id"] for r in base1})
     base_itl = pooled_itl(base1, n_boot, level) or NAN_ESTIMATE
-    out["baseline_itl_ms"] = est_json(base_itl)
-    out["baseline_step_ms"] = json_num(base_itl.value)
-    out["ttft_ms"] = (
-        est_json(mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level))
+    baseline = BaselineSummary(
+        itl_ms=EstimateJSON.of(base_itl),
+        ttft_ms=EstimateJSON.of(
+            mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level)
+        )
         if base1
-        else None
+        else None,
+        tokens_per_s=EstimateJSON.of(tokens_per_s(base_itl)),
     )
-    out["baseline_tokens_per_s"] = est_json(tokens_per_s(base_itl))
-    out["baseline_peak_memory_mb"] = None
 
     # --- acceptance from the counters ---
     per_gamma: dict[str, Any] = {}
@@ -139,53 +154,58 @@ def analyse_engine_group(
             per_request.append((keyed, g))
     g_max = max((int(k) for k in per_gamma), default=0)
     top = per_gamma.get(str(g_max))
-    alpha = pooled_alpha(per_request, n_boot, level)
-    if alpha is not None:
-        out["alpha"] = {**(est_json(alpha) or {}), "estimator": "accepted_tested"}
+    pooled = pooled_alpha(per_request, n_boot, level)
+    alpha: AlphaJSON | None = None
+    measured: MeasuredAcceptance | None = None
+    if pooled is not None:
+        alpha = alpha_json(pooled, "accepted_tested")
     elif top is not None and top.get("accepted_tested"):
-        out["alpha"] = {**top["accepted_tested"], "estimator": "accepted_tested"}
-    else:
-        out["alpha"] = None
+        # the counters' estimate (analysis.serving.serving_acceptance), validated here
+        alpha = AlphaJSON(**top["accepted_tested"], estimator="accepted_tested")
     if top is not None:
-        out["alpha_estimators"] = {
-            "exact_beta": None,
-            "accepted_tested": top["accepted_tested"],
-            "accepted_proposed": top["accepted_proposed"],
-            "from_accepted_length": top["from_accepted_length"],
-            "mean_accepted_length": top["mean_accepted_length"],
-            "at_gamma": g_max,
-        }
-        out["per_position_acceptance"] = [p["value"] if p else None for p in top["per_position"]]
-        out["accepted_histogram"] = top["histogram"]
-        lo, hi = ((out.get("alpha") or {}).get("ci95") or [None, None])[:2]
+        measured = MeasuredAcceptance(
+            AlphaEstimators(
+                exact_beta=None,
+                accepted_tested=top["accepted_tested"],
+                accepted_proposed=top["accepted_proposed"],
+                from_accepted_length=top["from_accepted_length"],
+                mean_accepted_length=top["mean_accepted_length"],
+                at_gamma=g_max,
+            ),
+            [p["value"] if p else None for p in top["per_position"]],
+            top["histogram"],
+        )
+        lo, hi = alpha.ci95 if alpha is not None else (None, None)
         halfwidth = (hi - lo) / 2 if lo is not None and hi is not None else None
         for w in (
             low_acceptance((top["accepted_proposed"] or {}).get("value"), g_max),
-            too_few_prompts(out["n_prompts"], halfwidth, s.target_halfwidth, s.ci_level),
+            too_few_prompts(n_prompts, halfwidth, s.target_halfwidth, s.ci_level),
         ):
             warnings += [w] if w else []
 
     # --- timing model: round time = TPOT × τ per measured γ ---
-    r0, r1, points = engine_round_fit(per_gamma, specs1)
-    t_ar = base_itl.value
-    out["timing"] = {
-        "t_draft_ms": {"mean": None, "median": None, "p10": None, "p90": None},
-        "verify_fit": {"t0_ms": None, "t1_ms_per_token": None, "mean_residual_ms_by_drafted": {}},
-        "overhead_fit": {"o0_ms": None, "o1_ms_per_token": None},
-        "cost_ratio": json_num(r1 / t_ar) if math.isfinite(r1) and t_ar else None,
-        "engine_round_fit": {
-            "r0_ms": json_num(r0),
-            "r1_ms_per_token": json_num(r1),
-            "points": points,
-        },
+    tau = {
+        g: ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
+        for g in specs1
     }
+    r0, r1, points = engine_round_fit(tau, specs1)
+    t_ar = base_itl.value
+    timing = Timing(
+        t_draft_ms=DraftStepTiming(mean=None, median=None, p10=None, p90=None),
+        verify_fit=VerifyFit(t0_ms=None, t1_ms_per_token=None, mean_residual_ms_by_drafted={}),
+        overhead_fit=OverheadFit(o0_ms=None, o1_ms_per_token=None),
+        cost_ratio=json_num(r1 / t_ar) if math.isfinite(r1) and t_ar else None,
+        engine_round_fit=EngineRoundFit(
+            r0_ms=json_num(r0), r1_ms_per_token=json_num(r1), points=points
+        ),
+    )
     if points == 1:
         warnings.append(
             "one measured γ: predictions for other γ assume round time does not grow with γ"
         )
 
     # the one speed model, with the engine's whole round (draft + verify) as r0 + r1·γ
-    alpha_v = (out.get("alpha") or {}).get("value")
+    alpha_v = alpha.value if alpha is not None else None
     curves = {
         "iid": {g: roi.expected_tokens(g, min(max(alpha_v, 0.0), 1.0)) for g in range(1, g_max + 1)}
         if alpha_v is not None
@@ -205,14 +225,15 @@ def analyse_engine_group(
         )
 
     model = TimingModel(t_ar, 0.0, r0, r1)
-    warnings += gamma_table(out, g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    table: dict[str, Any] = {}  # gamma_table stores its γ rows, errors and optimum here
+    warnings += gamma_table(table, g_max, curves, model, base1, specs1, acceptance, n_boot, level)
     if not base1:
         warnings.append(
             "no baseline measured: add a setting without speculation (a server with gamma: 0)"
         )
 
     conc_rows, stops = concurrency_table(base, specs, metrics, s.margin, n_boot, level)
-    out["engine"] = {
+    engine: dict[str, Any] = {  # analysis.serving's parts, validated when the entry is built
         "backend": next((r.get("backend") for r in all_recs if r.get("backend")), None),
         "reference_concurrency": c_ref,
         "acceptance_source": sorted(sources)[0] if len(sources) == 1 else sorted(sources),
@@ -224,17 +245,26 @@ def analyse_engine_group(
         "metrics_available": all(m.get("metrics_available", True) for m in metrics),
     }
     # the step-cost model and the γ schedule by concurrency (docs/theory.md §15)
-    out["engine"]["batch_model"], out["engine"]["schedule"] = schedule_parts(
-        base, specs, metrics, per_gamma, s
-    )
+    engine["batch_model"], engine["schedule"] = schedule_parts(base, specs, metrics, per_gamma, s)
     if sched:  # the schedule setting beside off and the best fixed γ, per concurrency
-        out["engine"]["measured_schedule"] = schedule_rows(
+        engine["measured_schedule"] = schedule_rows(
             base, specs, sched, sched_metrics, conc_rows, n_boot, level
         )
-    if metrics and not out["engine"]["metrics_available"]:
+    if metrics and not engine["metrics_available"]:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
-    out["warnings"] = list(dict.fromkeys(warnings))
-    return out, base1, settings1
+    figures = CellFigures(
+        n_prompts=n_prompts,
+        baseline=baseline,
+        baseline_step_ms=json_num(base_itl.value),
+        baseline_peak_memory_mb=None,
+        timing=timing,
+        alpha=alpha,
+        measured=measured,
+        table=table,
+        warnings=list(dict.fromkeys(warnings)),
+        engine=engine,
+    )
+    return figures, base1, settings1
 
 
 def _mean_gauge(metrics: list[Record]) -> float | None:
@@ -242,27 +272,43 @@ def _mean_gauge(metrics: list[Record]) -> float | None:
     return json_num(float(np.mean(gauges))) if gauges else None
 
 
-def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list[Record], Settings]:
-    """The analysed and decided entry of one group of an engine run, with the ranking of every
-    setting (method × γ), the concurrency at which the chosen one stops paying, and the baseline
-    and settings its verdict rests on."""
-    body, base1, settings1 = analyse_engine_group(grp["baseline"], grp["spec"], grp["metrics"], s)
-    n_own = len(body["warnings"])
-    decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
-    # content validity from the stored answers (docs/theory.md §13); may remake the decision
-    base1, settings1 = engine_validity(
-        body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
+def serving_entry(
+    cell: tuple[str, float], grp: Group, s: AnalysisSettings
+) -> tuple[WorkloadResult, list[Record], Settings]:
+    """The analysed and decided entry of one group of an engine run (`cell`: its workload and
+    temperature), with the ranking of every setting (method × γ), the concurrency at which the
+    chosen one stops paying, and the baseline and settings its verdict rests on."""
+    figures, base1, settings1 = analyse_engine_group(
+        grp["baseline"], grp["spec"], grp["metrics"], s
     )
-    restricted = bool(body["recommendation"]["basis"]["prompts"] == "non_degenerate" and base1)
-    body["figures_basis"] = figures_basis(body["n_prompts"], restricted)
+    quoted = figures.quoted()
+    rec = decide_entry(quoted, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
+    # content validity from the stored answers (docs/theory.md §13); may remake the decision
+    checked = engine_validity(
+        rec, quoted, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
+    )
+    rec, base1, settings1 = checked.recommendation, checked.base, checked.settings
+    restricted = bool(rec.basis is not None and rec.basis.prompts == "non_degenerate" and base1)
+    basis = figures_basis(figures.n_prompts, restricted)
     if restricted:  # every figure over the verdict's prompts, every concurrency (prompt_basis)
-        clean = without_prompts(grp, excluded_prompts(body))
+        clean = without_prompts(grp, set(set_aside(basis, checked.content)))
         own, _, _ = analyse_engine_group(clean["baseline"], clean["spec"], clean["metrics"], s)
-        added = body["warnings"][n_own:]  # the decision's and the content checks' warnings
-        body.update({k: v for k, v in own.items() if k not in ("recommendation", "content")})
-        body["warnings"] = list(dict.fromkeys([*own["warnings"], *added]))
-        body["figures_basis"] = figures_basis(own["n_prompts"], True, engine_counter_figures(own))
-    rec, eng = body["recommendation"], body["engine"]
+        # the content checks' warnings after the figures' own
+        own.warnings = list(dict.fromkeys([*own.warnings, *checked.warnings]))
+        figures = own
+        eng = own.engine or {}
+        basis = figures_basis(
+            own.n_prompts,
+            True,
+            engine_counter_figures(
+                eng["acceptance_source"],
+                bool(eng.get("per_gamma")),
+                bool(eng.get("concurrency")),
+            ),
+        )
+    else:
+        figures.warnings += checked.warnings
+    eng = figures.engine or {}
     # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
     # when none is left it shows every prompt, and no row clears: there is no verdict
     used = {r["prompt_id"] for r in base1}
@@ -283,13 +329,13 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
     if not used:
         for r in ranking:
             r["clears"] = False
-    on = rec.get("verdict") == "on"
-    pick = rec if on else (rec.get("best_measured") or {})
-    key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))
+    on = rec.verdict == "on"
+    pick = rec if on else rec.best_measured
+    key = (pick.drafter, pick.policy, pick.gamma) if pick is not None else (None, None, None)
     for r in ranking:
         r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
     eng["ranking"] = ranking
-    chosen = rec.get("gamma") or pick.get("gamma")
+    chosen = rec.gamma or (pick.gamma if pick is not None else None)
     row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
     eng["chosen_gamma"] = chosen
     eng["chosen_setting"] = row["label"] if row is not None and chosen else None
@@ -299,4 +345,13 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
         eng["chosen_stops_paying_at"] = (
             (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
         )
-    return body, base1, settings1
+    entry = figures.entry(
+        cell,
+        s.weight(cell[0]),
+        rec,
+        checked.content,
+        basis,
+        without_prompts(grp, set(set_aside(basis, checked.content))),
+        s.primary_drafter,
+    )
+    return entry, base1, settings1

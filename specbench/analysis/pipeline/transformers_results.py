@@ -21,6 +21,16 @@ import numpy as np
 from specbench.analysis.arithmetic.timing_model import TimingFit, fit_from_records
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import assess, compare_clean, restrict_verdict
+from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_workload import (
+    AlphaEstimators,
+    DraftStepTiming,
+    MethodRow,
+    OverheadFit,
+    Timing,
+    VerifyFit,
+    WorkloadResult,
+)
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.acceptance import (
     accepted_histogram,
@@ -39,25 +49,32 @@ from specbench.analysis.estimators.groups import Group, Record
 from specbench.analysis.estimators.latency import measured_latency, pooled_itl, tokens_per_s
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
 from specbench.analysis.estimators.tables import SettingKey, rounds_frame
-from specbench.analysis.pipeline.acceptance_detail import add_acceptance_detail
-from specbench.analysis.pipeline.prompt_basis import figures_basis
+from specbench.analysis.pipeline.acceptance_detail import acceptance_detail
+from specbench.analysis.pipeline.cell_figures import (
+    BaselineSummary,
+    CellFigures,
+    MeasuredAcceptance,
+    TransformersDetail,
+    alpha_json,
+)
+from specbench.analysis.pipeline.prompt_basis import figures_basis, set_aside, without_prompts
 from specbench.analysis.stats.resampling import coefficient_of_variation, mean_ci
 from specbench.analysis.stats.serialize import est_json, json_num
 
 
-def baseline_summary(base: list[Record], n_boot: int, level: float) -> dict[str, Any]:
+def baseline_summary(base: list[Record], n_boot: int, level: float) -> BaselineSummary:
     """The baseline's ITL, TTFT and decode throughput (pooled over prompts)."""
     itl = pooled_itl(base, n_boot, level)
     ttft = [(r["ttft_ms"][0], str(r["prompt_id"])) for r in base if r.get("ttft_ms")]
-    return {
-        "baseline_itl_ms": est_json(itl),
-        "ttft_ms": est_json(
+    return BaselineSummary(
+        itl_ms=EstimateJSON.of(itl),
+        ttft_ms=EstimateJSON.of(
             mean_ci(np.asarray([t for t, _ in ttft]), n_boot, level, clusters=[c for _, c in ttft])
         )
         if ttft
         else None,
-        "baseline_tokens_per_s": est_json(tokens_per_s(itl)),
-    }
+        tokens_per_s=EstimateJSON.of(tokens_per_s(itl)),
+    )
 
 
 def _peak_memory(recs: list[Record]) -> float | None:
@@ -65,52 +82,48 @@ def _peak_memory(recs: list[Record]) -> float | None:
     return json_num(max(peaks, default=math.nan))
 
 
-def timing_section(fit: TimingFit) -> dict[str, Any]:
+def timing_section(fit: TimingFit) -> Timing:
     """results.json's `timing`: the draft step's spread and the verify and overhead fits."""
     model, steps = fit.model, fit.draft_steps_ms
-    return {
-        "t_draft_ms": {
-            "mean": json_num(model.t_draft_ms) if len(steps) else None,
-            "median": json_num(float(np.median(steps))) if len(steps) else None,
-            "p10": json_num(float(np.percentile(steps, 10))) if len(steps) else None,
-            "p90": json_num(float(np.percentile(steps, 90))) if len(steps) else None,
-        },
-        "verify_fit": {
-            "t0_ms": json_num(fit.verify_t0_ms),
-            "t1_ms_per_token": json_num(fit.verify_t1_ms),
-            "mean_residual_ms_by_drafted": {
+    return Timing(
+        t_draft_ms=DraftStepTiming(
+            mean=json_num(model.t_draft_ms) if len(steps) else None,
+            median=json_num(float(np.median(steps))) if len(steps) else None,
+            p10=json_num(float(np.percentile(steps, 10))) if len(steps) else None,
+            p90=json_num(float(np.percentile(steps, 90))) if len(steps) else None,
+        ),
+        verify_fit=VerifyFit(
+            t0_ms=json_num(fit.verify_t0_ms),
+            t1_ms_per_token=json_num(fit.verify_t1_ms),
+            mean_residual_ms_by_drafted={
                 k: json_num(v) for k, v in fit.residual_by_drafted.items()
             },
-        },
-        "overhead_fit": {
-            "o0_ms": json_num(fit.overhead_o0_ms),
-            "o1_ms_per_token": json_num(fit.overhead_o1_ms),
-        },
-        "cost_ratio": json_num(model.t_draft_ms / model.t_ar_ms) if model.t_ar_ms else None,
-    }
+        ),
+        overhead_fit=OverheadFit(
+            o0_ms=json_num(fit.overhead_o0_ms), o1_ms_per_token=json_num(fit.overhead_o1_ms)
+        ),
+        cost_ratio=json_num(model.t_draft_ms / model.t_ar_ms) if model.t_ar_ms else None,
+    )
 
 
 def analyse_group(
     base: list[Record], specs: dict[int, list[Record]], s: AnalysisSettings
-) -> dict[str, Any]:
+) -> CellFigures:
     """Everything for one workload × temperature of one drafter's fixed-γ runs (the
     recommendation over every setting is made by `transformers_entry`)."""
     n_boot, level = s.n_boot, s.ci_level
     warnings: list[str] = []
-    out: dict[str, Any] = {"n_prompts": len({r["prompt_id"] for r in base})}
+    n_prompts = len({r["prompt_id"] for r in base})
 
     # --- baseline ---
     step_means = np.asarray([np.mean(r["step_ms"]) for r in base if r.get("step_ms")])
     cv = unstable_timing(coefficient_of_variation(step_means), "baseline per-token latency")
     warnings += [cv] if cv else []
-    out.update(baseline_summary(base, n_boot, level))
-    out["baseline_peak_memory_mb"] = _peak_memory(base)
 
     # --- timing model from every speculative round (docs/theory.md §4) ---
     all_spec = [r for rs in specs.values() for r in rs]
     fit = fit_from_records(base, all_spec)
     model = fit.model
-    out["baseline_step_ms"] = json_num(model.t_ar_ms)
     per_prompt_draft = np.asarray(
         [
             np.mean([t for ts in r["rounds"]["draft_ms"] for t in ts])
@@ -120,35 +133,33 @@ def analyse_group(
     )
     cv = unstable_timing(coefficient_of_variation(per_prompt_draft), "the mean draft step")
     warnings += [cv] if cv else []
-    out["timing"] = timing_section(fit)
 
     # --- acceptance (primary: exact β at the largest γ, the most positions) ---
     gamma_max = max(specs, default=0)
+    alpha: AlphaJSON | None = None
+    measured: MeasuredAcceptance | None = None
     if specs:
         acc_max, dra_max = all_rounds(specs[gamma_max])
         pooled = estimate_alpha(all_spec, gamma_max, n_boot, level)
         at_max = estimate_alpha(specs[gamma_max], gamma_max, n_boot, level)
         alpha_primary = pooled.exact_beta
-        out["alpha"] = {**(est_json(alpha_primary) or {}), "estimator": "exact_beta"}
-        out["alpha_estimators"] = {
-            "exact_beta": est_json(pooled.exact_beta),
-            "accepted_tested": est_json(pooled.accepted_tested),
-            "accepted_proposed": est_json(at_max.accepted_proposed),
-            "from_accepted_length": est_json(at_max.from_accepted_length),
-            "at_gamma": gamma_max,
-        }
-        out["per_position_acceptance"] = per_position_acceptance(acc_max, dra_max, gamma_max)
-        out["accepted_histogram"] = accepted_histogram(acc_max, gamma_max)
+        alpha = alpha_json(alpha_primary, "exact_beta")
+        measured = MeasuredAcceptance(
+            AlphaEstimators(
+                exact_beta=EstimateJSON.of(pooled.exact_beta),
+                accepted_tested=EstimateJSON.of(pooled.accepted_tested),
+                accepted_proposed=EstimateJSON.of(at_max.accepted_proposed),
+                from_accepted_length=EstimateJSON.of(at_max.from_accepted_length),
+                at_gamma=gamma_max,
+            ),
+            per_position_acceptance(acc_max, dra_max, gamma_max),
+            accepted_histogram(acc_max, gamma_max),
+        )
         for w in (
             low_acceptance(at_max.accepted_proposed.value, gamma_max),
-            too_few_prompts(
-                out["n_prompts"], alpha_primary.halfwidth, s.target_halfwidth, s.ci_level
-            ),
+            too_few_prompts(n_prompts, alpha_primary.halfwidth, s.target_halfwidth, s.ci_level),
         ):
             warnings += [w] if w else []
-    else:
-        out["alpha"] = None
-
     # ā(γ) per prompt of the γ_max run, pooled by tokens (docs/theory.md §3)
     curves = {
         "iid": iid_curve(specs[gamma_max], gamma_max) if specs else {},
@@ -168,14 +179,24 @@ def analyse_group(
             tokens_per_round=est.tokens_per_round.value,
         )
 
-    warnings += gamma_table(out, gamma_max, curves, model, base, specs, acceptance, n_boot, level)
-    out["warnings"] = warnings
-    return out
+    table: dict[str, Any] = {}  # gamma_table stores its γ rows, errors and optimum here
+    warnings += gamma_table(table, gamma_max, curves, model, base, specs, acceptance, n_boot, level)
+    return CellFigures(
+        n_prompts=n_prompts,
+        baseline=baseline_summary(base, n_boot, level),
+        baseline_step_ms=json_num(model.t_ar_ms),
+        baseline_peak_memory_mb=_peak_memory(base),
+        timing=timing_section(fit),
+        alpha=alpha,
+        measured=measured,
+        table=table,
+        warnings=warnings,
+    )
 
 
 def rank_methods(
     base: list[Record], settings: dict[SettingKey, list[Record]], n_boot: int, level: float
-) -> list[dict[str, Any]]:
+) -> list[MethodRow]:
     """Every measured drafter × policy × γ with its speedup (paired with the baseline), best
     first; with the γ its policy used on average and its rounds that drafted nothing."""
     rounds = rounds_frame([r for rs in settings.values() for r in rs])
@@ -193,21 +214,22 @@ def rank_methods(
         latency = measured_latency(base, recs, n_boot, level)
         used = per_setting.get((drafter, policy, gamma))
         rows.append(
-            {
-                "drafter": drafter,
-                "policy": policy,
-                "gamma": gamma,
-                "mean_gamma_used": json_num(float(used["mean_gamma_used"]))
+            MethodRow(
+                drafter=drafter,
+                policy=policy,
+                gamma=gamma,
+                mean_gamma_used=json_num(float(used["mean_gamma_used"]))
                 if used is not None
                 else None,
-                "fallback_rounds": int(used["fallback_rounds"]) if used is not None else 0,
-                "mean_tokens_per_round": est_json(est.tokens_per_round),
-                "accepted_proposed": est_json(est.accepted_proposed),
-                "itl_ms": latency["itl_ms"],
-                "measured_speedup": latency["measured_speedup"],
-            }
+                fallback_rounds=int(used["fallback_rounds"]) if used is not None else 0,
+                mean_tokens_per_round=EstimateJSON.of(est.tokens_per_round),
+                accepted_proposed=EstimateJSON.of(est.accepted_proposed),
+                # measured_latency's estimates (analysis.estimators.latency), validated here
+                itl_ms=latency["itl_ms"],
+                measured_speedup=latency["measured_speedup"],
+            )
         )
-    rows.sort(key=lambda r: -((r["measured_speedup"] or {}).get("value") or 0.0))
+    rows.sort(key=lambda r: -((r.measured_speedup.value if r.measured_speedup else None) or 0.0))
     return rows
 
 
@@ -221,11 +243,11 @@ def _primary(
 
 
 def transformers_entry(
-    grp: Group, s: AnalysisSettings
-) -> tuple[dict[str, Any], list[Record], dict[SettingKey, list[Record]]] | None:
-    """The analysed and decided entry of one group, with the baseline and settings its verdict
-    rests on (the non-degenerate prompts when some answers are degenerate); None without a
-    baseline."""
+    cell: tuple[str, float], grp: Group, s: AnalysisSettings
+) -> tuple[WorkloadResult, list[Record], dict[SettingKey, list[Record]]] | None:
+    """The analysed and decided entry of one group (`cell`: its workload and temperature), with
+    the baseline and settings its verdict rests on (the non-degenerate prompts when some answers
+    are degenerate); None without a baseline."""
     base, settings = grp["baseline"], grp["spec"]
     if not base:
         return None
@@ -241,12 +263,25 @@ def transformers_entry(
     if restricted:
         fig_base = validity.clean_base
         fig_settings = {k: rs for k, rs in validity.clean_settings.items() if rs}
-    body = analyse_group(fig_base, _primary(fig_settings, s), s)
-    body["methods"] = rank_methods(fig_base, fig_settings, s.n_boot, s.ci_level)
-    body["figures_basis"] = figures_basis(body["n_prompts"], restricted)
+    figures = analyse_group(fig_base, _primary(fig_settings, s), s)
+    methods = rank_methods(fig_base, fig_settings, s.n_boot, s.ci_level)
+    basis = figures_basis(figures.n_prompts, restricted)
     # the per-prompt α marks the degenerate prompts: it compares the two sets (content section)
-    add_acceptance_detail(body, primary, validity, s.n_boot, s.ci_level)
-    decide_entry(body, base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot)
-    restrict_verdict(validity, body, s.n_boot, s.ci_level)
-    compare_clean(validity, body, base, primary, settings, s.margin, s.ci_level, s.n_boot)
-    return body, base1, settings1
+    detail = acceptance_detail(primary, validity, s.n_boot, s.ci_level)
+    rec = decide_entry(
+        figures.quoted(methods), base1, settings1, grp["failed"], s.margin, s.ci_level, s.n_boot
+    )
+    restrict_verdict(validity, rec, s.n_boot, s.ci_level)
+    clean = compare_clean(validity, rec, base, primary, settings, s.margin, s.ci_level, s.n_boot)
+    figures.warnings += clean.warnings
+    entry = figures.entry(
+        cell,
+        s.weight(cell[0]),
+        rec,
+        clean.content,
+        basis,
+        without_prompts(grp, set(set_aside(basis, clean.content))),
+        s.primary_drafter,
+        TransformersDetail(methods, detail.per_prompt_alpha, detail.per_position_detail),
+    )
+    return entry, base1, settings1

@@ -18,7 +18,7 @@ def load_side(path: Path) -> Side:
     """A run directory (records, recomputed results) or a results.json file."""
     from specbench.analysis.compare.sides import side_from_records, side_from_results
     from specbench.analysis.documents.results_read import read_results_file
-    from specbench.analysis.pipeline.results import build_typed_results
+    from specbench.analysis.pipeline.results import build_results
     from specbench.analysis.serving.load_cells import closed_loop
     from specbench.harness.run.rundir import load_run
     from specbench.records import RECORDS_FILE
@@ -26,7 +26,7 @@ def load_side(path: Path) -> Side:
     if path.is_dir():
         if (path / RECORDS_FILE).is_file():
             records, config, env, _ = load_run(path)
-            results = build_typed_results(records, config, env)
+            results = build_results(records, config, env)
             side = side_from_records(closed_loop(records), config, env, str(path), results)
             if not side.groups:
                 raise SpecbenchError(f"{path} has no complete baseline records; nothing to compare")

@@ -18,6 +18,8 @@ import yaml
 from pydantic import ValidationError
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_batch import PredictionCheck
+from specbench.analysis.documents.results_model_engine import Conformance
 from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
@@ -125,7 +127,7 @@ def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str
 def write_results(
     run_dir: Path, economics: dict[str, Any] | None = None
 ) -> tuple[RunResults, dict[tuple[str, float], LatencyDistribution], list[str]]:
-    """Write results.json; return it typed (validated once, here), each workload ×
+    """Write results.json; return it typed (as the pipeline built it), each workload ×
     temperature's per-request latency the documents plot, and warnings met while reading. `economics` ({gpu_hour_usd, gpus}; None
     values ignored) overrides the stored config's."""
     records, config, env, notes = load_run(run_dir)
@@ -141,13 +143,16 @@ def write_results(
     if reference:  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
-        results["conformance"] = check_against_reference(closed_loop(records), config, load_run)
-        predicted = prediction_check_of(results, Path(reference))
+        # the conformance and prediction checks return their sections as dicts: validated here
+        conformance = check_against_reference(closed_loop(records), config, load_run)
+        results.conformance = Conformance(**conformance) if conformance is not None else None
+        predicted = prediction_check_of(
+            results.model_dump(mode="json", by_alias=True, exclude_unset=True), Path(reference)
+        )
         if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §18)
-            results["prediction_check"] = predicted
-    if not results["workloads"]:
+            results.prediction_check = PredictionCheck(**predicted)
+    if not results.workloads:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
-    typed = RunResults.model_validate(results)
-    (run_dir / "results.json").write_text(typed.json_text())
+    (run_dir / "results.json").write_text(results.json_text())
     # open-loop cells: results only, not plotted
-    return typed, latency_distributions(typed, closed_loop(records)), notes
+    return results, latency_distributions(results, closed_loop(records)), notes
