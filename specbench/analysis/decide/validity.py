@@ -334,8 +334,8 @@ def engine_validity(
         chosen = rec.get("gamma") or (rec.get("best_measured") or {}).get("gamma")
         eng["chosen_gamma"] = chosen
         eng["chosen_stops_paying_at"] = (
-            ((eng.get("stops_paying") or {}).get(str(chosen)) or {}).get("stops_paying_at")
-            if chosen
+            sp.stops_paying_at
+            if chosen and (sp := (eng.get("stops_paying") or {}).get(str(chosen)))
             else None
         )
         return v.clean_base, v.clean_settings

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 from specbench.analysis.documents.results_history import renamed_keys
+from specbench.analysis.stats.resampling import Estimate
+from specbench.analysis.stats.serialize import json_num
 
 Verdict = Literal["on", "off", "undecided", "not_measured"]
 Num = float | None
@@ -39,6 +41,14 @@ class EstimateJSON(ResultsModel):
 
     value: Num
     ci95: Interval
+
+    @classmethod
+    def of(cls, e: Estimate | None) -> EstimateJSON | None:
+        """An estimate as results.json writes it (`stats.serialize.json_num`: non-finite → null,
+        6 decimals); None for no estimate."""
+        if e is None:
+            return None
+        return cls(value=json_num(e.value), ci95=(json_num(e.lo), json_num(e.hi)))
 
 
 class AlphaJSON(EstimateJSON):

@@ -5,7 +5,7 @@
         entry = transformers_results.transformers_entry   (per-round records)
               | serving_results.serving_entry             (engine counters, vllm / openai)
               → the analysed and decided entry, and the prompts its verdict rests on
-        + failed units, request mix (`request_mix`), latency tails (`serving_cost.add_tails`)
+        + failed units, request mix (`request_mix`), latency tails (`serving_cost.entry_tails`)
     ─▶ per temperature: one setting for a pool serving every workload (`recommend`)
     ─▶ economics (`serving_cost`), failures, the run's header
 
@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.validity import degenerate_only
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
 from specbench.analysis.estimators.groups import (
@@ -60,7 +61,7 @@ from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
-from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
+from specbench.analysis.serving.serving_cost import economics_section, entry_tails
 from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
@@ -132,9 +133,18 @@ def build_results(
         mix = request_mix(grp["baseline"])
         if mix is not None:
             body["request_sampling"] = mix
-        add_tails(
-            body, cast(dict[str, Any], fig_groups[(workload, temp)]), s.primary_drafter
-        )  # p50/p90/p99 latency (analysis.serving.serving_cost)
+        eng = body.get("engine")  # p50/p90/p99 latency (analysis.serving.serving_cost)
+        tails = entry_tails(
+            fig_groups[(workload, temp)], s.primary_drafter, eng and eng["reference_concurrency"]
+        )
+        body["baseline_tails"] = tails.baseline
+        for row in body.get("gammas", []):
+            if row.get("measured"):
+                row["tails"] = tails.gamma(row["gamma"])
+        for crow in eng["concurrency"] if eng else []:
+            crow.baseline.tails = tails.cell(crow.concurrency, 0)
+            for g, cell in crow.gammas.items():
+                cell.tails = tails.cell(crow.concurrency, int(g))
         weight = s.weight(workload)
         entries.append({"workload": workload, "temperature": temp, "weight": weight, **body})
         own = (body["recommendation"].get("speedup") or {}).get("value") or 1.0
@@ -157,14 +167,11 @@ def build_results(
         "env": env,
         "workloads": entries,
         "global": global_recommendation(entries, pool_inputs, s),
-        "economics": with_memory(
-            economics_section(
-                entries,
-                cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
-                config.economics,
-                env.get("device"),
-            ),
-            env,
+        "economics": economics_section(
+            [WorkloadResult.model_validate(e) for e in entries],  # t-entry: already models
+            fig_groups,
+            config.economics,
+            RunEnv.model_validate(env),
         ),
         "failures": failures,
     }

@@ -28,6 +28,8 @@ from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
 from specbench.analysis.decide.engine_ranking import engine_ranking, primary_keys
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import engine_validity
+from specbench.analysis.documents.results_model_base import AlphaJSON
+from specbench.analysis.documents.results_model_engine import EngineGammaCounters
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.entry_warnings import low_acceptance, too_few_prompts
 from specbench.analysis.estimators.groups import Group, Record
@@ -57,13 +59,14 @@ Settings = dict[SettingKey, list[Record]]
 
 
 def engine_round_fit(
-    per_gamma: dict[str, Any], specs: dict[int, list[Record]]
+    per_gamma: dict[str, EngineGammaCounters], specs: dict[int, list[Record]]
 ) -> tuple[float, float, int]:
     """(r0, r1, points): the engine's whole round (draft + verify) as r0 + r1·γ, a round's time
     being TPOT × τ at each measured γ."""
     points = []
     for g in sorted(specs):
-        tau = ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
+        pg = per_gamma.get(str(g))
+        tau = pg.mean_accepted_length.value if pg and pg.mean_accepted_length else None
         itl = [x for r in specs[g] if (x := r.get("tpot_ms"))]
         if tau is not None and itl:
             points.append((g, float(np.mean(itl)) * tau))
@@ -111,7 +114,7 @@ def analyse_engine_group(
     out["baseline_peak_memory_mb"] = None
 
     # --- acceptance from the counters ---
-    per_gamma: dict[str, Any] = {}
+    per_gamma: dict[str, EngineGammaCounters] = {}
     sources: set[str] = set()
     per_request = []
     for g in sorted(specs):
@@ -131,10 +134,7 @@ def analyse_engine_group(
                 "unavailable"
             )
             continue
-        per_gamma[str(g)] = {
-            **counter_estimators([u for _, u in keyed], g, n_boot, level),
-            "source": source,
-        }
+        per_gamma[str(g)] = counter_estimators([u for _, u in keyed], g, n_boot, level, source)
         if source in ("per_request_counters", "per_request_response"):
             per_request.append((keyed, g))
     g_max = max((int(k) for k in per_gamma), default=0)
@@ -142,25 +142,26 @@ def analyse_engine_group(
     alpha = pooled_alpha(per_request, n_boot, level)
     if alpha is not None:
         out["alpha"] = {**(est_json(alpha) or {}), "estimator": "accepted_tested"}
-    elif top is not None and top.get("accepted_tested"):
-        out["alpha"] = {**top["accepted_tested"], "estimator": "accepted_tested"}
+    elif top is not None and top.accepted_tested:
+        at = top.accepted_tested
+        out["alpha"] = AlphaJSON(value=at.value, ci95=at.ci95, estimator="accepted_tested")
     else:
         out["alpha"] = None
     if top is not None:
         out["alpha_estimators"] = {
             "exact_beta": None,
-            "accepted_tested": top["accepted_tested"],
-            "accepted_proposed": top["accepted_proposed"],
-            "from_accepted_length": top["from_accepted_length"],
-            "mean_accepted_length": top["mean_accepted_length"],
+            "accepted_tested": top.accepted_tested,
+            "accepted_proposed": top.accepted_proposed,
+            "from_accepted_length": top.from_accepted_length,
+            "mean_accepted_length": top.mean_accepted_length,
             "at_gamma": g_max,
         }
-        out["per_position_acceptance"] = [p["value"] if p else None for p in top["per_position"]]
-        out["accepted_histogram"] = top["histogram"]
+        out["per_position_acceptance"] = [p.value if p else None for p in top.per_position]
+        out["accepted_histogram"] = top.histogram
         lo, hi = ((out.get("alpha") or {}).get("ci95") or [None, None])[:2]
         halfwidth = (hi - lo) / 2 if lo is not None and hi is not None else None
         for w in (
-            low_acceptance((top["accepted_proposed"] or {}).get("value"), g_max),
+            low_acceptance(top.accepted_proposed.value if top.accepted_proposed else None, g_max),
             too_few_prompts(out["n_prompts"], halfwidth, s.target_halfwidth, s.ci_level),
         ):
             warnings += [w] if w else []
@@ -190,18 +191,22 @@ def analyse_engine_group(
         "iid": {g: roi.expected_tokens(g, min(max(alpha_v, 0.0), 1.0)) for g in range(1, g_max + 1)}
         if alpha_v is not None
         else {},
-        "empirical": {int(k): v for k, v in (top or {}).get("truncation", {}).items()},
+        "empirical": {
+            int(k): v for k, v in (top.truncation if top else {}).items() if v is not None
+        },
     }
 
     def acceptance(g: int) -> GammaAcceptance:
-        pg = per_gamma.get(str(g)) or {}
+        pg = per_gamma.get(str(g))
         return GammaAcceptance(
             alpha_exact_beta=None,
-            accepted_proposed=pg.get("accepted_proposed"),
-            mean_tokens_per_round=pg.get("mean_accepted_length"),
+            accepted_proposed=pg.accepted_proposed if pg else None,  # type: ignore[arg-type]
+            mean_tokens_per_round=pg.mean_accepted_length if pg else None,  # type: ignore[arg-type]
             t_verify_ms_median=None,
             peak_memory_mb=None,
-            tokens_per_round=(pg.get("mean_accepted_length") or {}).get("value"),
+            tokens_per_round=pg.mean_accepted_length.value
+            if pg and pg.mean_accepted_length
+            else None,
         )
 
     model = TimingModel(t_ar, 0.0, r0, r1)
@@ -282,21 +287,21 @@ def serving_entry(grp: Group, s: AnalysisSettings) -> tuple[dict[str, Any], list
     )
     if not used:
         for r in ranking:
-            r["clears"] = False
+            r.clears = False
     on = rec.get("verdict") == "on"
     pick = rec if on else (rec.get("best_measured") or {})
     key = (pick.get("drafter"), pick.get("policy"), pick.get("gamma"))
     for r in ranking:
-        r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
+        r.chosen = on and (r.drafter, r.policy, r.gamma) == key
     eng["ranking"] = ranking
     chosen = rec.get("gamma") or pick.get("gamma")
-    row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
+    row = next((r for r in ranking if (r.drafter, r.policy, r.gamma) == key), None)
     eng["chosen_gamma"] = chosen
-    eng["chosen_setting"] = row["label"] if row is not None and chosen else None
+    eng["chosen_setting"] = row.label if row is not None and chosen else None
     if row is not None and chosen:
-        eng["chosen_stops_paying_at"] = row["stops_paying_at"]
+        eng["chosen_stops_paying_at"] = row.stops_paying_at
     else:
         eng["chosen_stops_paying_at"] = (
-            (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
+            sp.stops_paying_at if chosen and (sp := eng["stops_paying"].get(str(chosen))) else None
         )
     return body, base1, settings1
