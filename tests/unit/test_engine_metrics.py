@@ -17,6 +17,7 @@ from specbench.analysis.arithmetic import roi
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import setting_mismatches
 from specbench.analysis.conformance.units import engine_units
+from specbench.analysis.documents.results_model_engine import StopsPaying
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators import acceptance
 from specbench.analysis.estimators.groups import Group
@@ -248,20 +249,19 @@ def test_engine_entry_acceptance_speedup_and_concurrency() -> None:
     e, _, _ = serving_entry(grp, AnalysisSettings(n_boot=500))
     assert e["alpha"]["estimator"] == "accepted_tested"
     assert e["alpha"]["value"] == pytest.approx(0.75)
-    assert e["alpha_estimators"]["mean_accepted_length"]["value"] == pytest.approx(2.8)
+    assert e["alpha_estimators"]["mean_accepted_length"].value == pytest.approx(2.8)
     assert e["per_position_acceptance"] == pytest.approx([0.8, 0.75, 4 / 6])
     assert e["engine"]["acceptance_source"] == "per_request_counters"
     row3 = next(g for g in e["gammas"] if g["gamma"] == 3)
     assert row3["measured_speedup"]["value"] == pytest.approx(2.0, rel=0.05)  # 1/5 ÷ 1/10
     assert e["recommendation"]["verdict"] == "on" and e["recommendation"]["gamma"] == 3
-    c8 = next(r for r in e["engine"]["concurrency"] if r["concurrency"] == 8)
-    assert c8["gammas"]["3"]["speedup"]["value"] == pytest.approx(12.0 / 12.6, rel=0.02)
-    assert c8["gammas"]["3"]["throughput_ratio"] == pytest.approx(0.95)
-    assert e["engine"]["stops_paying"]["3"] == {
-        "pays_at": [1],
-        "stops_paying_at": 8,
-        "never_pays": False,
-    }
+    c8 = next(r for r in e["engine"]["concurrency"] if r.concurrency == 8).gammas["3"]
+    assert c8.speedup is not None
+    assert c8.speedup.value == pytest.approx(12.0 / 12.6, rel=0.02)
+    assert c8.throughput_ratio == pytest.approx(0.95)
+    assert e["engine"]["stops_paying"]["3"] == StopsPaying(
+        pays_at=[1], stops_paying_at=8, never_pays=False
+    )
     assert e["engine"]["chosen_stops_paying_at"] == 8
 
 
@@ -279,8 +279,8 @@ def test_engine_entry_without_counters_marks_acceptance_unavailable() -> None:
     assert e["alpha"] is None
     assert any("acceptance unavailable" in w for w in e["warnings"])
     assert e["gammas"] == []  # nothing to predict without acceptance; speedup still measured
-    c1 = e["engine"]["concurrency"][0]
-    assert c1["gammas"]["3"]["speedup"]["value"] == pytest.approx(2.0, rel=0.05)
+    c1 = e["engine"]["concurrency"][0].gammas["3"]
+    assert c1.speedup is not None and c1.speedup.value == pytest.approx(2.0, rel=0.05)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ from specbench.analysis.pipeline.prompt_basis import (
 )
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
-from specbench.analysis.serving.load_cells import attach_load, closed_loop
+from specbench.analysis.serving.load_cells import by_group, closed_loop, engine_load
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import economics_section, entry_tails
 from specbench.analysis.stats.serialize import json_safe
@@ -160,7 +160,17 @@ def build_results(
                 )
             )
     # tails, SLO goodput per load point; a cell's load table over the prompts of its verdict, too
-    attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
+    grouped = by_group(records_without(records, excluded))
+    for e in entries:
+        if e.get("engine") is not None:
+            load = engine_load(
+                grouped.get((e["workload"], float(e["temperature"])), []),
+                config,
+                s.ci_level,
+                s.n_boot,
+            )
+            e["engine"]["load"], e["engine"]["slo"] = load.cells, load.slo
+            e["warnings"] = list(dict.fromkeys([*e.get("warnings", []), *load.notes]))
     out = {
         "schema": RESULTS_SCHEMA,
         "run": run_header(config, s),
