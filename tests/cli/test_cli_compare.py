@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 
@@ -189,7 +190,8 @@ def test_exit_2_on_a_results_json_that_does_not_validate(
 ) -> None:
     # compare reads results.json through the typed model: a renamed key is bad input, not a
     # silently missing row
-    doc = build_results(make_records(seed=300), stored_config(), ENV)
+    built = RunResults.model_validate(build_results(make_records(seed=300), stored_config(), ENV))
+    doc = json.loads(built.json_text())  # results.json as written
     doc["workloads"][0]["alpha_rate"] = doc["workloads"][0].pop("alpha")
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))

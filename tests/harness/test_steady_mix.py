@@ -185,7 +185,7 @@ def test_the_mix_is_drawn_in_request_shares_the_same_at_every_setting(tmp_path: 
     assert "mix" in full and "mix" not in alone
     assert full["workloads"] == alone["workloads"] and full["global"] == alone["global"]
     assert all(
-        c["load"] == "closed" for e in full["workloads"] for c in e["engine"]["load"]
+        c.load == "closed" for e in full["workloads"] for c in e["engine"]["load"]
     )  # no mix request filed in a workload's load table
 
 
