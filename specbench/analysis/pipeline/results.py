@@ -135,7 +135,9 @@ def build_results(
             body["request_sampling"] = mix
         eng = body.get("engine")  # p50/p90/p99 latency (analysis.serving.serving_cost)
         tails = entry_tails(
-            fig_groups[(workload, temp)], s.primary_drafter, eng and eng["reference_concurrency"]
+            fig_groups[(workload, temp)],
+            s.primary_drafter,
+            eng["reference_concurrency"] if eng else None,
         )
         body["baseline_tails"] = tails.baseline
         for row in body.get("gammas", []):
