@@ -74,7 +74,6 @@ def _pick(
     traffic mix when the config has one (its workload shares; with a temperature mix and no
     --temperature, every measured temperature in its share), else the workloads' `weight`."""
     from specbench.analysis.decide.pool_schedule import pool_members, pool_schedule, traffic_shares
-    from specbench.analysis.documents.results_model_engine import GammaSchedule
     from specbench.analysis.documents.settings import AnalysisSettings
 
     engine = _engine_entries(results)
@@ -114,9 +113,8 @@ def _pick(
             f"{label}: no concurrency and γ measured for every workload with the baseline; "
             "measure the same grid for each, or choose one with --workload"
         )
-    sched = GammaSchedule.model_validate(doc)
-    _levels_check(label, sched)
-    return label, temp, sched
+    _levels_check(label, doc)
+    return label, temp, doc
 
 
 def _unmeasured_note(results: Any, workload: str | None, temp: float | None) -> list[str]:

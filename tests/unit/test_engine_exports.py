@@ -140,18 +140,19 @@ def test_pool_throughput_ratio_weights_the_workloads_by_tokens() -> None:
     for (wf, wl), want, on in [((0.5, 0.5), 1.32, 3), ((0.1, 0.9), 330 / 314, 0)]:
         doc = pool_schedule(_members(recs, wf, wl), s)
         assert doc is not None
-        c1 = doc["concurrencies"][0]
-        assert c1["concurrency"] == 1
-        assert c1["throughput_ratio"]["3"]["value"] == pytest.approx(want, rel=0.01)
-        assert c1["gamma"] == on  # equal shares: ON; flat's 90 %: 1.051 does not clear 1.05
-        assert doc["concurrencies"][1]["gamma"] == 0  # 12 ms at 8: slower than off
-        assert f"pool of 2 workloads (fast {wf:.0%}, flat {wl:.0%}" in doc["family"]
+        c1 = doc.concurrencies[0]
+        ratio = c1.throughput_ratio["3"]
+        assert c1.concurrency == 1
+        assert ratio is not None and ratio.value == pytest.approx(want, rel=0.01)
+        assert c1.gamma == on  # equal shares: ON; flat's 90 %: 1.051 does not clear 1.05
+        assert doc.concurrencies[1].gamma == 0  # 12 ms at 8: slower than off
+        assert f"pool of 2 workloads (fast {wf:.0%}, flat {wl:.0%}" in doc.family
 
 
 def test_pool_cells_need_every_workload() -> None:
     recs = _workload("fast", {1: 5.0, 8: 12.0}) + _workload("flat", {1: 10.0})
     doc = pool_schedule(_members(recs, 0.5, 0.5), AnalysisSettings(n_boot=200))
-    assert doc is not None and [r["concurrency"] for r in doc["concurrencies"]] == [1]
+    assert doc is not None and [r.concurrency for r in doc.concurrencies] == [1]
 
 
 def _two_workload_run(tmp_path: Path) -> Path:

@@ -43,13 +43,13 @@ def test_the_row_that_clears_is_the_recommended_one() -> None:
     rows = engine_ranking(base, settings, [], 1, 0.05, 0.95, 200)
     rec = recommend(base, settings, 0.05, 0.95, 200)
     assert rec.verdict == "on"
-    cleared = [r for r in rows if r["clears"]]
-    assert cleared and all(r["decision_lower_bound"] > 1.05 for r in cleared)
+    cleared = [r for r in rows if r.clears]
+    assert cleared and all(r.decision_lower_bound > 1.05 for r in cleared)
     # the verdict takes the best point speedup among those that clear: the first cleared row
-    assert (cleared[0]["drafter"], cleared[0]["gamma"]) == (rec.drafter, rec.gamma)
-    assert rec.decision_lower_bound == cleared[0]["decision_lower_bound"]
-    slow = next(r for r in rows if r["drafter"] == "slow")
-    assert slow["speedup"]["value"] < 1.0 and not slow["clears"]
+    assert (cleared[0].drafter, cleared[0].gamma) == (rec.drafter, rec.gamma)
+    assert rec.decision_lower_bound == cleared[0].decision_lower_bound
+    slow = next(r for r in rows if r.drafter == "slow")
+    assert slow.speedup.value < 1.0 and not slow.clears
 
 
 def test_nothing_clears_below_the_tests_resolution() -> None:
@@ -57,8 +57,8 @@ def test_nothing_clears_below_the_tests_resolution() -> None:
     every bound is unbounded, however fast the setting looks (the old bootstrap bound cleared)."""
     base, settings = _run(5, seed=2805)
     rows = engine_ranking(base, settings, [], 1, 0.05, 0.95, 200)
-    assert rows[0]["speedup"]["value"] > 1.3
-    assert not any(r["clears"] for r in rows)
-    assert all(r["decision_lower_bound"] is None for r in rows)
+    assert rows[0].speedup.value > 1.3
+    assert not any(r.clears for r in rows)
+    assert all(r.decision_lower_bound is None for r in rows)
     assert recommend(base, settings, 0.05, 0.95, 200).verdict == "undecided"
-    assert math.isfinite(rows[0]["speedup"]["value"])
+    assert math.isfinite(rows[0].speedup.value)

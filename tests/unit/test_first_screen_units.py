@@ -14,7 +14,19 @@ from specbench.analysis.documents.results_model import (
     RunInfo,
     RunResults,
 )
-from specbench.analysis.documents.results_model_workload import Recommendation, WorkloadResult
+from specbench.analysis.documents.results_model_base import EstimateJSON, SettingSpeedup
+from specbench.analysis.documents.results_model_engine import (
+    ConcurrencyCell,
+    ConcurrencyLatency,
+    ConcurrencyRow,
+    EngineSection,
+)
+from specbench.analysis.documents.results_model_workload import (
+    GammaRow,
+    ItlPair,
+    Recommendation,
+    WorkloadResult,
+)
 from specbench.analysis.serving.serving_cost import economics_section, latency_tails
 from specbench.config.stored import StoredEconomics
 from specbench.report.sections.text import (
@@ -140,67 +152,89 @@ def _rec(i: int, **kw: Any) -> dict[str, Any]:
 
 def test_tails_are_percentiles_only_where_the_sample_allows() -> None:
     tails = latency_tails([_rec(i) for i in range(10)])  # TPOT 1 … 10
-    assert tails is not None and tails["n"] == 10
-    assert tails["tpot_ms"]["p50"] == pytest.approx(5.5)
-    assert tails["tpot_ms"]["p90"] == pytest.approx(9.1)  # linear interpolation
-    assert tails["tpot_ms"]["p99"] is None  # 10 requests cannot show a 1-in-100 tail
-    assert tails["e2e_ms"]["p90"] == pytest.approx(910.0)
+    assert tails is not None and tails.n == 10
+    assert tails.tpot_ms.p50 == pytest.approx(5.5)
+    assert tails.tpot_ms.p90 == pytest.approx(9.1)  # linear interpolation
+    assert tails.tpot_ms.p99 is None  # 10 requests cannot show a 1-in-100 tail
+    assert tails.e2e_ms.p90 == pytest.approx(910.0)
     few = latency_tails([_rec(i) for i in range(9)])
-    assert few is not None and few["tpot_ms"]["p90"] is None and few["tpot_ms"]["p50"] == 5.0
+    assert few is not None and few.tpot_ms.p90 is None and few.tpot_ms.p50 == 5.0
     hundred = latency_tails([_rec(i) for i in range(100)])
-    assert hundred is not None and hundred["tpot_ms"]["p99"] == pytest.approx(99.01)
+    assert hundred is not None and hundred.tpot_ms.p99 == pytest.approx(99.01)
     assert latency_tails([]) is None
 
 
-def test_economics_batch1_cost_ttft_and_memory() -> None:
-    e = _entry(
-        "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
-        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+def _econ_entry(
+    verdict: str,
+    gamma: int,
+    itl: ItlPair | None = None,
+    gammas: list[GammaRow] | None = None,
+    base_mem: float | None = None,
+    engine: EngineSection | None = None,
+    best_measured: int | None = None,
+) -> WorkloadResult:
+    """Only the parts the economics read (model_construct: no other field)."""
+    rec = Recommendation.model_construct(verdict=verdict, gamma=gamma, itl_ms=itl)
+    if best_measured is not None:
+        rec.best_measured = SettingSpeedup.model_construct(gamma=best_measured)
+    return WorkloadResult.model_construct(
+        workload="a", temperature=0.0, recommendation=rec, gammas=gammas or [],
+        baseline_peak_memory_mb=base_mem, engine=engine,
     )  # fmt: skip
-    grp = {
+
+
+def test_economics_batch1_cost_ttft_and_memory() -> None:
+    e = _econ_entry(
+        "on", 2, ItlPair(baseline=10.0, speculative=4.0),
+        [GammaRow.model_construct(gamma=2, peak_memory_mb=1500.0)], base_mem=1000.0,
+    )  # fmt: skip
+    grp: Any = {
         "baseline": [_rec(0, ttft=20.0), _rec(1, ttft=30.0)],
         "spec": {("model", "fixed", 2): [_rec(0, ttft=22.0), _rec(1, ttft=36.0)]},
     }
     out = economics_section(
-        [e], {("a", 0.0): grp}, StoredEconomics(gpu_hour_usd=3.6, gpus=2), "cuda:0"
+        [e], {("a", 0.0): grp}, StoredEconomics(gpu_hour_usd=3.6, gpus=2), RunEnv(device="cuda:0")
     )
-    row = out["by_workload"][0]
+    row = out.by_workload[0]
     # $3.6/h × 2 GPUs = $0.002/s; 10 ms per token → 100 tokens/s → $20 per 10⁶ tokens
-    assert row["loads"][0]["usd_per_million_off"] == pytest.approx(20.0)
-    assert row["loads"][0]["usd_per_million_on"] == pytest.approx(8.0)
-    assert row["ttft_change_ms"] == pytest.approx(4.0)  # (2 + 6) / 2
-    assert row["draft_memory_mb"] == pytest.approx(500.0)
-    unpriced = economics_section([e], {("a", 0.0): grp}, None)["by_workload"][0]
-    assert unpriced["loads"][0]["usd_per_million_off"] is None
+    assert row.loads[0].usd_per_million_off == pytest.approx(20.0)
+    assert row.loads[0].usd_per_million_on == pytest.approx(8.0)
+    assert row.ttft_change_ms == pytest.approx(4.0)  # (2 + 6) / 2
+    assert row.draft_memory_mb == pytest.approx(500.0)
+    unpriced = economics_section([e], {("a", 0.0): grp}, None, RunEnv(device="cuda"))
+    assert unpriced.by_workload[0].loads[0].usd_per_million_off is None
+
+
+def _conc_row(c: int, off: float, on: float) -> ConcurrencyRow:
+    return ConcurrencyRow.model_construct(
+        concurrency=c,
+        baseline=ConcurrencyLatency.model_construct(output_tokens_per_s=off),
+        gammas={"4": ConcurrencyCell.model_construct(output_tokens_per_s=on)},
+    )
 
 
 def test_economics_engine_cost_per_concurrency_from_batch_throughput() -> None:
-    e = _entry("a", "on", 4, [])
-    e["engine"] = {
-        "reference_concurrency": 1,
-        "concurrency": [
-            {"concurrency": 1, "baseline": {"output_tokens_per_s": 100.0},
-             "gammas": {"4": {"output_tokens_per_s": 200.0}}},
-            {"concurrency": 8, "baseline": {"output_tokens_per_s": 800.0},
-             "gammas": {"4": {"output_tokens_per_s": 640.0}}},
-        ],
-    }  # fmt: skip
-    out = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6))
-    loads = out["by_workload"][0]["loads"]
-    assert [x["concurrency"] for x in loads] == [1, 8]
-    assert loads[0]["usd_per_million_off"] == pytest.approx(10.0)  # $0.001/s ÷ 100 tokens/s
-    assert loads[0]["usd_per_million_on"] == pytest.approx(5.0)
-    assert loads[1]["usd_per_million_off"] == pytest.approx(1.25)
-    assert loads[1]["usd_per_million_on"] == pytest.approx(1.5625)  # slower under load: dearer
+    eng = EngineSection.model_construct(
+        reference_concurrency=1,
+        concurrency=[_conc_row(1, 100.0, 200.0), _conc_row(8, 800.0, 640.0)],
+    )
+    e = _econ_entry("on", 4, engine=eng)
+    out = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6), RunEnv(device="cuda"))
+    loads = out.by_workload[0].loads
+    assert [x.concurrency for x in loads] == [1, 8]
+    assert loads[0].usd_per_million_off == pytest.approx(10.0)  # $0.001/s ÷ 100 tokens/s
+    assert loads[0].usd_per_million_on == pytest.approx(5.0)
+    assert loads[1].usd_per_million_off == pytest.approx(1.25)
+    assert loads[1].usd_per_million_on == pytest.approx(1.5625)  # slower under load: dearer
 
 
 def test_draft_memory_is_not_claimed_on_cpu() -> None:
-    e = _entry(
-        "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
-        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+    e = _econ_entry(
+        "on", 2, ItlPair(baseline=10.0, speculative=4.0),
+        [GammaRow.model_construct(gamma=2, peak_memory_mb=1500.0)], base_mem=1000.0,
     )  # fmt: skip
-    row = economics_section([e], {}, None, "cpu")["by_workload"][0]
-    assert row["draft_memory_mb"] is None
+    row = economics_section([e], {}, None, RunEnv(device="cpu")).by_workload[0]
+    assert row.draft_memory_mb is None
 
 
 def _run(backend: str, env: dict[str, Any]) -> RunResults:
@@ -252,12 +286,13 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
 
 
 def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:
-    e = _entry(
-        "a", "off", 0, [], itl={"baseline": 10.0, "speculative": 10.0},
-        gammas=[{"gamma": 4, "itl_ms": {"value": 12.5}}],
+    e = _econ_entry(
+        "off", 0, ItlPair(baseline=10.0, speculative=10.0),
+        [GammaRow.model_construct(gamma=4, itl_ms=EstimateJSON.model_construct(value=12.5))],
+        best_measured=4,
     )  # fmt: skip
-    e["recommendation"]["best_measured"] = {"gamma": 4}
-    row = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6), "cuda")["by_workload"][0]
-    assert row["gamma"] == 4
-    assert row["loads"][0]["usd_per_million_off"] == pytest.approx(10.0)
-    assert row["loads"][0]["usd_per_million_on"] == pytest.approx(12.5)  # on would cost more
+    out = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6), RunEnv(device="cuda"))
+    row = out.by_workload[0]
+    assert row.gamma == 4
+    assert row.loads[0].usd_per_million_off == pytest.approx(10.0)
+    assert row.loads[0].usd_per_million_on == pytest.approx(12.5)  # on would cost more

@@ -20,6 +20,8 @@ from specbench.analysis.decide.gamma_schedule import (
     model_switch,
     schedule_ranges,
 )
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import ScheduleBoundary
 
 
 def test_off_at_high_concurrency_when_the_data_say_so() -> None:
@@ -40,11 +42,13 @@ def test_off_at_high_concurrency_when_the_data_say_so() -> None:
     # each simultaneous bound lies below the cell's own interval
     for d in decisions:
         for g, est in d.ratios.items():
-            assert d.lower_bounds[g] <= est["ci95"][0] + 1e-9
+            assert est is not None and d.lower_bounds[g] <= est.ci95[0] + 1e-9
 
 
 def _cell(c: int, gamma: int, points: dict[int, float]) -> CellDecision:
-    ratios = {g: {"value": v, "ci95": [v * 0.8, v * 1.2]} for g, v in points.items()}
+    ratios: dict[int, EstimateJSON | None] = {
+        g: EstimateJSON(value=v, ci95=(v * 0.8, v * 1.2)) for g, v in points.items()
+    }
     return CellDecision(c, ratios, {g: v * 0.8 for g, v in points.items()}, gamma, "")
 
 
@@ -77,8 +81,8 @@ def test_different_prompts_per_concurrency_fall_back_to_bonferroni() -> None:
 
 def test_ranges_switch_at_the_geometric_midpoint_without_a_model() -> None:
     ranges, bounds = schedule_ranges([(1, 4), (4, 2), (16, 2), (64, 0)], model_switch(None, {}))
-    assert ranges == [[1, 1, 4], [2, 31, 2], [32, OPEN_END, 0]]  # √4 = 2, √(16·64) = 32
-    assert [b["rule"] for b in bounds] == ["geometric_midpoint"] * 2
+    assert ranges == [(1, 1, 4), (2, 31, 2), (32, OPEN_END, 0)]  # √4 = 2, √(16·64) = 32
+    assert [b.rule for b in bounds] == ["geometric_midpoint"] * 2
     assert [gamma_at(ranges, b) for b in (1, 2, 31, 32, 10**6)] == [4, 2, 2, 0, 0]
 
 
@@ -86,12 +90,12 @@ def test_ranges_switch_where_the_model_crosses() -> None:
     # T(b, 0) = 1 + b, T(b, 2) = 1 + 3b; τ(2) = 2.4: γ = 2 pays while 2.4 (1 + b) > 1 + 3b, b ≤ 2
     m = StepCostModel(1.0, 1.0, 0.0, 0.0, 1.0, math.inf)
     ranges, bounds = schedule_ranges([(1, 2), (8, 0)], model_switch(m, {0: 1.0, 2: 2.4}))
-    assert ranges == [[1, 2, 2], [3, OPEN_END, 0]]
-    assert bounds == [{"between": [1, 8], "at": 3, "rule": "model"}]
+    assert ranges == [(1, 2, 2), (3, OPEN_END, 0)]
+    assert bounds == [ScheduleBoundary(between=(1, 8), at=3, rule="model")]
 
 
 def test_one_choice_everywhere_is_one_range() -> None:
-    assert schedule_ranges([(1, 3), (8, 3)], model_switch(None, {}))[0] == [[1, OPEN_END, 3]]
+    assert schedule_ranges([(1, 3), (8, 3)], model_switch(None, {}))[0] == [(1, OPEN_END, 3)]
 
 
 @pytest.mark.slow  # seconds, not milliseconds: make test runs it, make test-fast does not

@@ -23,7 +23,7 @@ SLO_IDENTIFIERS = {
 # SLO goodput's identifiers whose name alone could be either meaning: allowed in these files only
 SLO_FILES = {
     "specbench/analysis/stats/latency_tails.py": {"goodput"},  # the SLO goodput function
-    "specbench/analysis/serving/load_cells.py": {"goodput"},  # a load cell's SLO goodput
+    "specbench/analysis/serving/load_cells.py": {"goodput", "Goodput"},  # a cell's SLO goodput
     "specbench/analysis/documents/results_model_load.py": {"goodput", "Goodput"},
     "specbench/report/sections/load_sections.py": {"goodput"},
     "specbench/report/run/load_csv.py": {"goodput", "goodput_tokens_per_s"},

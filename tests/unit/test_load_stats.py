@@ -225,13 +225,14 @@ def test_cells_keep_only_the_completed_open_loop_attempt() -> None:
     closed = [_req("closed", None, f"p{i}", 20.0) for i in range(4)]
     recs = [*closed, _metrics("closed", None, 4), *killed, *done, _metrics("rate=2", "a2", 4)]
     cells, _ = load_section(recs, Slo(ttft_ms=16), 0.95, 200)
-    by = {c["load"]: c for c in cells}
+    by = {c.load: c for c in cells}
     assert set(by) == {"closed", "rate=2"}
-    assert by["rate=2"]["n"] == 4  # the killed attempt's three requests left out
-    assert by["rate=2"]["ttft_ms"]["p50"]["value"] == pytest.approx(15.0)  # queue_ms counted
-    assert by["rate=2"]["goodput"]["good"] == 4
-    assert by["closed"]["goodput"]["good"] == 0  # 20 ms > 16 ms
-    assert by["closed"]["effective_concurrency"] == 4
+    rate, closed_cell = by["rate=2"], by["closed"]
+    assert rate.n == 4  # the killed attempt's three requests left out
+    assert rate.ttft_ms.p50.value == pytest.approx(15.0)  # queue_ms counted
+    assert rate.goodput is not None and rate.goodput.good == 4
+    assert closed_cell.goodput is not None and closed_cell.goodput.good == 0  # 20 ms > 16 ms
+    assert closed_cell.effective_concurrency == 4
 
 
 def test_unreachable_concurrency_is_stated() -> None:
@@ -240,7 +241,7 @@ def test_unreachable_concurrency_is_stated() -> None:
     for r in recs:
         r["concurrency"] = 16
     cells, notes = load_section([*recs, m], Slo(), 0.95, 200)
-    assert cells[0]["effective_concurrency"] == 3
+    assert cells[0].effective_concurrency == 3
     assert any("concurrency 16 cannot be reached with 3 prompts" in n for n in notes)
 
 

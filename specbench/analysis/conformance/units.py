@@ -72,8 +72,10 @@ def engine_units(
     for r in mine:
         if int(r.get("concurrency", 1)) != c_ref:
             continue
-        c = request_counts(r) or {}
-        per = list(c.get("num_accepted_tokens_per_pos") or [])[:gamma]
+        c = request_counts(r)
+        if c is None:
+            continue
+        per = list(c.per_pos)[:gamma]
         per += [0.0] * (gamma - len(per))
-        rows.append((r["prompt_id"], float(c["num_accepted_tokens"]), float(c["num_drafts"]), per))
+        rows.append((r["prompt_id"], c.accepted, c.drafts, per))
     return _pool(rows)

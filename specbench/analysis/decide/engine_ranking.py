@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from specbench.analysis.decide.recommend import workload_decision
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import RankingRow
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.serving.serving_acceptance import (
     concurrency_of,
@@ -30,7 +31,7 @@ from specbench.analysis.serving.serving_acceptance import (
     counter_units,
 )
 from specbench.analysis.serving.serving_concurrency import concurrency_table
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
 Record = RecordLine
@@ -91,8 +92,9 @@ def engine_ranking(
     margin: float,
     level: float,
     n_boot: int,
-) -> list[dict[str, Any]]:
-    """The ranking rows (module docstring), best point speedup first."""
+) -> list[RankingRow]:
+    """The ranking rows (module docstring), best point speedup first; none chosen yet (the
+    entry's verdict picks its row, `pipeline.serving_results`)."""
     base1 = [r for r in base if concurrency_of(r) == c_ref]
     settings1 = {k: [r for r in rs if concurrency_of(r) == c_ref] for k, rs in settings.items()}
     wd = workload_decision(base1, settings1, margin, level, n_boot)
@@ -105,35 +107,41 @@ def engine_ranking(
         recs = list(settings[key])
         own = _own_metrics(metrics, key, keys)
         keyed, source = counter_units(recs, own, c_ref)
-        est = counter_estimators([u for _, u in keyed], key[2], n_boot, level) if keyed else {}
+        est = (
+            counter_estimators([u for _, u in keyed], key[2], n_boot, level, source)
+            if keyed
+            else None
+        )
         _, stops = concurrency_table(
             base, {key[2]: recs}, base_metrics + own, margin, n_boot, level
         )
         bound = float(wd.decision.lower[i])  # NaN: unbounded (too few prompts to decide)
-        speed = wd.marginal[key]
+        stop = stops.get(str(key[2]))
         rows.append(
-            {
-                "label": setting_name(key, recs),
-                "method": setting_method(recs),
-                "drafter": key[0],
-                "policy": key[1],
-                "gamma": key[2],
-                "n_prompts": len({r["prompt_id"] for r in settings1[key]}),
-                "speedup": est_json(speed),
-                "decision_lower_bound": json_num(bound),
-                "clears": bool(math.isfinite(bound) and bound > 1.0 + margin),
-                "mean_accepted_length": est.get("mean_accepted_length"),
-                "alpha": est.get("accepted_tested"),
-                "acceptance_source": source,
-                "stops_paying_at": (stops.get(str(key[2])) or {}).get("stops_paying_at"),
-            }
+            RankingRow(
+                rank=0,  # set below, once sorted
+                label=setting_name(key, recs),
+                method=setting_method(recs),
+                drafter=key[0],
+                policy=key[1],
+                gamma=key[2],
+                n_prompts=len({r["prompt_id"] for r in settings1[key]}),
+                speedup=EstimateJSON.of(wd.marginal[key]),
+                decision_lower_bound=json_num(bound),
+                clears=bool(math.isfinite(bound) and bound > 1.0 + margin),
+                chosen=False,
+                mean_accepted_length=est.mean_accepted_length if est is not None else None,
+                alpha=est.accepted_tested if est is not None else None,
+                acceptance_source=source,
+                stops_paying_at=stop.stops_paying_at if stop is not None else None,
+            )
         )
 
-    def point(row: dict[str, Any]) -> float:
-        v = (row["speedup"] or {}).get("value")
+    def point(row: RankingRow) -> float:
+        v = row.speedup.value if row.speedup is not None else None
         return float(v) if v is not None and math.isfinite(v) else -math.inf
 
     rows.sort(key=point, reverse=True)
     for i, row in enumerate(rows):
-        row["rank"] = i + 1
+        row.rank = i + 1
     return rows

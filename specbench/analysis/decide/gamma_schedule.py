@@ -39,19 +39,26 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
 from specbench.analysis.arithmetic.batch_model import StepCostModel
 from specbench.analysis.decide.recommend import joint_replicates, one_sided
+from specbench.analysis.documents.results_model_base import EstimateJSON, Num
+from specbench.analysis.documents.results_model_engine import (
+    EngineGammaCounters,
+    ScheduleBoundary,
+    ScheduleRow,
+)
 from specbench.analysis.estimators.latency import Paired, pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.stats.resampling import DEFAULT_SEED, simultaneous_lower
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
 Record = RecordLine
+BoundaryRule = Literal["model", "geometric_midpoint"]
 OPEN_END = 65536  # the last range's upper end: engines clamp it to their own max batch size
 
 
@@ -60,21 +67,26 @@ class CellDecision:
     """One concurrency: each γ's throughput ratio with its simultaneous lower bound, and the choice."""
 
     concurrency: int
-    ratios: dict[int, Any]  # γ → {"value", "ci95"} (est_json) or None
+    ratios: dict[int, EstimateJSON | None]  # γ → its throughput ratio
     lower_bounds: dict[int, float | None]
     gamma: int  # 0 = off
     reason: str
 
-    def row(self) -> dict[str, Any]:
-        """The decision's fields of a schedule row in results.json (single workload and pool)."""
-        return {
-            "concurrency": self.concurrency,
-            "gamma": self.gamma,
-            "verdict": "on" if self.gamma else "off",
-            "reason": self.reason,
-            "throughput_ratio": {str(g): r for g, r in self.ratios.items()},
-            "decision_lower_bound": {str(g): lb for g, lb in self.lower_bounds.items()},
-        }
+    def row(
+        self, throughput_tok_s: dict[str, Num], predicted_throughput_tok_s: dict[str, Num]
+    ) -> ScheduleRow:
+        """The decision as a schedule row of results.json (single workload and pool), with the
+        measured and predicted throughput at this concurrency ("0": no speculation)."""
+        return ScheduleRow(
+            concurrency=self.concurrency,
+            gamma=self.gamma,
+            verdict="on" if self.gamma else "off",
+            reason=self.reason,
+            throughput_ratio={str(g): r for g, r in self.ratios.items()},
+            decision_lower_bound={str(g): lb for g, lb in self.lower_bounds.items()},
+            throughput_tok_s=throughput_tok_s,
+            predicted_throughput_tok_s=predicted_throughput_tok_s,
+        )
 
 
 def _cells(
@@ -151,7 +163,7 @@ def decide_cells(
     for c in levels:
         here = [(g, p, lb) for (cc, g, p), lb in zip(cells, bounds, strict=True) if cc == c]
         ests = {g: speedup_of(p, n_boot, level) for g, p, _ in here}
-        ratios = {g: est_json(e) for g, e in ests.items()}
+        ratios = {g: EstimateJSON.of(e) for g, e in ests.items()}
         lbs = {g: json_num(lb) for g, _, lb in here}
         point = {g: e.value if e else -math.inf for g, e in ests.items()}
         clear = [g for g, _, lb in here if math.isfinite(lb) and lb > 1.0 + margin]
@@ -183,9 +195,9 @@ def fill_between(decisions: list[CellDecision], margin: float) -> list[CellDecis
         if d.gamma > 0:
             continue
         points = {
-            g: float(r["value"])
+            g: float(r.value)
             for g, r in d.ratios.items()
-            if r and r.get("value") is not None and float(r["value"]) > 1.0 + margin
+            if r is not None and r.value is not None and float(r.value) > 1.0 + margin
         }
         if not points:
             continue
@@ -202,10 +214,10 @@ def fill_between(decisions: list[CellDecision], margin: float) -> list[CellDecis
 
 def model_switch(
     model: StepCostModel | None, tau: Mapping[int, float]
-) -> Callable[[int, int, int, int], tuple[int, str]]:
+) -> Callable[[int, int, int, int], tuple[int, BoundaryRule]]:
     """The boundary rule between two measured concurrencies (module docstring)."""
 
-    def switch(c_lo: int, c_hi: int, k_lo: int, k_hi: int) -> tuple[int, str]:
+    def switch(c_lo: int, c_hi: int, k_lo: int, k_hi: int) -> tuple[int, BoundaryRule]:
         if model is not None and k_lo in tau and k_hi in tau:
             for b in range(c_lo + 1, c_hi + 1):
                 if tau[k_hi] / model.predict_step_ms(b, k_hi) >= tau[k_lo] / model.predict_step_ms(
@@ -219,25 +231,25 @@ def model_switch(
 
 def schedule_ranges(
     choices: Sequence[tuple[int, int]],
-    switch: Callable[[int, int, int, int], tuple[int, str]],
+    switch: Callable[[int, int, int, int], tuple[int, BoundaryRule]],
     open_end: int = OPEN_END,
-) -> tuple[list[list[int]], list[dict[str, Any]]]:
+) -> tuple[list[tuple[int, int, int]], list[ScheduleBoundary]]:
     """[[lo, hi, k], …] covering 1 … open_end from (concurrency, k) per measured concurrency, and
     each boundary with the rule that placed it."""
     pts = sorted(choices)
     if not pts:
         return [], []
-    ranges: list[list[int]] = []
-    boundaries: list[dict[str, Any]] = []
+    ranges: list[tuple[int, int, int]] = []
+    boundaries: list[ScheduleBoundary] = []
     lo, k = 1, pts[0][1]
     for (c0, k0), (c1, k1) in itertools.pairwise(pts):
         if k1 == k0:
             continue
         s, rule = switch(c0, c1, k0, k1)
-        ranges.append([lo, s - 1, k])
-        boundaries.append({"between": [c0, c1], "at": s, "rule": rule})
+        ranges.append((lo, s - 1, k))
+        boundaries.append(ScheduleBoundary(between=(c0, c1), at=s, rule=rule))
         lo, k = s, k1
-    ranges.append([lo, max(open_end, lo), k])
+    ranges.append((lo, max(open_end, lo), k))
     return ranges, boundaries
 
 
@@ -249,11 +261,11 @@ def gamma_at(ranges: Sequence[Sequence[int]], b: int) -> int:
     return int(ranges[-1][2]) if ranges else 0
 
 
-def accept_lengths(per_gamma: Mapping[str, Any]) -> dict[int, float]:
+def accept_lengths(per_gamma: Mapping[str, EngineGammaCounters]) -> dict[int, float]:
     """τ per γ from the engine section's counter estimators (1 for γ = 0)."""
     out = {0: 1.0}
     for g, pg in per_gamma.items():
-        v = ((pg or {}).get("mean_accepted_length") or {}).get("value")
+        v = pg.mean_accepted_length.value if pg.mean_accepted_length else None
         if v is not None and np.isfinite(v):
             out[int(g)] = float(v)
     return out

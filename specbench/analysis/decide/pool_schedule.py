@@ -28,7 +28,6 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from specbench.analysis.decide.gamma_schedule import (
     model_switch,
     schedule_ranges,
 )
+from specbench.analysis.documents.results_model_engine import GammaSchedule
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.groups import Group, group_records, is_engine_group
 from specbench.analysis.estimators.latency import Paired, pair
@@ -154,9 +154,9 @@ def pool_cells(members: Sequence[PoolMember]) -> tuple[list[tuple[int, int, Pair
     return cells, levels
 
 
-def pool_schedule(members: Sequence[PoolMember], s: AnalysisSettings) -> dict[str, Any] | None:
-    """The pool's schedule in the shape of an entry's `engine.schedule` (results_model_engine.
-    GammaSchedule), or None when no cell is common to every workload."""
+def pool_schedule(members: Sequence[PoolMember], s: AnalysisSettings) -> GammaSchedule | None:
+    """The pool's schedule in the shape of an entry's `engine.schedule`, or None when no cell is
+    common to every workload."""
     total = sum(m.weight for m in members)
     if not members or total <= 0 or not math.isfinite(total):
         return None
@@ -169,29 +169,21 @@ def pool_schedule(members: Sequence[PoolMember], s: AnalysisSettings) -> dict[st
         [(d.concurrency, d.gamma) for d in decisions], model_switch(None, {}), OPEN_END
     )
     shares = ", ".join(f"{m.workload} {m.weight:.0%}" for m in members)
-    rows = [
-        {
-            **d.row(),
-            "throughput_tok_s": {},
-            "predicted_throughput_tok_s": {},
-        }
-        for d in decisions
-    ]
-    return {
-        "rule": (
+    return GammaSchedule(
+        rule=(
             "per concurrency: ON with the γ of highest pooled throughput ratio among those whose "
             "simultaneous lower bound > 1 + margin, else off (k = 0)"
         ),
-        "family": f"{how}; pool of {len(members)} workloads ({shares} of output tokens)",
-        "false_on_rate": json_num(family_rate(s.ci_level)),
-        "margin": s.margin,
-        "throughput": (
+        family=f"{how}; pool of {len(members)} workloads ({shares} of output tokens)",
+        false_on_rate=json_num(family_rate(s.ci_level)),
+        margin=s.margin,
+        throughput=(
             "closed-loop output tokens/s of the mix: Σ_w W_w·(e2e per token) of off over that "
             "of γ, paired by prompt within each workload"
         ),
-        "concurrencies": rows,
-        "ranges": ranges,
-        "boundaries": boundaries,
-        "measured_up_to": max(levels),
-        "extrapolated_from": max(levels) + 1,
-    }
+        concurrencies=[d.row({}, {}) for d in decisions],
+        ranges=ranges,
+        boundaries=boundaries,
+        measured_up_to=max(levels),
+        extrapolated_from=max(levels) + 1,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from specbench.analysis.decide.recommend import QuotedFigures
 from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON, ModelOptimum
@@ -27,7 +27,7 @@ from specbench.analysis.documents.results_model_workload import (
     WorkloadResult,
 )
 from specbench.analysis.estimators.groups import Group
-from specbench.analysis.serving.serving_cost import add_tails
+from specbench.analysis.serving.serving_cost import entry_tails
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import json_num
 
@@ -122,18 +122,25 @@ class CellFigures:
     ) -> WorkloadResult:
         """The results.json entry: these figures, the verdict and its content checks, and the
         latency tails over `fig_group` (the prompts of the verdict, `prompt_basis`)."""
-        # the tails fill the γ rows and the engine's concurrency cells in place (p50/p90/p99,
-        # analysis.serving.serving_cost), so before the entry validates them
-        tails: dict[str, Any] = {"gammas": self.table["gammas"]}
-        if self.engine is not None:  # add_tails reads a missing engine as a transformers entry
-            tails["engine"] = self.engine
-        add_tails(tails, cast(dict[str, Any], fig_group), primary_drafter)
+        # p50/p90/p99 latency (analysis.serving.serving_cost) of the measured γ rows and the
+        # engine's concurrency cells, set before the entry validates them
+        eng = self.engine
+        tails = entry_tails(
+            fig_group, primary_drafter, eng["reference_concurrency"] if eng is not None else None
+        )
+        for row in self.table["gammas"]:
+            if row.get("measured"):
+                row["tails"] = tails.gamma(row["gamma"])
+        for crow in eng["concurrency"] if eng is not None else []:
+            crow.baseline.tails = tails.cell(crow.concurrency, 0)
+            for g, gcell in crow.gammas.items():
+                gcell.tails = tails.cell(crow.concurrency, int(g))
         # the parts other analyses still hand over as dicts, validated here, once (issue 30)
         handed: dict[str, Any] = {
             "gammas": self.table["gammas"],
             "prediction_error": self.table["prediction_error"],
             "model_optimum": self.table["model_optimum"],
-            "baseline_tails": tails["baseline_tails"],
+            "baseline_tails": tails.baseline,
         }
         if self.engine is not None:
             handed["engine"] = self.engine

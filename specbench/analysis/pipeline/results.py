@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
@@ -40,12 +40,12 @@ from specbench.analysis.decide.validity import degenerate_only
 from specbench.analysis.documents.results_model import (
     GlobalRecommendation,
     PoolDecision,
+    RunEnv,
     RunInfo,
     RunResults,
     RunSampling,
 )
 from specbench.analysis.documents.results_model_batch import BatchPrediction
-from specbench.analysis.documents.results_model_load import LoadCell, SloJSON
 from specbench.analysis.documents.results_model_workload import RequestSampling, WorkloadResult
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
@@ -67,9 +67,9 @@ from specbench.analysis.pipeline.prompt_basis import (
 )
 from specbench.analysis.pipeline.serving_results import serving_entry
 from specbench.analysis.pipeline.transformers_results import transformers_entry
-from specbench.analysis.serving.load_cells import attach_load, closed_loop
+from specbench.analysis.serving.load_cells import by_group, closed_loop, engine_load
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
-from specbench.analysis.serving.serving_cost import economics_section, with_memory
+from specbench.analysis.serving.serving_cost import economics_section
 from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
@@ -155,24 +155,28 @@ def build_results(
                 )
             )
     # tails, SLO goodput per load point; a cell's load table over the prompts of its verdict, too
-    _attach_load(entries, records_without(records, excluded), config, s.ci_level, s.n_boot)
-    # env.json as written, and the sections analysis.estimators / analysis.serving hand over as
-    # dicts (failures, economics: read from the entries as dicts), validated here, once
+    grouped = by_group(records_without(records, excluded))
+    for e in entries:
+        if e.engine is not None:
+            load = engine_load(
+                grouped.get((e.workload, e.temperature), []), config, s.ci_level, s.n_boot
+            )
+            e.engine.load, e.engine.slo = load.cells, load.slo
+            e.warnings = list(dict.fromkeys([*e.warnings, *load.notes]))
+    run_env = RunEnv.model_validate(env)  # env.json as written (`harness.run.rundir.read_env`)
+    # the failures analysis.estimators hands over as dicts, validated here, once
     handed: dict[str, Any] = {
-        "env": env,
-        "economics": with_memory(
-            economics_section(
-                [e.model_dump(exclude_unset=True) for e in entries],
-                cast(dict[tuple[str, float], dict[str, Any]], fig_groups),
-                config.economics,
-                env.get("device"),
-            ),
-            env,
-        ),
         "failures": failures,
         "global": global_recommendation(entries, pool_inputs, s),  # an alias: a keyword
     }
-    out = RunResults(schema=RESULTS_SCHEMA, run=run_header(config, s), workloads=entries, **handed)
+    out = RunResults(
+        schema=RESULTS_SCHEMA,
+        run=run_header(config, s),
+        env=run_env,
+        workloads=entries,
+        economics=economics_section(entries, fig_groups, config.economics, run_env),
+        **handed,
+    )
     profile_mix = mix_section(mixed, config, s.ci_level, s.n_boot)
     if profile_mix is not None:  # engine runs with a profile and a steady-state load
         out.mix = profile_mix
@@ -199,29 +203,6 @@ def build_results(
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
         out.batch_prediction = BatchPrediction(**json_safe(predicted))
     return out
-
-
-def _attach_load(
-    entries: list[WorkloadResult],
-    records: list[Record],
-    config: StoredConfig,
-    level: float,
-    n_boot: int,
-) -> None:
-    """Each engine entry's `engine.load` and `engine.slo`, and the load table's warnings.
-    `serving.load_cells.attach_load` fills entry dicts in place: it fills one per engine entry
-    here, and the entry takes what it filled."""
-    engines = [e for e in entries if e.engine is not None]
-    filled: list[dict[str, Any]] = [
-        {"workload": e.workload, "temperature": e.temperature, "engine": {}, "warnings": e.warnings}
-        for e in engines
-    ]
-    attach_load(filled, records, config, level, n_boot)
-    for e, f in zip(engines, filled, strict=True):
-        assert e.engine is not None
-        e.engine.load = [LoadCell(**c) for c in f["engine"]["load"]]
-        e.engine.slo = SloJSON(**f["engine"]["slo"]) if f["engine"]["slo"] is not None else None
-        e.warnings = f["warnings"]
 
 
 def global_recommendation(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -30,12 +29,19 @@ from specbench.analysis.decide.gamma_schedule import (
     model_switch,
     schedule_ranges,
 )
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import (
+    BatchModel,
+    EngineGammaCounters,
+    GammaSchedule,
+    StepCellFit,
+)
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.latency import decode_tokens_ms, pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_concurrency import output_throughput
 from specbench.analysis.serving.spec_counters import SpecCounters
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
 Record = RecordLine
@@ -78,38 +84,44 @@ def step_cells(
     return out
 
 
-def _model_json(model: StepCostModel | None, cells: list[StepCell]) -> dict[str, Any]:
-    out: dict[str, Any] = {"form": MODEL_FORM, "n_cells": len(cells), "fitted": model is not None}
+def _model_json(model: StepCostModel | None, cells: list[StepCell]) -> BatchModel:
     if model is None:
-        return {**out, "reason": "fewer than 4 measured cells or one batch size: no fit"}
+        return BatchModel(
+            form=MODEL_FORM,
+            n_cells=len(cells),
+            fitted=False,
+            reason="fewer than 4 measured cells or one batch size: no fit",
+        )
     errors = leave_one_out(cells, model)
     loo = [abs(e.loo_rel_error) for e in errors if e.loo_rel_error is not None]
-    return {
-        **out,
-        "params_ms": {
+    return BatchModel(
+        form=MODEL_FORM,
+        n_cells=len(cells),
+        fitted=True,
+        params_ms={
             "v0": json_num(model.v0_ms),
             "vb": json_num(model.vb_ms),
             "vc": json_num(model.vc_ms),
             "d0": json_num(model.d0_ms),
             "db": json_num(model.db_ms),
         },
-        "knee_tokens": json_num(model.knee_tokens),
-        "error_measured": "leave-one-out over this run's measured cells (b, γ)",
-        "cells": [
-            {
-                "b": e.cell.b,
-                "gamma": e.cell.gamma,
-                "tau": json_num(e.cell.tau),
-                "step_ms": json_num(e.cell.step_ms),
-                "fitted_ms": json_num(e.fitted_ms),
-                "loo_ms": json_num(e.loo_ms),
-                "loo_rel_error": json_num(e.loo_rel_error),
-            }
+        knee_tokens=json_num(model.knee_tokens),
+        error_measured="leave-one-out over this run's measured cells (b, γ)",
+        cells=[
+            StepCellFit(
+                b=e.cell.b,
+                gamma=e.cell.gamma,
+                tau=json_num(e.cell.tau),
+                step_ms=json_num(e.cell.step_ms),
+                fitted_ms=json_num(e.fitted_ms),
+                loo_ms=json_num(e.loo_ms),
+                loo_rel_error=json_num(e.loo_rel_error),
+            )
             for e in errors
         ],
-        "loo_median_abs_rel_error": json_num(float(np.median(loo))) if loo else None,
-        "loo_max_abs_rel_error": json_num(max(loo)) if loo else None,
-    }
+        loo_median_abs_rel_error=json_num(float(np.median(loo))) if loo else None,
+        loo_max_abs_rel_error=json_num(max(loo)) if loo else None,
+    )
 
 
 def _throughput(
@@ -131,31 +143,31 @@ def _against_best_fixed(
     base: Sequence[Record],
     specs: Mapping[int, Sequence[Record]],
     s: AnalysisSettings,
-) -> dict[str, Any]:
+) -> tuple[int | None, EstimateJSON | None]:
     """The schedule's choice at d.concurrency (off, or a measured fixed γ) against the fixed γ
-    with the highest point throughput ratio there: throughput ratio, paired by prompt (and engine
-    start), from this run's records — the schedule's range at a measured concurrency runs
-    exactly that setting. None when the choice is that best γ itself."""
+    with the highest point throughput ratio there: (that γ, the throughput ratio paired by
+    prompt (and engine start)), from this run's records — the schedule's range at a measured
+    concurrency runs exactly that setting. No ratio when the choice is that best γ itself."""
     c = d.concurrency
-    valued = {g: e["value"] for g, e in d.ratios.items() if e and e.get("value") is not None}
+    valued = {g: e.value for g, e in d.ratios.items() if e is not None and e.value is not None}
     if not valued:
-        return {"best_fixed_gamma": None, "vs_best_fixed": None}
+        return None, None
     best = max(valued, key=lambda g: valued[g])
     if d.gamma == best:
-        return {"best_fixed_gamma": best, "vs_best_fixed": None}
+        return best, None
     at_c = lambda recs: [r for r in recs if concurrency_of(r) == c]  # noqa: E731
     chosen = at_c(base if d.gamma == 0 else specs[d.gamma])
     est = speedup_of(pair(at_c(specs[best]), chosen, end_to_end=True), s.n_boot, s.ci_level)
-    return {"best_fixed_gamma": best, "vs_best_fixed": est_json(est)}
+    return best, EstimateJSON.of(est)
 
 
 def schedule_parts(
     base: Sequence[Record],
     specs: Mapping[int, Sequence[Record]],
     metrics: Sequence[Record],
-    per_gamma: Mapping[str, Any],
+    per_gamma: Mapping[str, EngineGammaCounters],
     s: AnalysisSettings,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[BatchModel, GammaSchedule | None]:
     """(batch_model, schedule) of one workload × temperature; schedule None without a baseline
     or without a γ measured at some concurrency."""
     cells = step_cells(base, specs, metrics)
@@ -172,34 +184,32 @@ def schedule_parts(
     for d in decisions:
         gammas = [0, *sorted(d.ratios)]
         b = in_flight([r for r in base if concurrency_of(r) == d.concurrency], d.concurrency)
-        rows.append(
+        row = d.row(
             {
-                **d.row(),
-                "throughput_tok_s": {
-                    str(g): _throughput(base if g == 0 else specs[g], metrics, g, d.concurrency)
-                    for g in gammas
-                },
-                **_against_best_fixed(d, base, specs, s),
-                "predicted_throughput_tok_s": {
-                    str(g): json_num(predicted_throughput(model, b, g, tau[g]))
-                    if model is not None and g in tau
-                    else None
-                    for g in gammas
-                },
-            }
+                str(g): _throughput(base if g == 0 else specs[g], metrics, g, d.concurrency)
+                for g in gammas
+            },
+            {
+                str(g): json_num(predicted_throughput(model, b, g, tau[g]))
+                if model is not None and g in tau
+                else None
+                for g in gammas
+            },
         )
-    return model_json, {
-        "rule": (
+        row.best_fixed_gamma, row.vs_best_fixed = _against_best_fixed(d, base, specs, s)
+        rows.append(row)
+    return model_json, GammaSchedule(
+        rule=(
             "per concurrency: ON with the γ of highest throughput ratio among those whose "
             "simultaneous lower bound > 1 + margin, else off (k = 0)"
         ),
-        "family": how,
-        "false_on_rate": json_num(family_rate(s.ci_level)),
-        "margin": s.margin,
-        "throughput": "closed-loop output tokens/s: ratio of Σ tokens / Σ e2e paired by prompt",
-        "concurrencies": rows,
-        "ranges": ranges,
-        "boundaries": boundaries,
-        "measured_up_to": max(d.concurrency for d in decisions),
-        "extrapolated_from": max(d.concurrency for d in decisions) + 1,
-    }
+        family=how,
+        false_on_rate=json_num(family_rate(s.ci_level)),
+        margin=s.margin,
+        throughput="closed-loop output tokens/s: ratio of Σ tokens / Σ e2e paired by prompt",
+        concurrencies=rows,
+        ranges=ranges,
+        boundaries=boundaries,
+        measured_up_to=max(d.concurrency for d in decisions),
+        extrapolated_from=max(d.concurrency for d in decisions) + 1,
+    )

@@ -29,6 +29,7 @@ from specbench.analysis.decide.engine_ranking import engine_ranking, primary_key
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import engine_validity
 from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_engine import EngineGammaCounters
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
     DraftStepTiming,
@@ -126,7 +127,7 @@ def analyse_engine_group(
     )
 
     # --- acceptance from the counters ---
-    per_gamma: dict[str, Any] = {}
+    per_gamma: dict[str, EngineGammaCounters] = {}
     sources: set[str] = set()
     per_request = []
     for g in sorted(specs):
@@ -146,10 +147,7 @@ def analyse_engine_group(
                 "unavailable"
             )
             continue
-        per_gamma[str(g)] = {
-            **counter_estimators([u for _, u in keyed], g, n_boot, level),
-            "source": source,
-        }
+        per_gamma[str(g)] = counter_estimators([u for _, u in keyed], g, n_boot, level, source)
         if source in ("per_request_counters", "per_request_response"):
             per_request.append((keyed, g))
     g_max = max((int(k) for k in per_gamma), default=0)
@@ -159,33 +157,35 @@ def analyse_engine_group(
     measured: MeasuredAcceptance | None = None
     if pooled is not None:
         alpha = alpha_json(pooled, "accepted_tested")
-    elif top is not None and top.get("accepted_tested"):
-        # the counters' estimate (analysis.serving.serving_acceptance), validated here
-        alpha = AlphaJSON(**top["accepted_tested"], estimator="accepted_tested")
+    elif top is not None and top.accepted_tested:
+        at = top.accepted_tested  # the counters' estimate (analysis.serving.serving_acceptance)
+        alpha = AlphaJSON(value=at.value, ci95=at.ci95, estimator="accepted_tested")
     if top is not None:
         measured = MeasuredAcceptance(
             AlphaEstimators(
                 exact_beta=None,
-                accepted_tested=top["accepted_tested"],
-                accepted_proposed=top["accepted_proposed"],
-                from_accepted_length=top["from_accepted_length"],
-                mean_accepted_length=top["mean_accepted_length"],
+                accepted_tested=top.accepted_tested,
+                accepted_proposed=top.accepted_proposed,
+                from_accepted_length=top.from_accepted_length,
+                mean_accepted_length=top.mean_accepted_length,
                 at_gamma=g_max,
             ),
-            [p["value"] if p else None for p in top["per_position"]],
-            top["histogram"],
+            [p.value if p else None for p in top.per_position],
+            top.histogram,
         )
         lo, hi = alpha.ci95 if alpha is not None else (None, None)
         halfwidth = (hi - lo) / 2 if lo is not None and hi is not None else None
         for w in (
-            low_acceptance((top["accepted_proposed"] or {}).get("value"), g_max),
+            low_acceptance(top.accepted_proposed.value if top.accepted_proposed else None, g_max),
             too_few_prompts(n_prompts, halfwidth, s.target_halfwidth, s.ci_level),
         ):
             warnings += [w] if w else []
 
     # --- timing model: round time = TPOT × τ per measured γ ---
     tau = {
-        g: ((per_gamma.get(str(g)) or {}).get("mean_accepted_length") or {}).get("value")
+        g: pg.mean_accepted_length.value
+        if (pg := per_gamma.get(str(g))) and pg.mean_accepted_length
+        else None
         for g in specs1
     }
     r0, r1, points = engine_round_fit(tau, specs1)
@@ -210,18 +210,22 @@ def analyse_engine_group(
         "iid": {g: roi.expected_tokens(g, min(max(alpha_v, 0.0), 1.0)) for g in range(1, g_max + 1)}
         if alpha_v is not None
         else {},
-        "empirical": {int(k): v for k, v in (top or {}).get("truncation", {}).items()},
+        "empirical": {
+            int(k): v for k, v in (top.truncation if top else {}).items() if v is not None
+        },
     }
 
     def acceptance(g: int) -> GammaAcceptance:
-        pg = per_gamma.get(str(g)) or {}
+        pg = per_gamma.get(str(g))
         return GammaAcceptance(
             alpha_exact_beta=None,
-            accepted_proposed=pg.get("accepted_proposed"),
-            mean_tokens_per_round=pg.get("mean_accepted_length"),
+            accepted_proposed=pg.accepted_proposed if pg else None,  # type: ignore[arg-type]
+            mean_tokens_per_round=pg.mean_accepted_length if pg else None,  # type: ignore[arg-type]
             t_verify_ms_median=None,
             peak_memory_mb=None,
-            tokens_per_round=(pg.get("mean_accepted_length") or {}).get("value"),
+            tokens_per_round=pg.mean_accepted_length.value
+            if pg and pg.mean_accepted_length
+            else None,
         )
 
     model = TimingModel(t_ar, 0.0, r0, r1)
@@ -328,22 +332,22 @@ def serving_entry(
     )
     if not used:
         for r in ranking:
-            r["clears"] = False
+            r.clears = False
     on = rec.verdict == "on"
     pick = rec if on else rec.best_measured
     key = (pick.drafter, pick.policy, pick.gamma) if pick is not None else (None, None, None)
     for r in ranking:
-        r["chosen"] = on and (r["drafter"], r["policy"], r["gamma"]) == key
+        r.chosen = on and (r.drafter, r.policy, r.gamma) == key
     eng["ranking"] = ranking
     chosen = rec.gamma or (pick.gamma if pick is not None else None)
-    row = next((r for r in ranking if (r["drafter"], r["policy"], r["gamma"]) == key), None)
+    row = next((r for r in ranking if (r.drafter, r.policy, r.gamma) == key), None)
     eng["chosen_gamma"] = chosen
-    eng["chosen_setting"] = row["label"] if row is not None and chosen else None
+    eng["chosen_setting"] = row.label if row is not None and chosen else None
     if row is not None and chosen:
-        eng["chosen_stops_paying_at"] = row["stops_paying_at"]
+        eng["chosen_stops_paying_at"] = row.stops_paying_at
     else:
         eng["chosen_stops_paying_at"] = (
-            (eng["stops_paying"].get(str(chosen)) or {}).get("stops_paying_at") if chosen else None
+            sp.stops_paying_at if chosen and (sp := eng["stops_paying"].get(str(chosen))) else None
         )
     entry = figures.entry(
         cell,

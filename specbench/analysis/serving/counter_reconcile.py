@@ -54,7 +54,8 @@ class Reconciliation:
     def excess(self) -> float:
         return self.work - self.expected
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float | bool]:
+        """The check as a batch's record stores it (records.jsonl `reconciliation`)."""
         return {
             "work": self.work,
             "expected": self.expected,

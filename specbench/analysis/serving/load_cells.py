@@ -21,10 +21,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_load import (
+    Goodput,
+    LoadCell,
+    QuantilesCI,
+    QueueingGrowth,
+    SloJSON,
+    SteadyState,
+    WarmupExcluded,
+)
 from specbench.analysis.serving.buffering import buffered_cell
-from specbench.analysis.stats.latency_tails import Slo, goodput, percentiles_ci
+from specbench.analysis.stats.latency_tails import Slo, goodput, quantile_ci
 from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.steady_state import kept_up, queueing_growth
 from specbench.config.stored import StoredConfig, StoredSlo
@@ -81,7 +92,7 @@ def _failed(recs: list[Record], ok: list[Record]) -> list[Record]:
     ]
 
 
-def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
+def steady_fields(recs: list[Record], metrics: list[Record]) -> SteadyState:
     """A steady-state cell's window, rates and kept-up verdict (module docstring), repeats
     pooled: durations and counts summed, arrival times taken from each batch's window start."""
     windows = {int(m.get("repeat", 0)): m["steady_window_s"] for m in metrics}
@@ -101,39 +112,48 @@ def steady_fields(recs: list[Record], metrics: list[Record]) -> dict[str, Any]:
     hit = any(m.get("hit_bound") for m in metrics)
     growth = None
     if g is not None:
-        growth = {
-            "n": g.n,
-            "tau": json_num(g.tau),
-            "p_value": json_num(g.p_value),
-            "slope_ms_per_s": json_num(g.slope_ms_per_s),
-            "rise_ms": json_num(g.rise_ms),
-            "baseline_ms": json_num(g.baseline_ms),
-            "growing": g.growing,
-        }
-    return {
-        "steady_duration_s": json_num(span),
-        "warmup_excluded": {
-            "n": len(warm),
-            "seconds": json_num(sum(start for start, _ in windows.values())),
-        },
-        "arrival_rate": json_num(len(inside) / span) if span > 0 else None,
-        "achieved_rate": json_num(len(done) / span) if span > 0 else None,
-        "achieved_tokens_per_s": json_num(sum(int(r.get("new_tokens") or 0) for r in done) / span)
+        growth = QueueingGrowth(
+            n=g.n,
+            tau=json_num(g.tau),
+            p_value=json_num(g.p_value),
+            slope_ms_per_s=json_num(g.slope_ms_per_s),
+            rise_ms=json_num(g.rise_ms),
+            baseline_ms=json_num(g.baseline_ms),
+            growing=g.growing,
+        )
+    return SteadyState(
+        steady_duration_s=json_num(span),
+        warmup_excluded=WarmupExcluded(
+            n=len(warm), seconds=json_num(sum(start for start, _ in windows.values()))
+        ),
+        arrival_rate=json_num(len(inside) / span) if span > 0 else None,
+        achieved_rate=json_num(len(done) / span) if span > 0 else None,
+        achieved_tokens_per_s=json_num(sum(int(r.get("new_tokens") or 0) for r in done) / span)
         if span > 0
         else None,
-        "n_drain": sum(r.get("phase") == "drain" for r in inside),
-        "queueing_growth": growth,
-        "kept_up": kept_up(g, hit),
-    }
+        n_drain=sum(r.get("phase") == "drain" for r in inside),
+        queueing_growth=growth,
+        kept_up=kept_up(g, hit),
+    )
 
 
 def _sum(values: list[float | None]) -> float:
     return float(sum(v or 0 for v in values))
 
 
+def _quantiles(values: Sequence[float], level: float) -> QuantilesCI:
+    """p50 / p90 / p99 with their order-statistic intervals (`stats.latency_tails.quantile_ci`)."""
+
+    def one(p: float) -> EstimateJSON:
+        est, lo, hi = quantile_ci(values, p, level)
+        return EstimateJSON(value=json_num(est), ci95=(json_num(lo), json_num(hi)))
+
+    return QuantilesCI(p50=one(0.5), p90=one(0.9), p99=one(0.99))
+
+
 def cell_entry(
     key: CellKey, recs: list[Record], metrics: list[Record], slo: Slo, level: float, n_boot: int
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[LoadCell, list[str]]:
     g, label, load, conc = key
     steady = (
         steady_fields(recs, metrics)
@@ -152,71 +172,74 @@ def cell_entry(
     rps = _sum([m.get("n_requests") for m in metrics]) / wall_s if wall_s > 0 else None
     tps = _sum([m.get("output_tokens") for m in metrics]) / wall_s if wall_s > 0 else None
     if steady is not None:  # completions inside the window per second of it
-        wall_s = steady["steady_duration_s"] or 0.0
-        rps, tps = steady["achieved_rate"], steady["achieved_tokens_per_s"]
+        wall_s = steady.steady_duration_s or 0.0
+        rps, tps = steady.achieved_rate, steady.achieved_tokens_per_s
     n_buf, meaningless = buffered_cell(ok)
     planned = max((int(m.get("n_planned") or 0) for m in metrics), default=0)
     where = f"{label or 'baseline'} {load if load != CLOSED else f'c={conc}'}"
-    notes: list[str] = []
-    body: dict[str, Any] = {
-        "gamma": g,
-        "drafter": label,
-        "load": load,
-        "concurrency": conc if load == CLOSED else None,
-        "effective_concurrency": min(conc, planned) if load == CLOSED and planned else None,
-        "max_in_flight": conc if load != CLOSED else None,
-        "offered_rate": None,
-        "n": len(ok),
-        "n_failed": len(failed),
-        "duration_s": json_num(wall_s) if wall_s > 0 else None,
-        "requests_per_s": json_num(rps),
-        "output_tokens_per_s": json_num(tps),
-        "ttft_ms": percentiles_ci(ttft, level),
-        "tpot_ms": percentiles_ci([t for t in tpot if t is not None], level),
-        "e2e_ms": percentiles_ci(e2e, level),
-        "queue_ms_max": json_num(max(q)) if load != CLOSED and q else None,
-        "not_sent": int(_sum([m.get("not_sent") for m in metrics])),
-        "hit_bound": any(m.get("hit_bound") for m in metrics),
-        "buffered_requests": n_buf,
-        "tpot_meaningless": meaningless,
-        "goodput": None,
-        "steady": steady,
-    }
+    offered_rate = None
     if load != CLOSED:
         offered = [x for m in metrics if (x := m.get("offered_rate")) is not None]
-        body["offered_rate"] = json_num(sum(offered) / len(offered)) if offered else None
+        offered_rate = json_num(sum(offered) / len(offered)) if offered else None
+    good_json = None
     if slo.any:
         good = [
             slo.met(r["ttft_ms"][0] + d, r.get("tpot_ms"), float(r["wall_ms"]) + d)
             for r, d in zip(ok, q, strict=True)
         ] + [False] * len(failed)
         tokens = [int(r.get("new_tokens") or 0) for r in ok] + [0] * len(failed)
-        body["goodput"] = goodput(good, tokens, rps, tps, level, n_boot)
+        # stats/ returns the JSON-ready figures (it sits below documents/): read them as the model
+        good_json = Goodput.model_validate(goodput(good, tokens, rps, tps, level, n_boot))
+    cell = LoadCell(
+        gamma=g,
+        drafter=label,
+        load=load,
+        concurrency=conc if load == CLOSED else None,
+        effective_concurrency=min(conc, planned) if load == CLOSED and planned else None,
+        max_in_flight=conc if load != CLOSED else None,
+        offered_rate=offered_rate,
+        n=len(ok),
+        n_failed=len(failed),
+        duration_s=json_num(wall_s) if wall_s > 0 else None,
+        requests_per_s=json_num(rps),
+        output_tokens_per_s=json_num(tps),
+        ttft_ms=_quantiles(ttft, level),
+        tpot_ms=_quantiles([t for t in tpot if t is not None], level),
+        e2e_ms=_quantiles(e2e, level),
+        queue_ms_max=json_num(max(q)) if load != CLOSED and q else None,
+        not_sent=int(_sum([m.get("not_sent") for m in metrics])),
+        hit_bound=any(m.get("hit_bound") for m in metrics),
+        buffered_requests=n_buf,
+        tpot_meaningless=meaningless,
+        goodput=good_json,
+        steady=steady,
+    )
+    notes: list[str] = []
     if meaningless:
         notes.append(
             f"{where}: {n_buf}/{len(ok)} responses arrived buffered (in one chunk, or all "
             "chunks at once): a gateway or server buffers the stream, so TTFT ≈ end-to-end "
             "and TPOT is meaningless there"
         )
-    if body["hit_bound"]:
+    if cell.hit_bound:
         notes.append(
-            f"{where}: load.max_duration_s passed with {body['not_sent']} requests not sent: "
+            f"{where}: load.max_duration_s passed with {cell.not_sent} requests not sent: "
             "the server did not sustain this load"
         )
-    if steady is not None and steady["kept_up"] is False:
-        notes.append(steady_note(where, steady, body["offered_rate"]))
-    return body, notes
+    if steady is not None and steady.kept_up is False:
+        notes.append(steady_note(where, steady, cell.offered_rate))
+    return cell, notes
 
 
-def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> str:
-    rates = f"achieved {steady['achieved_rate'] or 0:.2f}/s" + (
+def steady_note(where: str, steady: SteadyState, offered: float | None) -> str:
+    rates = f"achieved {steady.achieved_rate or 0:.2f}/s" + (
         f" of {offered:.2f}/s offered" if offered is not None else ""
     )
-    g = steady["queueing_growth"]
+    g = steady.queueing_growth
     why = (
-        f"latency from arrival rose {g['rise_ms']:.0f} ms across the steady state "
-        f"(from {g['baseline_ms']:.0f} ms; Kendall p = {g['p_value']:.1e})"
-        if g is not None and g["growing"]
+        f"latency from arrival rose {g.rise_ms:.0f} ms across the steady state "
+        f"(from {g.baseline_ms:.0f} ms; Kendall p = {g.p_value:.1e})"
+        if g is not None and g.growing
         else "the time bound passed with requests not sent or in flight"
     )
     return f"{where}: the server did not keep up ({rates}; {why}; docs/theory.md §21)"
@@ -224,7 +247,7 @@ def steady_note(where: str, steady: dict[str, Any], offered: float | None) -> st
 
 def load_section(
     recs: Sequence[Record], slo: Slo, level: float, n_boot: int
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[LoadCell], list[str]]:
     """The cells of one workload × temperature (records of that group, every load point) and
     their warnings, under the run's SLO."""
     reqs, metrics = _kept(recs)
@@ -238,15 +261,16 @@ def load_section(
             m_by[_key(m)].append(m)
     cells, notes = [], []
     for key in sorted(by_cell, key=_order):
-        body, more = cell_entry(key, by_cell[key], m_by.get(key, []), slo, level, n_boot)
-        cells.append(body)
+        cell, more = cell_entry(key, by_cell[key], m_by.get(key, []), slo, level, n_boot)
+        cells.append(cell)
         notes += more
     reach = sorted(
         {
-            (c["concurrency"], c["effective_concurrency"])
+            (c.concurrency, c.effective_concurrency)
             for c in cells
-            if c["effective_concurrency"] is not None
-            and c["concurrency"] > c["effective_concurrency"]
+            if c.concurrency is not None
+            and c.effective_concurrency is not None
+            and c.concurrency > c.effective_concurrency
         }
     )
     for c, eff in reach:
@@ -256,29 +280,35 @@ def load_section(
     return cells, notes
 
 
-def attach_load(
-    entries: list[dict[str, Any]],
-    records: Sequence[Record],
-    config: StoredConfig,
-    level: float,
-    n_boot: int,
-) -> None:
-    """Add `engine.load` (and its warnings) to each engine entry, in place."""
-    by_group: dict[tuple[str, float], list[Record]] = defaultdict(list)
+@dataclass(frozen=True)
+class EngineLoad:
+    """An engine entry's load figures (`engine.load`, `engine.slo`) and the warnings they add."""
+
+    cells: list[LoadCell]
+    slo: SloJSON | None
+    notes: list[str]
+
+
+def by_group(records: Sequence[Record]) -> dict[tuple[str, float], list[Record]]:
+    """Records by (workload, temperature)."""
+    out: dict[tuple[str, float], list[Record]] = defaultdict(list)
     for r in records:
         if "workload" in r and "temperature" in r:
-            by_group[(str(r["workload"]), float(r["temperature"]))].append(r)
-    for e in entries:
-        eng = e.get("engine")
-        if eng is None:
-            continue
-        cells, notes = load_section(
-            by_group[(e["workload"], float(e["temperature"]))], slo_of(config), level, n_boot
-        )
-        eng["load"] = cells
-        slo = config.slo.model_dump(exclude_unset=True) if config.slo else {}
-        eng["slo"] = {k: v for k, v in slo.items() if v is not None} or None
-        e["warnings"] = list(dict.fromkeys([*e.get("warnings", []), *notes]))
+            out[(str(r["workload"]), float(r["temperature"]))].append(r)
+    return dict(out)
+
+
+def engine_load(
+    recs: Sequence[Record], config: StoredConfig, level: float, n_boot: int
+) -> EngineLoad:
+    """`engine.load` of one engine entry from its group's records (every load point), the
+    run's SLO as given, and the cells' warnings."""
+    cells, notes = load_section(recs, slo_of(config), level, n_boot)
+    s = config.slo
+    given = {
+        k: v for k in ("ttft_ms", "tpot_ms", "e2e_ms") if s and (v := getattr(s, k)) is not None
+    }
+    return EngineLoad(cells, SloJSON(**given) if given else None, notes)
 
 
 def closed_loop(records: Sequence[Record]) -> list[Record]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.analysis.documents.results_model_load import MixSection
+from specbench.analysis.documents.results_model_load import MixCell, MixSection
 from specbench.analysis.serving.load_cells import load_section, slo_of, steady_fields
 from specbench.analysis.stats.serialize import json_num
 from specbench.config.stored import StoredConfig
@@ -116,7 +116,7 @@ def mix_batches(records: Iterable[Record]) -> list[MixBatch]:
     for m in metrics:
         reqs = by_attempt.get(str(m.get("attempt")), [])
         start, end = m["steady_window_s"]
-        kept = steady_fields(list(reqs), [m])["kept_up"]
+        kept = steady_fields(list(reqs), [m]).kept_up
         inside = sorted(
             (r for r in reqs if r.get("phase") in ("steady", "drain")),
             key=lambda r: (float(r.get("arrival_s") or 0.0), int(r.get("draw") or 0)),
@@ -168,22 +168,23 @@ def mix_section(
     shares = metrics[0].get("mix_shares") or {}
     # one group for load_cells: the requests' own workload / temperature do not split a cell
     cells, notes = load_section([*reqs, *metrics], slo_of(config), level, n_boot)
+    mix_cells = []
     for c in cells:
         own = [
             r
             for r in reqs
-            if int(r["gamma"]) == c["gamma"]
-            and str(r.get("drafter", "")) == c["drafter"]
-            and r.get("load") == c["load"]
+            if int(r["gamma"]) == c.gamma
+            and str(r.get("drafter", "")) == c.drafter
+            and r.get("load") == c.load
         ]
-        c["token_shares"] = token_shares_of(own, shares.get("token_shares") or {})
-    return MixSection.model_validate(
-        {
-            "token_shares": shares.get("token_shares") or {},
-            "request_shares": shares.get("request_shares") or {},
-            "temperature_shares": shares.get("temperature_shares") or {},
-            "mean_max_tokens": shares.get("mean_max_tokens") or {},
-            "cells": cells,
-            "warnings": [f"mix {n}" for n in notes],
-        }
+        # the load cell's figures (every one set) and the workloads' token shares
+        shares_here = token_shares_of(own, shares.get("token_shares") or {})
+        mix_cells.append(MixCell(**dict(c), token_shares=shares_here))
+    return MixSection(
+        token_shares=shares.get("token_shares") or {},
+        request_shares=shares.get("request_shares") or {},
+        temperature_shares=shares.get("temperature_shares") or {},
+        mean_max_tokens=shares.get("mean_max_tokens") or {},
+        cells=mix_cells,
+        warnings=[f"mix {n}" for n in notes],
     )

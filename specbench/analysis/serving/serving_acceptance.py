@@ -19,9 +19,11 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.arithmetic import roi
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import EngineGammaCounters
 from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats.resampling import Estimate
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.signflip import rate_estimate, ratio_estimate
 from specbench.record_line import RecordLine
 
@@ -53,9 +55,10 @@ def counter_arrays(units: Sequence[SpecCounters], gamma: int) -> dict[str, np.nd
 
 
 def counter_estimators(
-    units: Sequence[SpecCounters], gamma: int, n_boot: int, level: float
-) -> dict[str, Any]:
-    """specbench's estimators with bootstrap intervals over the units (prompts or batches)."""
+    units: Sequence[SpecCounters], gamma: int, n_boot: int, level: float, source: str
+) -> EngineGammaCounters:
+    """specbench's estimators with bootstrap intervals over the units (prompts or batches), the
+    units' counters read from `source` (`counter_units`)."""
     a = counter_arrays(units, gamma)
     tau = ratio_estimate(a["accepted"] + a["drafts"], a["drafts"], level)  # tokens / rounds
 
@@ -69,30 +72,31 @@ def counter_estimators(
     for i in range(per_pos.shape[1]):
         den = a["drafts"] if i == 0 else per_pos[:, i - 1]
         conditional.append(
-            est_json(rate_estimate(per_pos[:, i], den, level)) if den.sum() > 0 else None
+            EstimateJSON.of(rate_estimate(per_pos[:, i], den, level)) if den.sum() > 0 else None
         )
     total = units[0]
     for u in units[1:]:
         total = total.plus(u)
     point = estimates(total, gamma)
-    return {
-        "gamma": gamma,
-        "units": len(units),
-        "rounds": json_num(float(a["drafts"].sum())),
-        "mean_accepted_length": est_json(tau),
-        "accepted_proposed": est_json(rate_estimate(a["accepted"], a["draft_tokens"], level)),
-        "accepted_tested": est_json(rate_estimate(a["accepted"], a["tested"], level))
+    return EngineGammaCounters(
+        gamma=gamma,
+        units=len(units),
+        rounds=json_num(float(a["drafts"].sum())),
+        mean_accepted_length=EstimateJSON.of(tau),
+        accepted_proposed=EstimateJSON.of(rate_estimate(a["accepted"], a["draft_tokens"], level)),
+        accepted_tested=EstimateJSON.of(rate_estimate(a["accepted"], a["tested"], level))
         if per_pos.shape[1]
         else None,
-        "from_accepted_length": est_json(Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))),
-        "per_position": conditional,
-        "per_position_rate": [
-            json_num(x) if x is not None else None for x in point.per_position_rate
-        ],
-        "histogram": point.histogram,
-        "truncation": {str(g): json_num(v) for g, v in point.truncation.items()},
-        "counters": total.to_dict(),
-    }
+        from_accepted_length=EstimateJSON.of(
+            Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))
+        ),
+        per_position=conditional,
+        per_position_rate=[json_num(x) if x is not None else None for x in point.per_position_rate],
+        histogram=point.histogram,
+        truncation={str(g): json_num(v) for g, v in point.truncation.items()},
+        counters=total.to_json(),
+        source=source,
+    )
 
 
 def counter_units(
@@ -136,13 +140,13 @@ def counter_units(
     return batches, ("polluted" if polluted else "unavailable")
 
 
-def request_counts(r: Record) -> dict[str, Any] | None:
+def request_counts(r: Record) -> SpecCounters | None:
     """A request's own acceptance counts: the engine's per-request figures, else its counter
     deltas unless they were polluted; None without either."""
     if response := r.get("response_spec"):
-        return dict(response)
+        return SpecCounters.from_dict(response)
     if (counters := r.get("spec_counters")) and not r.get("counters_polluted"):
-        return dict(counters)
+        return SpecCounters.from_dict(counters)
     return None
 
 

@@ -10,12 +10,13 @@ out of the fixed-γ analysis, which keys settings by γ.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_engine import ConcurrencyRow, MeasuredScheduleRow
 from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
 from specbench.analysis.serving.serving_concurrency import request_latency
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
 Record = RecordLine
@@ -47,43 +48,47 @@ def schedule_rows(
     specs: Mapping[int, Sequence[Record]],
     sched: Sequence[Record],
     sched_metrics: Sequence[Record],
-    concurrency_rows: Sequence[Mapping[str, Any]],
+    concurrency_rows: Sequence[ConcurrencyRow],
     n_boot: int,
     level: float,
-) -> list[dict[str, Any]]:
+) -> list[MeasuredScheduleRow]:
     """One row per concurrency the schedule was measured at (module docstring)."""
     schedule = next((r.get("schedule") for r in sched if r.get("schedule")), None)
     rows = []
     for c in sorted({concurrency_of(r) for r in sched}):
         s = [r for r in sched if concurrency_of(r) == c]
         b = [r for r in base if concurrency_of(r) == c]
-        row_c = next((r for r in concurrency_rows if r["concurrency"] == c), None)
+        row_c = next((r for r in concurrency_rows if r.concurrency == c), None)
         best_g, best_tp = None, None
-        for g, cell in (row_c or {}).get("gammas", {}).items():
-            tp = cell.get("output_tokens_per_s")
+        for g, cell in (row_c.gammas if row_c is not None else {}).items():
+            tp = cell.output_tokens_per_s
             if tp is not None and (best_tp is None or tp > best_tp):
                 best_g, best_tp = int(g), tp
         tp = _throughput(sched_metrics, c)
-        base_tp = (row_c or {}).get("baseline", {}).get("output_tokens_per_s")
+        base_tp = row_c.baseline.output_tokens_per_s if row_c is not None else None
         best_recs = [r for r in specs.get(best_g, []) if concurrency_of(r) == c] if best_g else []
+        lat = request_latency(s, n_boot, level)
         rows.append(
-            {
-                "concurrency": c,
-                "schedule": schedule,
-                **request_latency(s, n_boot, level),
-                "output_tokens_per_s": tp,
-                "speedup": est_json(speedup_of(pair(b, s), n_boot, level)) if b else None,
-                "throughput_ratio": json_num(tp / base_tp) if tp and base_tp else None,
-                "best_fixed_gamma": best_g,
-                "vs_best_fixed": est_json(speedup_of(pair(best_recs, s), n_boot, level))
+            MeasuredScheduleRow(
+                concurrency=c,
+                schedule=schedule,
+                n=lat.n,
+                tpot_ms=lat.tpot_ms,
+                ttft_ms=lat.ttft_ms,
+                e2e_ms=lat.e2e_ms,
+                output_tokens_per_s=tp,
+                speedup=EstimateJSON.of(speedup_of(pair(b, s), n_boot, level)) if b else None,
+                throughput_ratio=json_num(tp / base_tp) if tp and base_tp else None,
+                best_fixed_gamma=best_g,
+                vs_best_fixed=EstimateJSON.of(speedup_of(pair(best_recs, s), n_boot, level))
                 if best_recs
                 else None,
-                "paired_throughput_vs_best_fixed": est_json(
+                paired_throughput_vs_best_fixed=EstimateJSON.of(
                     speedup_of(pair(best_recs, s, end_to_end=True), n_boot, level)
                 )
                 if best_recs
                 else None,
-                "throughput_vs_best_fixed": json_num(tp / best_tp) if tp and best_tp else None,
-            }
+                throughput_vs_best_fixed=json_num(tp / best_tp) if tp and best_tp else None,
+            )
         )
     return rows

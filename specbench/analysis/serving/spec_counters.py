@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.analysis.arithmetic import roi
+from specbench.analysis.documents.results_model_engine import SpecCountersJSON
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class SpecCounters:
             self.source,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float | str | list[float]]:
+        """The counters as a record stores them (records.jsonl `spec_counters`, `response_spec`)."""
         return {
             "num_drafts": self.drafts,
             "num_draft_tokens": self.draft_tokens,
@@ -69,6 +71,16 @@ class SpecCounters:
             "num_accepted_tokens_per_pos": list(self.per_pos),
             "source": self.source,
         }
+
+    def to_json(self) -> SpecCountersJSON:
+        """The counters as results.json holds them (`engine.per_gamma[γ].counters`)."""
+        return SpecCountersJSON(
+            num_drafts=self.drafts,
+            num_draft_tokens=self.draft_tokens,
+            num_accepted_tokens=self.accepted,
+            num_accepted_tokens_per_pos=list(self.per_pos),
+            source=self.source,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SpecCounters:
