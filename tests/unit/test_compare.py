@@ -40,6 +40,7 @@ from specbench.analysis.compare.samples import (
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.pipeline.results import build_results, build_typed_results
 from specbench.config.stored import StoredConfig
 from specbench.report.compare.compare import to_dict, to_markdown
@@ -414,10 +415,10 @@ def test_unstable_timing_is_noted_and_no_longer_blocks_speedup(
     shaky["workloads"][0]["warnings"] = ["unstable timing: draft step time CV 173%"]
     slow = copy.deepcopy(results)
     for g in slow["workloads"][0]["gammas"]:
-        if g["measured"]:
-            g["measured_speedup"] = {"value": 2.0, "ci95": [1.9, 2.1]}
-    base_speed = results["workloads"][0]["gammas"][3]["measured_speedup"]["value"]
-    assert base_speed > 2.4
+        if g.measured:
+            g.measured_speedup = EstimateJSON(value=2.0, ci95=(1.9, 2.1))
+    base_speed = results["workloads"][0]["gammas"][3].measured_speedup.value
+    assert base_speed is not None and base_speed > 2.4
     gate_speedup = Thresholds(run_to_run_cv=0.0, gate=("speedup",))  # the speedup @γ rows gate
     c = compare(from_results(shaky, "a"), from_results(slow, "b"), gate_speedup)
     assert row(c, "speedup@4").status == REGRESSED and c.exit_code == 1

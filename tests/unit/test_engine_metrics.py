@@ -251,8 +251,8 @@ def test_engine_entry_acceptance_speedup_and_concurrency() -> None:
     assert e["alpha_estimators"]["mean_accepted_length"]["value"] == pytest.approx(2.8)
     assert e["per_position_acceptance"] == pytest.approx([0.8, 0.75, 4 / 6])
     assert e["engine"]["acceptance_source"] == "per_request_counters"
-    row3 = next(g for g in e["gammas"] if g["gamma"] == 3)
-    assert row3["measured_speedup"]["value"] == pytest.approx(2.0, rel=0.05)  # 1/5 ÷ 1/10
+    row3 = next(g for g in e["gammas"] if g.gamma == 3)
+    assert row3.measured_speedup.value == pytest.approx(2.0, rel=0.05)  # 1/5 ÷ 1/10
     assert e["recommendation"]["verdict"] == "on" and e["recommendation"]["gamma"] == 3
     c8 = next(r for r in e["engine"]["concurrency"] if r["concurrency"] == 8)
     assert c8["gammas"]["3"]["speedup"]["value"] == pytest.approx(12.0 / 12.6, rel=0.02)

@@ -126,7 +126,7 @@ def test_verdict_on_with_cheap_draft_and_off_with_slow_draft() -> None:
     assert slow["recommendation"]["best_measured"]["speedup"]["value"] < 1.0
     # predictions agree with the (noise-free) measured speedup within a few percent
     for row in fast["gammas"]:
-        if row["measured"]:
-            assert row["predicted_speedup"]["empirical"] == pytest.approx(
-                row["measured_speedup"]["value"], rel=0.05
+        if row.measured:
+            assert row.predicted_speedup.empirical == pytest.approx(
+                row.measured_speedup.value, rel=0.05
             )

@@ -14,7 +14,12 @@ from specbench.analysis.documents.results_model import (
     RunInfo,
     RunResults,
 )
-from specbench.analysis.documents.results_model_workload import Recommendation, WorkloadResult
+from specbench.analysis.documents.results_model_base import EstimateJSON, ModelPair
+from specbench.analysis.documents.results_model_workload import (
+    GammaRow,
+    Recommendation,
+    WorkloadResult,
+)
 from specbench.analysis.serving.serving_cost import economics_section, latency_tails
 from specbench.config.stored import StoredEconomics
 from specbench.report.sections.text import (
@@ -28,6 +33,19 @@ from specbench.report.sections.text import (
 LOW_RATE = (
     "accepted/proposed is {:.2f} at γ=8 (< 0.4): speculation often costs latency at such rates"
 )
+
+
+def _row(gamma: int, **kw: Any) -> GammaRow:
+    """A measured γ row holding only the figures a test reads."""
+    none = ModelPair(iid=None, empirical=None)
+    return GammaRow(
+        gamma=gamma,
+        measured=True,
+        predicted_tokens_per_round=none,
+        predicted_speedup=none,
+        measured_speedup=None,
+        **kw,
+    )
 
 
 def _entry(name: str, verdict: str, gamma: int, warnings: list[str], **kw: Any) -> dict[str, Any]:
@@ -155,7 +173,7 @@ def test_tails_are_percentiles_only_where_the_sample_allows() -> None:
 def test_economics_batch1_cost_ttft_and_memory() -> None:
     e = _entry(
         "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
-        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+        gammas=[_row(2, peak_memory_mb=1500.0)], base_mem=1000.0,
     )  # fmt: skip
     grp = {
         "baseline": [_rec(0, ttft=20.0), _rec(1, ttft=30.0)],
@@ -197,7 +215,7 @@ def test_economics_engine_cost_per_concurrency_from_batch_throughput() -> None:
 def test_draft_memory_is_not_claimed_on_cpu() -> None:
     e = _entry(
         "a", "on", 2, [], itl={"baseline": 10.0, "speculative": 4.0},
-        gammas=[{"gamma": 2, "peak_memory_mb": 1500.0}], base_mem=1000.0,
+        gammas=[_row(2, peak_memory_mb=1500.0)], base_mem=1000.0,
     )  # fmt: skip
     row = economics_section([e], {}, None, "cpu")["by_workload"][0]
     assert row["draft_memory_mb"] is None
@@ -254,7 +272,7 @@ def test_engine_header_names_the_engine_version_and_flags() -> None:
 def test_economics_of_an_off_workload_prices_its_best_measured_gamma() -> None:
     e = _entry(
         "a", "off", 0, [], itl={"baseline": 10.0, "speculative": 10.0},
-        gammas=[{"gamma": 4, "itl_ms": {"value": 12.5}}],
+        gammas=[_row(4, itl_ms=EstimateJSON(value=12.5, ci95=(None, None)))],
     )  # fmt: skip
     e["recommendation"]["best_measured"] = {"gamma": 4}
     row = economics_section([e], {}, StoredEconomics(gpu_hour_usd=3.6), "cuda")["by_workload"][0]

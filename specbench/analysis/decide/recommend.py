@@ -374,8 +374,8 @@ def decide_entry(
 def _itl_of(out: dict[str, Any], rec: dict[str, Any]) -> float | None:
     for m in out.get("methods") or []:
         if (m["drafter"], m["policy"], m["gamma"]) == (rec["drafter"], rec["policy"], rec["gamma"]):
-            return (m.get("itl_ms") or {}).get("value")
+            return m["itl_ms"].value if m.get("itl_ms") else None
     for row in out.get("gammas") or []:
-        if row["gamma"] == rec["gamma"] and row.get("itl_ms"):
-            return row["itl_ms"]["value"]
+        if row.gamma == rec["gamma"] and row.itl_ms:
+            return row.itl_ms.value
     return None

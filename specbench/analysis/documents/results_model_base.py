@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 from specbench.analysis.documents.results_history import renamed_keys
+from specbench.analysis.stats.resampling import Estimate
+from specbench.analysis.stats.serialize import json_num
 
 Verdict = Literal["on", "off", "undecided", "not_measured"]
 Num = float | None
@@ -39,6 +41,14 @@ class EstimateJSON(ResultsModel):
 
     value: Num
     ci95: Interval
+
+
+def est_model(e: Estimate | None) -> EstimateJSON | None:
+    """An estimate as results.json holds it (`stats.serialize.est_json`'s rounding: 6 digits,
+    NaN and ±inf as null), built as the model."""
+    if e is None:
+        return None
+    return EstimateJSON(value=json_num(e.value), ci95=(json_num(e.lo), json_num(e.hi)))
 
 
 class AlphaJSON(EstimateJSON):

@@ -205,7 +205,10 @@ def analyse_engine_group(
         )
 
     model = TimingModel(t_ar, 0.0, r0, r1)
-    warnings += gamma_table(out, g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    table = gamma_table(g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    out.update(gammas=table.rows, prediction_error=table.prediction_error)
+    out["model_optimum"] = table.model_optimum
+    warnings += table.warnings
     if not base1:
         warnings.append(
             "no baseline measured: add a setting without speculation (a server with gamma: 0)"

@@ -21,6 +21,7 @@ import numpy as np
 from specbench.analysis.arithmetic.timing_model import TimingFit, fit_from_records
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import assess, compare_clean, restrict_verdict
+from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.acceptance import (
     accepted_histogram,
@@ -160,16 +161,17 @@ def analyse_group(
         est = estimate_alpha(specs[g], g, n_boot, level)
         verify = rounds.loc[(rounds["setting_gamma"] == g) & (rounds["drafted"] == g), "verify_ms"]
         return GammaAcceptance(
-            alpha_exact_beta=est_json(est.exact_beta),
-            accepted_proposed=est_json(est.accepted_proposed),
-            mean_tokens_per_round=est_json(est.tokens_per_round),
+            alpha_exact_beta=est_model(est.exact_beta),
+            accepted_proposed=est_model(est.accepted_proposed),
+            mean_tokens_per_round=est_model(est.tokens_per_round),
             t_verify_ms_median=json_num(float(verify.median())) if len(verify) else None,
             peak_memory_mb=_peak_memory(specs[g]),
             tokens_per_round=est.tokens_per_round.value,
         )
 
-    warnings += gamma_table(out, gamma_max, curves, model, base, specs, acceptance, n_boot, level)
-    out["warnings"] = warnings
+    table = gamma_table(gamma_max, curves, model, base, specs, acceptance, n_boot, level)
+    out.update(gammas=table.rows, prediction_error=table.prediction_error)
+    out.update(model_optimum=table.model_optimum, warnings=warnings + table.warnings)
     return out
 
 
@@ -187,7 +189,7 @@ def rank_methods(
         )
         .to_dict("index")
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (drafter, policy, gamma), recs in settings.items():
         est = estimate_alpha(recs, gamma, n_boot, level)
         latency = measured_latency(base, recs, n_boot, level)
@@ -203,11 +205,11 @@ def rank_methods(
                 "fallback_rounds": int(used["fallback_rounds"]) if used is not None else 0,
                 "mean_tokens_per_round": est_json(est.tokens_per_round),
                 "accepted_proposed": est_json(est.accepted_proposed),
-                "itl_ms": latency["itl_ms"],
-                "measured_speedup": latency["measured_speedup"],
+                "itl_ms": latency.itl_ms,
+                "measured_speedup": latency.measured_speedup,
             }
         )
-    rows.sort(key=lambda r: -((r["measured_speedup"] or {}).get("value") or 0.0))
+    rows.sort(key=lambda r: -(r["measured_speedup"].value or 0.0) if r["measured_speedup"] else 0.0)
     return rows
 
 

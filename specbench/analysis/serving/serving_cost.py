@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.arithmetic.roi import economics
+from specbench.analysis.documents.results_model_base import LatencyTails
 from specbench.analysis.stats.serialize import json_num
 from specbench.config.stored import StoredEconomics
 from specbench.record_line import RecordLine
@@ -84,8 +85,9 @@ def add_tails(body: dict[str, Any], grp: dict[str, Any], primary: str | None) ->
     base = [r for r in grp["baseline"] if eng is None or _conc(r) == c_ref]
     body["baseline_tails"] = latency_tails(base)
     for row in body.get("gammas", []):
-        if row.get("measured"):
-            row["tails"] = latency_tails(spec_at(row["gamma"], c_ref if eng else None))
+        if row.measured:
+            tails = latency_tails(spec_at(row.gamma, c_ref if eng else None))
+            row.tails = LatencyTails.model_validate(tails) if tails is not None else None
     for crow in (eng or {}).get("concurrency") or []:
         c = crow["concurrency"]
         crow["baseline"]["tails"] = latency_tails([r for r in grp["baseline"] if _conc(r) == c])
@@ -184,7 +186,7 @@ def economics_section(
             "verdict": rec["verdict"],
             "loads": [],
         }
-        grow = next((g for g in e.get("gammas", []) if g["gamma"] == gamma), None) or {}
+        grow = next((g for g in e.get("gammas", []) if g.gamma == gamma), None)
         eng = e.get("engine")
         if eng:
             for crow in eng.get("concurrency") or []:
@@ -213,7 +215,7 @@ def economics_section(
             on_itl = (
                 itl.get("speculative")
                 if rec["verdict"] == "on"
-                else (grow.get("itl_ms") or {}).get("value")
+                else (grow.itl_ms.value if grow and grow.itl_ms else None)
             )
             off, on = _usd(off_itl, on_itl, price, gpus)
             row["loads"].append(
@@ -244,7 +246,7 @@ def economics_section(
                 ttft_change = json_num(float(np.mean([spec[k] - base[k] for k in common])))
         row["ttft_change_ms"] = ttft_change
         base_mem = e.get("baseline_peak_memory_mb")
-        on_mem = grow.get("peak_memory_mb")
+        on_mem = grow.peak_memory_mb if grow else None
         measurable = device is not None and str(device).startswith("cuda")
         row["draft_memory_mb"] = (
             json_num(on_mem - base_mem)
