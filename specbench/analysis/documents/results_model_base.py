@@ -3,7 +3,7 @@ its interval, a setting, a prediction under both models, latency percentiles."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
@@ -43,6 +43,12 @@ class EstimateJSON(ResultsModel):
     ci95: Interval
 
 
+@overload
+def est_model(e: Estimate) -> EstimateJSON: ...
+@overload
+def est_model(e: None) -> None: ...
+@overload
+def est_model(e: Estimate | None) -> EstimateJSON | None: ...
 def est_model(e: Estimate | None) -> EstimateJSON | None:
     """An estimate as results.json holds it (`stats.serialize.est_json`'s rounding: 6 digits,
     NaN and ±inf as null), built as the model."""

@@ -37,7 +37,7 @@ from typing import Any, cast
 from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adaptive
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.validity import degenerate_only
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import Failure, RunResults
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
 from specbench.analysis.estimators.groups import (
@@ -61,7 +61,6 @@ from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import attach_load, closed_loop
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import add_tails, economics_section, with_memory
-from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
 
@@ -108,7 +107,7 @@ def build_results(
     batch_timing.jsonl) adds the predicted throughput by batch size."""
     s = AnalysisSettings.from_config(config)
     entries = []
-    failures: list[dict[str, Any]] = []
+    failures: list[Failure] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
     mixed, records = records, without_mix(records)  # the profile's mix: `mix` below
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
@@ -192,7 +191,7 @@ def build_results(
         batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
-        out["batch_prediction"] = json_safe(predicted)
+        out["batch_prediction"] = predicted
     return out
 
 

@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_batch import PredictionCheck
 from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
@@ -110,7 +111,7 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     return dict(doc)
 
 
-def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
+def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> PredictionCheck | None:
     """An engine run's results against a transformers run's batch-size prediction; None when
     the reference has no results.json or no prediction."""
     from specbench.analysis.estimators.prediction_check import check_prediction
