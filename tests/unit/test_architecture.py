@@ -436,7 +436,7 @@ REPORT_UNTYPED_SIGNATURES = 10
 # `build_typed_results` validates them (the pipeline's entry bodies, tables, rows), env.json passed
 # through, JSON Schemas and to_dict / to_json outputs (docs/architecture.md "Typed data"). An
 # estimate crosses as `stats.serialize.EstimateDoc`, a policy's options as `PolicyOptions`.
-ANALYSIS_UNTYPED_SIGNATURES = 86
+ANALYSIS_UNTYPED_SIGNATURES = 83
 
 
 def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -31,6 +31,7 @@ from specbench.analysis.decide.recommend import MIN_PROMPTS, decide_entry, recom
 from specbench.analysis.estimators.acceptance import estimate_alpha
 from specbench.analysis.estimators.content import (
     IDENTICAL_MIN_TOKENS,
+    AnswerCheck,
     degenerate_reason,
     record_checks,
 )
@@ -66,13 +67,13 @@ def _answer_key(rec: RecordLine) -> str | None:
     """What "identical across prompts" compares: the answers' text or, for a private prompt
     (data/privacy.py), their keyed digest; None for an answer too short or empty to count."""
     checks = record_checks(rec)
-    if sum(c["tokens"] for c in checks) < IDENTICAL_MIN_TOKENS:
+    if sum(c.tokens for c in checks) < IDENTICAL_MIN_TOKENS:
         return None
     if isinstance(rec.get("answers"), list):
         text = _answer_text(rec)
         return text if text.strip() else None
     digest = rec.get("answer_digest")
-    if digest and checks and not all(c.get("empty") for c in checks):
+    if digest and checks and not all(c.empty for c in checks):
         return f"digest {digest}"
     return None
 
@@ -117,15 +118,13 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
     prompts = {str(r["prompt_id"]) for r in everything}
     degenerate: dict[str, str] = {}
     examples: dict[str, str] = {}
-    turns: list[dict[str, Any]] = []
+    turns: list[AnswerCheck] = []
     logprobs: dict[str, list[float]] = defaultdict(list)  # prompt → its answers' mean log p
     for r in everything:
         checks = record_checks(r)
         turns.extend(checks)
         logprobs[str(r["prompt_id"])] += [
-            float(c["target_mean_logprob"])
-            for c in checks
-            if c.get("target_mean_logprob") is not None
+            c.target_mean_logprob for c in checks if c.target_mean_logprob is not None
         ]
         reason = degenerate_reason(checks) or identical.get(id(r))
         pid = str(r["prompt_id"])
@@ -149,11 +148,11 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
             for pid in sorted(degenerate)
         ],
         "answers": len(turns),
-        "hit_length_limit_share": _share([bool(c.get("hit_length_limit")) for c in turns]),
-        "early_eos_share": _share([bool(c.get("early_eos")) for c in turns]),
-        "empty_share": _share([bool(c.get("empty")) for c in turns]),
-        "median_repeated_ngram_share": _median([c.get("repeated_ngram_share") for c in turns]),
-        "median_compression_ratio": _median([c.get("compression_ratio") for c in turns]),
+        "hit_length_limit_share": _share([c.hit_length_limit for c in turns]),
+        "early_eos_share": _share([c.early_eos for c in turns]),
+        "empty_share": _share([c.empty for c in turns]),
+        "median_repeated_ngram_share": _median([c.repeated_ngram_share for c in turns]),
+        "median_compression_ratio": _median([c.compression_ratio for c in turns]),
         # docs/theory.md §13: near 0 with repetition = the target loops; low = sampled noise
         "mean_target_logprob": _prompt_mean(logprobs, lambda pid: True),
         "mean_target_logprob_degenerate": _prompt_mean(logprobs, lambda pid: pid in degenerate),
