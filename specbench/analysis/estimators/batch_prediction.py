@@ -18,12 +18,11 @@ taken as exact, so the interval says how well the acceptance is known, not the t
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
 from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
@@ -59,27 +58,28 @@ class StepCosts:
 
 
 def step_costs(records: Sequence[RecordLine]) -> dict[str, StepCosts]:
-    """Per workload, the median of each batched forward over its `batch_timing` records."""
-    draft: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    verify: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
-    context: dict[str, int] = {}
-    for rec in records:
-        if rec.get("kind") != BATCH_TIMING_KIND:
-            continue
-        w, b = str(rec["workload"]), int(rec["batch_size"])
-        draft[w][b].append(float(rec["draft_ms"]))
-        for g, ms in zip(rec["gammas"], rec["verify_ms"], strict=True):
-            verify[w][(b, int(g))].append(float(ms))
-        context[w] = int(rec["context_len"])
-    return {
-        w: StepCosts(
-            {b: statistics.median(v) for b, v in draft[w].items()},
-            {k: statistics.median(v) for k, v in verify[w].items()},
-            context[w],
-            min(len(v) for v in draft[w].values()),
+    """Per workload, the median of each batched forward over its `batch_timing` records (the
+    draft step by batch size, the verify forward by batch size × γ; context of the last one)."""
+    timed = pd.DataFrame(
+        [r for r in records if r.get("kind") == BATCH_TIMING_KIND],
+        columns=["workload", "batch_size", "draft_ms", "context_len", "gammas", "verify_ms"],
+    )
+    # one row per verify forward timed: (workload, b, γ, ms)
+    verify = timed.explode(["gammas", "verify_ms"]).astype({"gammas": int, "verify_ms": float})
+    out = {}
+    for w, rows in timed.groupby("workload", sort=False):
+        draft = rows.groupby("batch_size")["draft_ms"].agg(["median", "size"])
+        ver = verify[verify["workload"] == w].groupby(["batch_size", "gammas"], as_index=False)
+        out[str(w)] = StepCosts(
+            {int(b): float(ms) for b, ms in zip(draft.index, draft["median"], strict=True)},
+            {
+                (int(b), int(g)): float(ms)
+                for b, g, ms in ver["verify_ms"].median().itertuples(False)
+            },
+            int(rows["context_len"].iloc[-1]),
+            int(draft["size"].min()),
         )
-        for w in draft
-    }
+    return out
 
 
 def throughput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
@@ -155,13 +155,14 @@ def predict_cells(
 
 
 def best_gamma(cells: Sequence[PredictedCell]) -> dict[str, int]:
-    """Per batch size, the γ (0 = off) with the highest predicted throughput (point estimates)."""
-    best: dict[int, tuple[float, int]] = {}
-    for c in cells:
-        v = c.throughput_tokens_per_s.value
-        if v is not None and (c.batch_size not in best or v > best[c.batch_size][0]):
-            best[c.batch_size] = (v, c.gamma)
-    return {str(b): g for b, (_, g) in sorted(best.items())}
+    """Per batch size, the γ (0 = off) with the highest predicted throughput (point estimates;
+    the first γ on a tie)."""
+    frame = pd.DataFrame(
+        [(c.batch_size, c.gamma, c.throughput_tokens_per_s.value) for c in cells],
+        columns=["batch_size", "gamma", "throughput"],
+    ).dropna()
+    best = frame.loc[frame.groupby("batch_size")["throughput"].idxmax()]
+    return {str(b): int(g) for b, g in zip(best["batch_size"], best["gamma"], strict=True)}
 
 
 def batch_prediction(
