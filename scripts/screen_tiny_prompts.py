@@ -51,8 +51,8 @@ def screen(target: Any, draft: Any, tok: Any, prompt: str, n_new: int) -> dict[s
     st = teacher_forced_stats(target, draft, ids, cont, 1.0) if cont else None
     return {
         "answer": text,
-        "degenerate": checks["degenerate"],
-        "reason": checks["reason"],
+        "degenerate": checks.degenerate,
+        "reason": checks.reason,
         "n_tokens": len(cont),
         "greedy_agreement": None if st is None else statistics.fmean(map(float, st["agree"])),
         "mean_beta": None if st is None else statistics.fmean(st["beta"]),

@@ -437,7 +437,7 @@ REPORT_UNTYPED_SIGNATURES = 6
 # hand to the pipeline as dicts (γ rows, engine sections, load cells, economics), env.json passed
 # through, JSON Schemas and to_dict / to_json outputs (docs/architecture.md "Typed data"). An
 # estimate crosses as `stats.serialize.EstimateDoc`, a policy's options as `PolicyOptions`.
-ANALYSIS_UNTYPED_SIGNATURES = 34
+ANALYSIS_UNTYPED_SIGNATURES = 21
 
 
 def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.analysis.documents.results_model_batch import BatchPrediction, PredictionCheck
+from specbench.analysis.documents.results_model_batch import PredictedCell
 from specbench.analysis.estimators.batch_prediction import (
     batch_prediction,
     best_gamma,
@@ -88,22 +88,23 @@ def test_cells_throughput_and_speedup_against_off() -> None:
     groups = {("w", 0.0): {"spec": {("model", "fixed", 4): TRACES}}}
     doc = batch_prediction(recs, groups, "model", 200, 0.95)
     assert doc is not None
-    BatchPrediction.model_validate(doc)
-    (entry,) = doc["entries"]
-    cells = {(c["batch_size"], c["gamma"]): c for c in entry["cells"]}
+    (entry,) = doc.entries
+    cells = {(c.batch_size, c.gamma): c for c in entry.cells}
     # b = 1, γ = 2: step 2·1 + 11 = 13 ms; throughput 1·ā/0.013; speedup ā·10/13
     c = cells[(1, 2)]
-    assert c["step_ms"] == 13.0
-    assert c["throughput_tokens_per_s"]["value"] == pytest.approx(POOL_2 / 0.013, rel=1e-5)
-    assert c["speedup_vs_off"]["value"] == pytest.approx(POOL_2 * 10 / 13, rel=1e-5)
+    assert c.step_ms == 13.0
+    assert c.throughput_tokens_per_s.value == pytest.approx(POOL_2 / 0.013, rel=1e-5)
+    assert c.speedup_vs_off.value == pytest.approx(POOL_2 * 10 / 13, rel=1e-5)
     # the baseline: b / T_t(b, 0), speedup exactly 1
-    assert cells[(8, 0)]["throughput_tokens_per_s"]["value"] == pytest.approx(8 / 0.020)
-    assert cells[(8, 0)]["speedup_vs_off"]["value"] == 1.0
+    assert cells[(8, 0)].throughput_tokens_per_s.value == pytest.approx(8 / 0.020)
+    assert cells[(8, 0)].speedup_vs_off.value == 1.0
     # b = 8, γ = 4: step 4·2 + 100 = 108 ms → ā·20/108 < 1: off wins at b = 8, γ = 4 at b = 1
-    assert cells[(8, 4)]["speedup_vs_off"]["value"] == pytest.approx(POOL_4 * 20 / 108, rel=1e-5)
-    assert entry["best_gamma"] == {"1": 4, "8": 0}
-    lo, hi = cells[(1, 2)]["tokens_per_step"]["ci95"]
-    assert lo < POOL_2 < hi  # a prompt-resampled interval around the pooled value
+    assert cells[(8, 4)].speedup_vs_off.value == pytest.approx(POOL_4 * 20 / 108, rel=1e-5)
+    assert entry.best_gamma == {"1": 4, "8": 0}
+    lo, hi = cells[(1, 2)].tokens_per_step.ci95
+    assert (
+        lo is not None and hi is not None and lo < POOL_2 < hi
+    )  # a prompt-resampled interval around the pooled value
 
 
 def test_no_prediction_without_timings_or_fixed_gamma_runs() -> None:
@@ -112,22 +113,28 @@ def test_no_prediction_without_timings_or_fixed_gamma_runs() -> None:
     recs = [timing(1, 0, 1.0, [10.0, 11.0, 12.0])]
     other = {("w", 0.0): {"spec": {("ngram", "fixed", 4): TRACES}}}
     doc = batch_prediction(recs, other, "model", 200, 0.95)  # no fixed-γ run of the drafter
-    assert doc is not None and doc["entries"] == []
+    assert doc is not None and doc.entries == []
 
 
 def test_best_gamma_skips_cells_without_a_value() -> None:
     cells = [
-        {"batch_size": 1, "gamma": 0, "throughput_tokens_per_s": {"value": 10.0}},
-        {"batch_size": 1, "gamma": 2, "throughput_tokens_per_s": {"value": None}},
-        {"batch_size": 1, "gamma": 4, "throughput_tokens_per_s": {"value": 12.0}},
+        PredictedCell.model_validate(_cell(v, 1.0) | {"gamma": g, "batch_size": 1})
+        for g, v in CELLS
     ]
     assert best_gamma(cells) == {"1": 4}
 
 
-def _cell(tput: float, speedup: float) -> dict[str, Any]:
+CELLS = [(0, 10.0), (2, None), (4, 12.0)]  # (γ, throughput) at b = 1
+
+
+def _cell(tput: float | None, speedup: float) -> dict[str, Any]:
     return {
         "batch_size": 4,
         "gamma": 2,
+        "draft_ms": 1.0,
+        "verify_ms": 10.0,
+        "step_ms": 12.0,
+        "tokens_per_step": {"value": 2.0, "ci95": [None, None]},
         "throughput_tokens_per_s": {"value": tput, "ci95": [None, None]},
         "speedup_vs_off": {"value": speedup, "ci95": [None, None]},
     }
@@ -165,9 +172,8 @@ def test_prediction_check_errors_per_cell() -> None:
             }
         ]
     }
-    doc = check_prediction(engine, reference, "ref")
-    assert doc is not None
-    check = PredictionCheck.model_validate(doc)
+    check = check_prediction(engine, reference, "ref")
+    assert check is not None
     cells = {(c.concurrency, c.gamma): c for c in check.cells}
     assert set(cells) == {(4, 0), (4, 2)}
     assert cells[(4, 2)].speedup_error == pytest.approx(1.5 / 1.2 - 1)

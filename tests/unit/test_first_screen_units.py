@@ -14,7 +14,7 @@ from specbench.analysis.documents.results_model import (
     RunInfo,
     RunResults,
 )
-from specbench.analysis.documents.results_model_base import EstimateJSON, SettingSpeedup
+from specbench.analysis.documents.results_model_base import EstimateJSON, ModelPair, SettingSpeedup
 from specbench.analysis.documents.results_model_engine import (
     ConcurrencyCell,
     ConcurrencyLatency,
@@ -40,6 +40,19 @@ from specbench.report.sections.text import (
 LOW_RATE = (
     "accepted/proposed is {:.2f} at γ=8 (< 0.4): speculation often costs latency at such rates"
 )
+
+
+def _row(gamma: int, **kw: Any) -> GammaRow:
+    """A measured γ row holding only the figures a test reads."""
+    none = ModelPair(iid=None, empirical=None)
+    return GammaRow(
+        gamma=gamma,
+        measured=True,
+        predicted_tokens_per_round=none,
+        predicted_speedup=none,
+        measured_speedup=None,
+        **kw,
+    )
 
 
 def _entry(name: str, verdict: str, gamma: int, warnings: list[str], **kw: Any) -> dict[str, Any]:

@@ -163,5 +163,5 @@ def test_predict_check_reads_a_schema_2_reference() -> None:
     reference = {"schema": 2, "batch_prediction": _OLD_PREDICTION}
     check = check_prediction(engine, reference, "ref")
     assert check is not None
-    (cell,) = check["cells"]
-    assert cell["predicted_throughput"] == 120.0 and cell["throughput_error"] == pytest.approx(0.2)
+    (cell,) = check.cells
+    assert cell.predicted_throughput == 120.0 and cell.throughput_error == pytest.approx(0.2)

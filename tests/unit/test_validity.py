@@ -162,7 +162,7 @@ def test_mean_target_logprob_per_prompt_then_over_prompts() -> None:
         seq = values[r["prompt_id"]]
         lp = seq.pop(0) if len(seq) > 1 else seq[0]
         r["content"] = [
-            {**answer_checks(r["output_ids"][0], r["answers"][0], "max_new_tokens", lp)}
+            answer_checks(r["output_ids"][0], r["answers"][0], "max_new_tokens", lp).model_dump()
         ]
     c = build_results(recs, CONFIG, {}).workloads[0].content
     assert c is not None

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from specbench.analysis.decide.recommend import workload_decision
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.results_model_engine import RankingRow
 from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.serving.serving_acceptance import (
@@ -126,7 +126,7 @@ def engine_ranking(
                 policy=key[1],
                 gamma=key[2],
                 n_prompts=len({r["prompt_id"] for r in settings1[key]}),
-                speedup=EstimateJSON.of(wd.marginal[key]),
+                speedup=est_model(wd.marginal[key]),
                 decision_lower_bound=json_num(bound),
                 clears=bool(math.isfinite(bound) and bound > 1.0 + margin),
                 chosen=False,

@@ -45,7 +45,7 @@ import numpy as np
 
 from specbench.analysis.arithmetic.batch_model import StepCostModel
 from specbench.analysis.decide.recommend import joint_replicates, one_sided
-from specbench.analysis.documents.results_model_base import EstimateJSON, Num
+from specbench.analysis.documents.results_model_base import EstimateJSON, Num, est_model
 from specbench.analysis.documents.results_model_engine import (
     EngineGammaCounters,
     ScheduleBoundary,
@@ -163,7 +163,7 @@ def decide_cells(
     for c in levels:
         here = [(g, p, lb) for (cc, g, p), lb in zip(cells, bounds, strict=True) if cc == c]
         ests = {g: speedup_of(p, n_boot, level) for g, p, _ in here}
-        ratios = {g: EstimateJSON.of(e) for g, e in ests.items()}
+        ratios = {g: est_model(e) for g, e in ests.items()}
         lbs = {g: json_num(lb) for g, _, lb in here}
         point = {g: e.value if e else -math.inf for g, e in ests.items()}
         clear = [g for g, _, lb in here if math.isfinite(lb) and lb > 1.0 + margin]

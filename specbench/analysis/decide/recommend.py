@@ -35,6 +35,7 @@ from specbench.analysis.documents.results_model_base import (
     EstimateJSON,
     ModelOptimum,
     SettingSpeedup,
+    est_model,
 )
 from specbench.analysis.documents.results_model_workload import ItlPair, Recommendation
 from specbench.analysis.estimators.latency import Paired, pair, speedup_of
@@ -327,7 +328,7 @@ def recommend(
         chosen = keys[d.chosen]
         rec.drafter, rec.policy, rec.gamma = chosen
         rec.verdict = "on"
-        rec.speedup = EstimateJSON.of(marginal[chosen])
+        rec.speedup = est_model(marginal[chosen])
         rec.decision_lower_bound = json_num(d.lower[d.chosen])
         rec.reason = (
             f"simultaneous lower bound {d.lower[d.chosen]:.3f} > 1 + margin {margin:g} "
@@ -336,7 +337,7 @@ def recommend(
         return rec
     rec.speedup = EstimateJSON(value=1.0, ci95=(1.0, 1.0))
     rec.best_measured = setting_speedup(
-        best, EstimateJSON.of(marginal[best]), (json_num(d.lower[kb]), json_num(d.upper[kb]))
+        best, est_model(marginal[best]), (json_num(d.lower[kb]), json_num(d.upper[kb]))
     )
     if d.outcome == "off":
         worst = min(keys, key=lambda k: points[k] if math.isfinite(points[k]) else math.inf)
@@ -345,7 +346,7 @@ def recommend(
             f"shown not to pay: every setting's upper bound is below 1 + margin {line:g} "
             f"(best {setting_name(best)}: {points[best]:.3f}×, upper bound {d.upper[kb]:.3f}; {basis})"
         )
-        rec.loss_avoided = setting_speedup(worst, EstimateJSON.of(marginal[worst]))
+        rec.loss_avoided = setting_speedup(worst, est_model(marginal[worst]))
         return rec
     if d.n < signflip.min_prompts(alpha):
         why = (

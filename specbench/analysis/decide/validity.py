@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.decide.recommend import MIN_PROMPTS, QuotedFigures, decide_entry, recommend
-from specbench.analysis.documents.results_model_base import EstimateJSON, SettingLabel
+from specbench.analysis.documents.results_model_base import SettingLabel, est_model
 from specbench.analysis.documents.results_model_workload import (
     ContentCheck,
     ContentSubset,
@@ -40,6 +40,7 @@ from specbench.analysis.documents.results_model_workload import (
 from specbench.analysis.estimators.acceptance import estimate_alpha
 from specbench.analysis.estimators.content import (
     IDENTICAL_MIN_TOKENS,
+    AnswerCheck,
     degenerate_reason,
     record_checks,
 )
@@ -75,13 +76,13 @@ def _answer_key(rec: RecordLine) -> str | None:
     """What "identical across prompts" compares: the answers' text or, for a private prompt
     (data/privacy.py), their keyed digest; None for an answer too short or empty to count."""
     checks = record_checks(rec)
-    if sum(c["tokens"] for c in checks) < IDENTICAL_MIN_TOKENS:
+    if sum(c.tokens for c in checks) < IDENTICAL_MIN_TOKENS:
         return None
     if isinstance(rec.get("answers"), list):
         text = _answer_text(rec)
         return text if text.strip() else None
     digest = rec.get("answer_digest")
-    if digest and checks and not all(c.get("empty") for c in checks):
+    if digest and checks and not all(c.empty for c in checks):
         return f"digest {digest}"
     return None
 
@@ -126,15 +127,13 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
     prompts = {str(r["prompt_id"]) for r in everything}
     degenerate: dict[str, str] = {}
     examples: dict[str, str] = {}
-    turns: list[dict[str, Any]] = []
+    turns: list[AnswerCheck] = []
     logprobs: dict[str, list[float]] = defaultdict(list)  # prompt → its answers' mean log p
     for r in everything:
         checks = record_checks(r)
         turns.extend(checks)
         logprobs[str(r["prompt_id"])] += [
-            float(c["target_mean_logprob"])
-            for c in checks
-            if c.get("target_mean_logprob") is not None
+            c.target_mean_logprob for c in checks if c.target_mean_logprob is not None
         ]
         reason = degenerate_reason(checks) or identical.get(id(r))
         pid = str(r["prompt_id"])
@@ -158,11 +157,11 @@ def assess(base: Records, settings: dict[SettingKey, Records]) -> Validity:
             for pid in sorted(degenerate)
         ],
         answers=len(turns),
-        hit_length_limit_share=_share([bool(c.get("hit_length_limit")) for c in turns]),
-        early_eos_share=_share([bool(c.get("early_eos")) for c in turns]),
-        empty_share=_share([bool(c.get("empty")) for c in turns]),
-        median_repeated_ngram_share=_median([c.get("repeated_ngram_share") for c in turns]),
-        median_compression_ratio=_median([c.get("compression_ratio") for c in turns]),
+        hit_length_limit_share=_share([c.hit_length_limit for c in turns]),
+        early_eos_share=_share([c.early_eos for c in turns]),
+        empty_share=_share([c.empty for c in turns]),
+        median_repeated_ngram_share=_median([c.repeated_ngram_share for c in turns]),
+        median_compression_ratio=_median([c.compression_ratio for c in turns]),
         # docs/theory.md §13: near 0 with repetition = the target loops; low = sampled noise
         mean_target_logprob=_prompt_mean(logprobs, lambda pid: True),
         mean_target_logprob_degenerate=_prompt_mean(logprobs, lambda pid: pid in degenerate),
@@ -244,14 +243,14 @@ def compare_clean(
         clean_speed = speedup_of(pair(v.clean_base, v.clean_settings[key]), n_boot, level)
     summary.all_prompts = ContentSubset(
         n_prompts=v.n_prompts,
-        alpha=EstimateJSON.of(all_alpha),
-        speedup=EstimateJSON.of(all_speed),
+        alpha=est_model(all_alpha),
+        speedup=est_model(all_speed),
         verdict=all_rec.verdict,
     )
     summary.non_degenerate = ContentSubset(
         n_prompts=v.n_clean,
-        alpha=EstimateJSON.of(clean_alpha),
-        speedup=EstimateJSON.of(clean_speed),
+        alpha=est_model(clean_alpha),
+        speedup=est_model(clean_speed),
         verdict=rec.verdict,
     )
     summary.speedup_setting = (

@@ -3,7 +3,7 @@ its interval, a setting, a prediction under both models, latency percentiles."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
@@ -42,13 +42,19 @@ class EstimateJSON(ResultsModel):
     value: Num
     ci95: Interval
 
-    @classmethod
-    def of(cls, e: Estimate | None) -> EstimateJSON | None:
-        """An estimate as results.json writes it (`stats.serialize.json_num`: non-finite → null,
-        6 decimals); None for no estimate."""
-        if e is None:
-            return None
-        return cls(value=json_num(e.value), ci95=(json_num(e.lo), json_num(e.hi)))
+
+@overload
+def est_model(e: Estimate) -> EstimateJSON: ...
+@overload
+def est_model(e: None) -> None: ...
+@overload
+def est_model(e: Estimate | None) -> EstimateJSON | None: ...
+def est_model(e: Estimate | None) -> EstimateJSON | None:
+    """An estimate as results.json holds it (`stats.serialize.est_json`'s rounding: 6 digits,
+    NaN and ±inf as null), built as the model."""
+    if e is None:
+        return None
+    return EstimateJSON(value=json_num(e.value), ci95=(json_num(e.lo), json_num(e.hi)))
 
 
 class AlphaJSON(EstimateJSON):

@@ -18,18 +18,22 @@ taken as exact, so the interval says how well the acceptance is known, not the t
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from specbench.analysis.arithmetic.roi import pooled_tokens_per_round
+from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
+from specbench.analysis.documents.results_model_batch import (
+    BatchPrediction,
+    PredictedCell,
+    PredictionEntry,
+)
 from specbench.analysis.estimators.acceptance import prompt_truncation
+from specbench.analysis.estimators.groups import Group, GroupKey
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
-from specbench.analysis.stats.serialize import EstimateDoc, est_json
 from specbench.record_line import RecordLine
 
 BATCH_TIMING_KIND = "batch_timing"
@@ -54,27 +58,28 @@ class StepCosts:
 
 
 def step_costs(records: Sequence[RecordLine]) -> dict[str, StepCosts]:
-    """Per workload, the median of each batched forward over its `batch_timing` records."""
-    draft: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    verify: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
-    context: dict[str, int] = {}
-    for rec in records:
-        if rec.get("kind") != BATCH_TIMING_KIND:
-            continue
-        w, b = str(rec["workload"]), int(rec["batch_size"])
-        draft[w][b].append(float(rec["draft_ms"]))
-        for g, ms in zip(rec["gammas"], rec["verify_ms"], strict=True):
-            verify[w][(b, int(g))].append(float(ms))
-        context[w] = int(rec["context_len"])
-    return {
-        w: StepCosts(
-            {b: statistics.median(v) for b, v in draft[w].items()},
-            {k: statistics.median(v) for k, v in verify[w].items()},
-            context[w],
-            min(len(v) for v in draft[w].values()),
+    """Per workload, the median of each batched forward over its `batch_timing` records (the
+    draft step by batch size, the verify forward by batch size × γ; context of the last one)."""
+    timed = pd.DataFrame(
+        [r for r in records if r.get("kind") == BATCH_TIMING_KIND],
+        columns=["workload", "batch_size", "draft_ms", "context_len", "gammas", "verify_ms"],
+    )
+    # one row per verify forward timed: (workload, b, γ, ms)
+    verify = timed.explode(["gammas", "verify_ms"]).astype({"gammas": int, "verify_ms": float})
+    out = {}
+    for w, rows in timed.groupby("workload", sort=False):
+        draft = rows.groupby("batch_size")["draft_ms"].agg(["median", "size"])
+        ver = verify[verify["workload"] == w].groupby(["batch_size", "gammas"], as_index=False)
+        out[str(w)] = StepCosts(
+            {int(b): float(ms) for b, ms in zip(draft.index, draft["median"], strict=True)},
+            {
+                (int(b), int(g)): float(ms)
+                for b, g, ms in ver["verify_ms"].median().itertuples(False)
+            },
+            int(rows["context_len"].iloc[-1]),
+            int(draft["size"].min()),
         )
-        for w in draft
-    }
+    return out
 
 
 def throughput_per_step(accept_lengths: Sequence[float] | np.ndarray, step_time_s: float) -> float:
@@ -117,13 +122,13 @@ def prompt_tokens(spec_records: Sequence[RecordLine], gamma_max: int) -> PromptT
     return PromptTokens(pt.lengths, pt.expected, [str(r["prompt_id"]) for r in recs])
 
 
-def _scaled(est: Estimate, factor: float) -> EstimateDoc | None:
-    return est_json(Estimate(est.value * factor, est.lo * factor, est.hi * factor))
+def _scaled(est: Estimate, factor: float) -> EstimateJSON:
+    return est_model(Estimate(est.value * factor, est.lo * factor, est.hi * factor))
 
 
 def predict_cells(
     costs: StepCosts, tokens: PromptTokens, gammas: Sequence[int], n_boot: int, level: float
-) -> list[dict[str, Any]]:
+) -> list[PredictedCell]:
     """One row per (b, γ), γ = 0 included: step time, ā_pool, throughput and speedup vs off."""
     rows = []
     pooled = {g: tokens.pooled(g, n_boot, level) for g in [0, *gammas]}
@@ -135,37 +140,38 @@ def predict_cells(
             step = costs.step_ms(b, g)
             a = pooled[g]
             rows.append(
-                {
-                    "batch_size": b,
-                    "gamma": g,
-                    "draft_ms": costs.draft_ms[b],
-                    "verify_ms": costs.verify_ms[(b, g)],
-                    "step_ms": step,
-                    "tokens_per_step": est_json(a),
-                    "throughput_tokens_per_s": _scaled(a, b * 1000.0 / step),
-                    "speedup_vs_off": _scaled(a, off_ms / step),
-                }
+                PredictedCell(
+                    batch_size=b,
+                    gamma=g,
+                    draft_ms=costs.draft_ms[b],
+                    verify_ms=costs.verify_ms[(b, g)],
+                    step_ms=step,
+                    tokens_per_step=est_model(a),
+                    throughput_tokens_per_s=_scaled(a, b * 1000.0 / step),
+                    speedup_vs_off=_scaled(a, off_ms / step),
+                )
             )
     return rows
 
 
-def best_gamma(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per batch size, the γ (0 = off) with the highest predicted throughput (point estimates)."""
-    best: dict[int, tuple[float, int]] = {}
-    for c in cells:
-        v = c["throughput_tokens_per_s"]["value"]
-        if v is not None and (c["batch_size"] not in best or v > best[c["batch_size"]][0]):
-            best[c["batch_size"]] = (v, c["gamma"])
-    return {str(b): g for b, (_, g) in sorted(best.items())}
+def best_gamma(cells: Sequence[PredictedCell]) -> dict[str, int]:
+    """Per batch size, the γ (0 = off) with the highest predicted throughput (point estimates;
+    the first γ on a tie)."""
+    frame = pd.DataFrame(
+        [(c.batch_size, c.gamma, c.throughput_tokens_per_s.value) for c in cells],
+        columns=["batch_size", "gamma", "throughput"],
+    ).dropna()
+    best = frame.loc[frame.groupby("batch_size")["throughput"].idxmax()]
+    return {str(b): int(g) for b, g in zip(best["batch_size"], best["gamma"], strict=True)}
 
 
 def batch_prediction(
     records: Sequence[RecordLine],
-    groups: Mapping[tuple[str, float], Mapping[str, Any]],
+    groups: Mapping[GroupKey, Group],
     primary_drafter: str,
     n_boot: int,
     level: float,
-) -> dict[str, Any] | None:
+) -> BatchPrediction | None:
     """results.json's `batch_prediction` (None without batch_timing records): per workload ×
     temperature, the predicted cells from the primary drafter's fixed-γ γ_max run."""
     costs = step_costs(records)
@@ -188,20 +194,20 @@ def batch_prediction(
         gammas = [g for g in timed if g <= gamma_max]
         cells = predict_cells(costs[workload], tokens, gammas, n_boot, level)
         entries.append(
-            {
-                "workload": workload,
-                "temperature": temp,
-                "gamma_max": gamma_max,
-                "context_len": costs[workload].context_len,
-                "repeats": costs[workload].repeats,
-                "prompts": len(set(tokens.prompt_ids)),
-                "cells": cells,
-                "best_gamma": best_gamma(cells),
-            }
+            PredictionEntry(
+                workload=workload,
+                temperature=temp,
+                gamma_max=gamma_max,
+                context_len=costs[workload].context_len,
+                repeats=costs[workload].repeats,
+                prompts=len(set(tokens.prompt_ids)),
+                cells=cells,
+                best_gamma=best_gamma(cells),
+            )
         )
-    return {
-        "kind": "prediction",
-        "basis": "batched forward timings (transformers backend) × per-prompt acceptance of the "
+    return BatchPrediction(
+        kind="prediction",
+        basis="batched forward timings (transformers backend) × per-prompt acceptance of the "
         "batch-1 run; no engine ran these batches (docs/theory.md §18)",
-        "entries": entries,
-    }
+        entries=entries,
+    )

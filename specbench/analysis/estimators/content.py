@@ -35,6 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from specbench.record_line import RecordLine
 
 NGRAM_MIN, NGRAM_MAX = 4, 16  # n-gram length (tokens) = answer length / 8, clamped to these
@@ -44,6 +46,27 @@ COMPRESSION_MIN = 0.2  # zlib ratio below which (on ≥ COMPRESSION_MIN_BYTES by
 COMPRESSION_MIN_BYTES = 256
 EARLY_EOS_TOKENS = 4  # EOS within this many tokens is "early EOS"
 IDENTICAL_MIN_TOKENS = 8  # answers this long that are identical across prompts are degenerate
+
+
+class AnswerCheck(BaseModel):
+    """The content checks of one answer (one turn), as a record's `content` holds them. A
+    record written before a check existed lacks its key: the default reads as "not flagged"."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tokens: int
+    stop_reason: str | None = None
+    # an engine's answers end with OpenAI's finish_reason: "length" is the budget spent
+    hit_length_limit: bool = False
+    early_eos: bool = False
+    empty: bool = False
+    repeated_ngram_share: float | None = None
+    repeated_line_share: float | None = None
+    compression_ratio: float | None = None
+    # mean log p_target(token) over the answer (docs/theory.md §13); informative, not a check
+    target_mean_logprob: float | None = None
+    degenerate: bool = False
+    reason: str | None = None
 
 
 def ngram_length(n_tokens: int) -> int:
@@ -92,7 +115,7 @@ def answer_checks(
     text: str,
     stop_reason: str | None,
     target_mean_logprob: float | None = None,
-) -> dict[str, Any]:
+) -> AnswerCheck:
     """The content checks of one answer (one turn). Without token ids (some engine records), the
     n-gram check runs over whitespace-separated words instead."""
     tokens: Sequence[Any] = output_ids if output_ids is not None else text.split()
@@ -116,30 +139,27 @@ def answer_checks(
             and ratio < COMPRESSION_MIN
         ):
             reasons.append(f"repetition: compresses to {ratio:.0%}")
-    return {
-        "tokens": n_tokens,
-        "stop_reason": stop_reason,
-        # an engine's answers end with OpenAI's finish_reason: "length" is the budget spent
-        "hit_length_limit": stop_reason in ("max_new_tokens", "length"),
-        "early_eos": stop_reason == "eos" and n_tokens <= EARLY_EOS_TOKENS,
-        "empty": empty,
-        "repeated_ngram_share": round(ngram, 4),
-        "repeated_line_share": round(line, 4),
-        "compression_ratio": None if ratio is None else round(ratio, 4),
-        # mean log p_target(token) over the answer (docs/theory.md §13); informative, not a check
-        "target_mean_logprob": None
-        if target_mean_logprob is None
-        else round(target_mean_logprob, 4),
-        "degenerate": bool(reasons),
-        "reason": "; ".join(reasons) or None,
-    }
+    return AnswerCheck(
+        tokens=n_tokens,
+        stop_reason=stop_reason,
+        hit_length_limit=stop_reason in ("max_new_tokens", "length"),
+        early_eos=stop_reason == "eos" and n_tokens <= EARLY_EOS_TOKENS,
+        empty=empty,
+        repeated_ngram_share=round(ngram, 4),
+        repeated_line_share=round(line, 4),
+        compression_ratio=None if ratio is None else round(ratio, 4),
+        target_mean_logprob=None if target_mean_logprob is None else round(target_mean_logprob, 4),
+        degenerate=bool(reasons),
+        reason="; ".join(reasons) or None,
+    )
 
 
-def record_checks(rec: RecordLine) -> list[dict[str, Any]]:
-    """The per-turn checks of a record: as stored by `run`, or computed from its answers and
-    token ids (records written before the checks existed). [] when the record holds no answers."""
+def record_checks(rec: RecordLine) -> list[AnswerCheck]:
+    """The per-turn checks of a record: as stored by `run` (the record's JSON, read here), or
+    computed from its answers and token ids (records written before the checks existed). []
+    when the record holds no answers."""
     if isinstance(rec.get("content"), list):
-        return list(rec["content"])
+        return [AnswerCheck.model_validate(c) for c in rec["content"]]
     answers = rec.get("answers")
     if not isinstance(answers, list):
         return []
@@ -153,10 +173,10 @@ def record_checks(rec: RecordLine) -> list[dict[str, Any]]:
     return out
 
 
-def degenerate_reason(checks: list[dict[str, Any]]) -> str | None:
+def degenerate_reason(checks: list[AnswerCheck]) -> str | None:
     """The first degenerate turn's reason (with its turn number when there are several)."""
     for i, c in enumerate(checks):
-        if c.get("degenerate"):
-            reason = str(c.get("reason") or "degenerate")
+        if c.degenerate:
+            reason = c.reason or "degenerate"
             return reason if len(checks) == 1 else f"turn {i + 1}: {reason}"
     return None

@@ -17,6 +17,7 @@ from typing import Any, TypedDict, cast
 
 import pandas as pd
 
+from specbench.analysis.documents.results_model import Failure
 from specbench.analysis.estimators.tables import (
     SETTING_COLUMNS,
     UNIT_KEY,
@@ -99,15 +100,15 @@ def is_engine_group(grp: Group) -> bool:
     return any("concurrency" in r for rs in [grp["baseline"], *grp["spec"].values()] for r in rs)
 
 
-def failure_rows(grp: Group) -> list[dict[str, Any]]:
+def failure_rows(grp: Group) -> list[Failure]:
     """results.json's `failures` of one group: its unresolved failed units."""
     return [
-        {
-            "workload": f["workload"],
-            "temperature": f["temperature"],
-            "gamma": f["gamma"],
-            "prompt_id": f["prompt_id"],
-            "error": f.get("error"),
-        }
+        Failure(
+            workload=f["workload"],
+            temperature=f["temperature"],
+            gamma=f["gamma"],
+            prompt_id=f["prompt_id"],
+            error=f.get("error"),
+        )
         for f in grp["failed"]
     ]

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.stats import signflip
 from specbench.analysis.stats.crossed import MIN_STARTS, crossed_ratio_ci
 from specbench.analysis.stats.resampling import Estimate, cluster_sums, ratio_ci
-from specbench.analysis.stats.serialize import est_json
 from specbench.analysis.stats.signflip import throughput_pivots
 from specbench.record_line import RecordLine
 
@@ -148,20 +147,30 @@ def speedup_of(p: Paired, n_boot: int, level: float) -> Estimate | None:
     return Estimate(float(piv.estimates[0]), lo, hi)
 
 
+@dataclass(frozen=True)
+class MeasuredLatency:
+    """A setting's measured latency columns in results.json (a γ row's, a method's)."""
+
+    itl_ms: EstimateJSON | None
+    tokens_per_s: EstimateJSON | None
+    measured_speedup: EstimateJSON | None
+    measured_e2e_speedup: EstimateJSON | None
+
+
 def measured_latency(
     base: list[RecordLine], recs: list[RecordLine], n_boot: int, level: float
-) -> dict[str, Any]:
+) -> MeasuredLatency:
     """ITL, decode tokens/s and the speedups (decode and end to end, paired by prompt) of a
     setting's records against the baseline's — shared by every backend's analysis."""
     itl = pooled_itl(recs, n_boot, level)
-    return {
-        "itl_ms": est_json(itl),
-        "tokens_per_s": est_json(tokens_per_s(itl)),
-        "measured_speedup": est_json(speedup_of(pair(base, recs), n_boot, level)),
-        "measured_e2e_speedup": est_json(
+    return MeasuredLatency(
+        itl_ms=est_model(itl),
+        tokens_per_s=est_model(tokens_per_s(itl)),
+        measured_speedup=est_model(speedup_of(pair(base, recs), n_boot, level)),
+        measured_e2e_speedup=est_model(
             speedup_of(pair(base, recs, end_to_end=True), n_boot, level)
         ),
-    }
+    )
 
 
 @dataclass(frozen=True)

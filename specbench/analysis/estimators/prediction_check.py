@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specbench.analysis.documents.results_history import renamed_keys
+from specbench.analysis.documents.results_model_batch import CheckedCell, PredictionCheck
 from specbench.analysis.stats.serialize import json_num
 
 NOTE = (
@@ -46,7 +47,7 @@ def _predicted(
 
 def check_prediction(
     engine: Mapping[str, Any], reference: Mapping[str, Any], reference_run: str
-) -> dict[str, Any] | None:
+) -> PredictionCheck | None:
     """results.json's `prediction_check` of an engine run (None when the reference has no
     prediction or no cell matches)."""
     predicted = _predicted(reference)
@@ -71,30 +72,31 @@ def check_prediction(
                 p_tput = p["throughput_tokens_per_s"]["value"]
                 p_speed = p["speedup_vs_off"]["value"]
                 cells.append(
-                    {
-                        "workload": w,
-                        "temperature": t,
-                        "concurrency": c,
-                        "gamma": g,
-                        "measured_throughput": json_num(tput),
-                        "predicted_throughput": json_num(p_tput),
-                        "throughput_error": _error(p_tput, tput),
-                        "measured_speedup": json_num(speedup),
-                        "predicted_speedup": json_num(p_speed),
-                        "speedup_error": _error(p_speed, speedup) if g else None,
-                    }
+                    CheckedCell(
+                        workload=w,
+                        temperature=t,
+                        concurrency=c,
+                        gamma=g,
+                        measured_throughput=json_num(tput),
+                        predicted_throughput=json_num(p_tput),
+                        throughput_error=_error(p_tput, tput),
+                        measured_speedup=json_num(speedup),
+                        predicted_speedup=json_num(p_speed),
+                        speedup_error=_error(p_speed, speedup) if g else None,
+                    )
                 )
     if not cells:
         return None
+    return PredictionCheck(
+        reference_run=reference_run,
+        cells=cells,
+        median_abs_speedup_error=median_abs([c.speedup_error for c in cells]),
+        median_abs_throughput_error=median_abs([c.throughput_error for c in cells]),
+        note=NOTE,
+    )
 
-    def median_abs(key: str) -> float | None:
-        vals = [abs(c[key]) for c in cells if c[key] is not None]
-        return json_num(statistics.median(vals)) if vals else None
 
-    return {
-        "reference_run": reference_run,
-        "cells": cells,
-        "median_abs_speedup_error": median_abs("speedup_error"),
-        "median_abs_throughput_error": median_abs("throughput_error"),
-        "note": NOTE,
-    }
+def median_abs(errors: list[float | None]) -> float | None:
+    """The median |error| over the cells that have one (None: no cell has)."""
+    vals = [abs(e) for e in errors if e is not None]
+    return json_num(statistics.median(vals)) if vals else None

@@ -8,32 +8,50 @@ measure)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
 from specbench.analysis.arithmetic.timing_model import TimingModel
+from specbench.analysis.documents.results_model_base import EstimateJSON, ModelOptimum, ModelPair
+from specbench.analysis.documents.results_model_workload import (
+    GammaRow,
+    PredictionError,
+    PredictionErrors,
+)
 from specbench.analysis.estimators.entry_warnings import few_tokens_per_round
 from specbench.analysis.estimators.latency import measured_latency
-from specbench.analysis.stats.serialize import EstimateDoc, json_num
+from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
 
-MODELS = ("iid", "empirical")
+Model = Literal["iid", "empirical"]
+MODELS: tuple[Model, ...] = ("iid", "empirical")
 
 
 @dataclass(frozen=True)
 class GammaAcceptance:
-    """A measured γ's acceptance columns, from the backend's own estimators (JSON-ready;
-    None where the backend cannot measure it), and its mean tokens per round for the warning."""
+    """A measured γ's acceptance columns, from the backend's own estimators (None where the
+    backend cannot measure it), and its mean tokens per round for the warning."""
 
-    alpha_exact_beta: EstimateDoc | None
-    accepted_proposed: EstimateDoc | None
-    mean_tokens_per_round: EstimateDoc | None
+    alpha_exact_beta: EstimateJSON | None
+    accepted_proposed: EstimateJSON | None
+    mean_tokens_per_round: EstimateJSON | None
     t_verify_ms_median: float | None
     peak_memory_mb: float | None
     tokens_per_round: float | None
+
+
+@dataclass(frozen=True)
+class GammaTable:
+    """An entry's γ table: the rows γ = 1..γ_max, each model's error against the measured
+    speedups, the better-validated model's optimum, and the warnings met (few tokens per round)."""
+
+    rows: list[GammaRow]
+    prediction_error: PredictionErrors
+    model_optimum: ModelOptimum | None
+    warnings: list[str]
 
 
 def predicted_speedup(model: TimingModel, gamma: int, tokens: float | None) -> float | None:
@@ -46,20 +64,43 @@ def predicted_speedup(model: TimingModel, gamma: int, tokens: float | None) -> f
     return json_num(model.speedup(gamma, tokens))
 
 
-def add_prediction_errors(
-    errors: dict[str, list[float]], row: dict[str, Any], measured: float | None
-) -> None:
-    """Append each model's relative error (predicted / measured − 1) for one measured γ row."""
-    if not measured:
-        return
-    for model in MODELS:
-        pred = row["predicted_speedup"][model]
-        if pred is not None:
-            errors[model].append((pred - measured) / measured)
+def of_model(pair: ModelPair, model: Model) -> float | None:
+    """The figure of `pair` under `model`."""
+    return pair.iid if model == "iid" else pair.empirical
+
+
+def prediction_errors(rows: Sequence[GammaRow]) -> PredictionErrors:
+    """Each model's mean absolute relative error (predicted / measured − 1) over the measured γ
+    rows with a speedup, and how many rows it rests on."""
+
+    def error(model: Model) -> PredictionError:
+        errs = [
+            (pred - m.value) / m.value
+            for r in rows
+            if (m := r.measured_speedup) is not None and m.value
+            if (pred := of_model(r.predicted_speedup, model)) is not None
+        ]
+        mean = json_num(float(np.mean(np.abs(errs)))) if errs else None
+        return PredictionError(mean_abs_rel=mean, n=len(errs))
+
+    return PredictionErrors(iid=error("iid"), empirical=error("empirical"))
+
+
+def model_optimum(rows: Sequence[GammaRow], errors: PredictionErrors) -> ModelOptimum | None:
+    """The better-validated model's (the smaller mean error; iid on a tie or without any) γ of
+    the highest predicted speedup over every γ: a suggestion to measure."""
+    mean = {"iid": errors.iid.mean_abs_rel, "empirical": errors.empirical.mean_abs_rel}
+    better = min(MODELS, key=lambda m: v if (v := mean[m]) is not None else math.inf)
+    predicted = [
+        (r.gamma, s) for r in rows if (s := of_model(r.predicted_speedup, better)) is not None
+    ]
+    best = max(predicted, key=lambda gs: gs[1], default=None)
+    if best is None:
+        return None
+    return ModelOptimum(gamma=best[0], predicted_speedup=best[1], model=better)
 
 
 def gamma_table(
-    out: dict[str, Any],
     gamma_max: int,
     curves: Mapping[str, Mapping[int, float]],
     model: TimingModel,
@@ -68,69 +109,51 @@ def gamma_table(
     acceptance: Callable[[int], GammaAcceptance],
     n_boot: int,
     level: float,
-) -> list[str]:
-    """Store `out["gammas"]`, `prediction_error` and `model_optimum` for γ = 1..γ_max; `curves`
-    holds ā(γ) per model, `specs` the measured γ runs (paired with `base` for the speedups).
-    Returns the warnings (a measured γ with few tokens per round)."""
+) -> GammaTable:
+    """The γ table for γ = 1..γ_max; `curves` holds ā(γ) per model, `specs` the measured γ runs
+    (paired with `base` for the speedups)."""
     warnings: list[str] = []
     rows = []
-    errors: dict[str, list[float]] = {m: [] for m in MODELS}
     for g in range(1, gamma_max + 1):
         tokens = {m: curves[m].get(g) for m in MODELS}
-        row: dict[str, Any] = {
-            "gamma": g,
-            "measured": bool(specs.get(g)),
-            "predicted_tokens_per_round": {m: json_num(tokens[m]) for m in MODELS},
-            "predicted_speedup": {m: predicted_speedup(model, g, tokens[m]) for m in MODELS},
-            "measured_speedup": None,
-        }
-        if row["measured"]:
-            acc = acceptance(g)
-            latency = measured_latency(base, specs[g], n_boot, level)
-            row.update(
-                {
-                    "alpha_exact_beta": acc.alpha_exact_beta,
-                    "accepted_proposed": acc.accepted_proposed,
-                    "mean_tokens_per_round": acc.mean_tokens_per_round,
-                    "t_verify_ms_median": acc.t_verify_ms_median,
-                    **latency,
-                    "peak_memory_mb": acc.peak_memory_mb,
-                }
+        tokens_pair = ModelPair(
+            iid=json_num(tokens["iid"]), empirical=json_num(tokens["empirical"])
+        )
+        speedup_pair = ModelPair(
+            iid=predicted_speedup(model, g, tokens["iid"]),
+            empirical=predicted_speedup(model, g, tokens["empirical"]),
+        )
+        if not specs.get(g):
+            rows.append(
+                GammaRow(
+                    gamma=g,
+                    measured=False,
+                    predicted_tokens_per_round=tokens_pair,
+                    predicted_speedup=speedup_pair,
+                    measured_speedup=None,
+                )
             )
-            if (few := few_tokens_per_round(g, acc.tokens_per_round)) is not None:
-                warnings.append(few)
-            add_prediction_errors(errors, row, (latency["measured_speedup"] or {}).get("value"))
-        rows.append(row)
-    store_gamma_rows(out, rows, errors)
-    return warnings
-
-
-def store_gamma_rows(
-    out: dict[str, Any], rows: list[dict[str, Any]], errors: dict[str, list[float]]
-) -> None:
-    """Store the γ rows, each model's prediction error and the better-validated model's optimum
-    over every γ (a suggestion to measure)."""
-    out["gammas"] = rows
-    out["prediction_error"] = {
-        m: {"mean_abs_rel": json_num(float(np.mean(np.abs(v)))) if v else None, "n": len(v)}
-        for m, v in errors.items()
-    }
-    better = min(
-        MODELS,
-        key=lambda m: (
-            out["prediction_error"][m]["mean_abs_rel"]
-            if out["prediction_error"][m]["mean_abs_rel"] is not None
-            else math.inf
-        ),
-    )
-    predicted = [r for r in rows if r["predicted_speedup"][better] is not None]
-    best = max(predicted, key=lambda r: r["predicted_speedup"][better], default=None)
-    out["model_optimum"] = (
-        {
-            "gamma": best["gamma"],
-            "predicted_speedup": best["predicted_speedup"][better],
-            "model": better,
-        }
-        if best is not None
-        else None
-    )
+            continue
+        acc = acceptance(g)
+        latency = measured_latency(base, specs[g], n_boot, level)
+        rows.append(
+            GammaRow(
+                gamma=g,
+                measured=True,
+                predicted_tokens_per_round=tokens_pair,
+                predicted_speedup=speedup_pair,
+                measured_speedup=latency.measured_speedup,
+                alpha_exact_beta=acc.alpha_exact_beta,
+                accepted_proposed=acc.accepted_proposed,
+                mean_tokens_per_round=acc.mean_tokens_per_round,
+                t_verify_ms_median=acc.t_verify_ms_median,
+                itl_ms=latency.itl_ms,
+                tokens_per_s=latency.tokens_per_s,
+                measured_e2e_speedup=latency.measured_e2e_speedup,
+                peak_memory_mb=acc.peak_memory_mb,
+            )
+        )
+        if (few := few_tokens_per_round(g, acc.tokens_per_round)) is not None:
+            warnings.append(few)
+    errors = prediction_errors(rows)
+    return GammaTable(rows, errors, model_optimum(rows, errors), warnings)

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.documents.results_model_workload import MaxTokensSpread, RequestSampling
 from specbench.record_line import RecordLine
 
 
-def request_mix(baseline: Sequence[RecordLine]) -> dict[str, Any] | None:
+def request_mix(baseline: Sequence[RecordLine]) -> RequestSampling | None:
     """One count per prompt (its first baseline record): temperatures (to 0.1) and top_p (to
     0.01) as counts, max tokens as min / median / max, and how many values came from the config
     (absent in the row) or were capped at `max_new_tokens`. None for a workload sampled with the
@@ -34,16 +35,16 @@ def request_mix(baseline: Sequence[RecordLine]) -> dict[str, Any] | None:
 
     max_tokens = reqs["max_tokens"].astype(int)
     capped = pd.to_numeric(logged["max_tokens"]) > reqs["max_tokens"]  # NaN (absent): False
-    return {
-        "source": "logged",
-        "prompts": len(reqs),
-        "temperature": counts("temperature", 1),
-        "top_p": counts("top_p", 2),
-        "max_tokens": {
-            "min": int(max_tokens.min()),
-            "median": float(np.median(max_tokens.to_numpy())),
-            "max": int(max_tokens.max()),
-        },
-        "from_config": {k: int(logged[k].isna().sum()) for k in logged.columns},
-        "max_tokens_capped": int(capped.sum()),
-    }
+    return RequestSampling(
+        source="logged",
+        prompts=len(reqs),
+        temperature=counts("temperature", 1),
+        top_p=counts("top_p", 2),
+        max_tokens=MaxTokensSpread(
+            min=int(max_tokens.min()),
+            median=float(np.median(max_tokens.to_numpy())),
+            max=int(max_tokens.max()),
+        ),
+        from_config={k: int(logged[k].isna().sum()) for k in logged.columns},
+        max_tokens_capped=int(capped.sum()),
+    )

@@ -16,7 +16,7 @@ import numpy as np
 
 from specbench.analysis.arithmetic import roi
 from specbench.analysis.decide.validity import Records, Validity
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
 from specbench.analysis.documents.results_model_workload import (
     AlphaSpread,
     HeterogeneityRow,
@@ -61,7 +61,7 @@ def per_prompt_alpha(
         if not mask.any():
             return None
         a = alphas[mask]
-        return EstimateJSON.of(
+        return est_model(
             rate_estimate(
                 a,
                 np.ones_like(a),
@@ -76,7 +76,7 @@ def per_prompt_alpha(
         estimator="exact_beta",
         at_gamma=gamma_max,  # the heterogeneity rows' run; α per prompt pools every γ run
         n_prompts=len(ids),
-        token_pooled=EstimateJSON.of(token_pooled),
+        token_pooled=est_model(token_pooled),
         request_mean=request_mean(np.ones(len(ids), bool)),
         request_mean_non_degenerate=request_mean(clean) if not clean.all() else None,
         spread=AlphaSpread(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specbench.analysis.decide.recommend import QuotedFigures
-from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON, ModelOptimum
+from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
     ContentCheck,
@@ -27,6 +27,7 @@ from specbench.analysis.documents.results_model_workload import (
     WorkloadResult,
 )
 from specbench.analysis.estimators.groups import Group
+from specbench.analysis.estimators.predictions import GammaTable
 from specbench.analysis.serving.serving_cost import entry_tails
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import json_num
@@ -72,10 +73,9 @@ class TransformersDetail:
 class CellFigures:
     """One workload × temperature's figures before its verdict, for every backend.
 
-    `table` is the γ table as `estimators.predictions.gamma_table` stores it (its `gammas`,
-    `prediction_error` and `model_optimum`) and `engine` the engine section as the serving
-    analyses build it: dicts until those functions return their models (issue 30); the entry
-    validates them once, when it is built."""
+    `table` is the γ table (`estimators.predictions.gamma_table`: its rows, prediction errors
+    and optimum) and `engine` the engine section as the serving analyses build it, a dict of
+    their models (`pipeline.serving_results`); the entry takes them when it is built."""
 
     n_prompts: int
     baseline: BaselineSummary
@@ -84,7 +84,7 @@ class CellFigures:
     timing: Timing
     alpha: AlphaJSON | None
     measured: MeasuredAcceptance | None
-    table: dict[str, Any]
+    table: GammaTable
     warnings: list[str]
     engine: dict[str, Any] | None = None
 
@@ -92,21 +92,20 @@ class CellFigures:
         """What a recommendation quotes of these figures: the baseline's ITL, each method's
         (`methods`: the transformers ranking), each γ row's, the model's optimum."""
         gamma_itl: dict[int, float | None] = {}
-        for row in self.table["gammas"]:
-            if row.get("itl_ms") and row["gamma"] not in gamma_itl:
-                gamma_itl[row["gamma"]] = row["itl_ms"]["value"]
+        for row in self.table.rows:
+            if row.itl_ms is not None and row.gamma not in gamma_itl:
+                gamma_itl[row.gamma] = row.itl_ms.value
         method_itl: dict[tuple[str, str, int], float | None] = {}
         for m in methods:
             method_itl.setdefault(
                 (m.drafter, m.policy, m.gamma), m.itl_ms.value if m.itl_ms else None
             )
         base = self.baseline.itl_ms
-        optimum = self.table["model_optimum"]  # gamma_table's, validated here
         return QuotedFigures(
             base.value if base is not None else None,
             method_itl,
             gamma_itl,
-            ModelOptimum(**optimum) if optimum is not None else None,
+            self.table.model_optimum,
         )
 
     def entry(
@@ -128,22 +127,15 @@ class CellFigures:
         tails = entry_tails(
             fig_group, primary_drafter, eng["reference_concurrency"] if eng is not None else None
         )
-        for row in self.table["gammas"]:
-            if row.get("measured"):
-                row["tails"] = tails.gamma(row["gamma"])
+        for row in self.table.rows:
+            if row.measured:
+                row.tails = tails.gamma(row.gamma)
         for crow in eng["concurrency"] if eng is not None else []:
             crow.baseline.tails = tails.cell(crow.concurrency, 0)
             for g, gcell in crow.gammas.items():
                 gcell.tails = tails.cell(crow.concurrency, int(g))
-        # the parts other analyses still hand over as dicts, validated here, once (issue 30)
-        handed: dict[str, Any] = {
-            "gammas": self.table["gammas"],
-            "prediction_error": self.table["prediction_error"],
-            "model_optimum": self.table["model_optimum"],
-            "baseline_tails": tails.baseline,
-        }
-        if self.engine is not None:
-            handed["engine"] = self.engine
+        # the engine section: the serving analyses' models in a dict, validated here, once
+        handed: dict[str, Any] = {} if eng is None else {"engine": eng}
         entry = WorkloadResult(
             workload=cell[0],
             temperature=cell[1],
@@ -161,6 +153,10 @@ class CellFigures:
             figures_basis=basis,
             recommendation=recommendation,
             failed_units=len(fig_group["failed"]),
+            gammas=self.table.rows,
+            prediction_error=self.table.prediction_error,
+            model_optimum=self.table.model_optimum,
+            baseline_tails=tails.baseline,
             **handed,
         )
         if self.measured is not None:

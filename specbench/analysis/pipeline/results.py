@@ -38,6 +38,7 @@ from specbench.analysis.decide.adaptive_summary import adaptive_summary, is_adap
 from specbench.analysis.decide.pool import WorkloadInput, pool_recommendation
 from specbench.analysis.decide.validity import degenerate_only
 from specbench.analysis.documents.results_model import (
+    Failure,
     GlobalRecommendation,
     PoolDecision,
     RunEnv,
@@ -45,8 +46,7 @@ from specbench.analysis.documents.results_model import (
     RunResults,
     RunSampling,
 )
-from specbench.analysis.documents.results_model_batch import BatchPrediction
-from specbench.analysis.documents.results_model_workload import RequestSampling, WorkloadResult
+from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.batch_prediction import batch_prediction
 from specbench.analysis.estimators.groups import (
@@ -70,7 +70,6 @@ from specbench.analysis.pipeline.transformers_results import transformers_entry
 from specbench.analysis.serving.load_cells import by_group, closed_loop, engine_load
 from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import economics_section
-from specbench.analysis.stats.serialize import json_safe
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
 
@@ -119,7 +118,7 @@ def build_results(
     batch_timing.jsonl) adds the predicted throughput by batch size."""
     s = AnalysisSettings.from_config(config)
     entries: list[WorkloadResult] = []
-    failures: list[dict[str, Any]] = []
+    failures: list[Failure] = []
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
     mixed, records = records, without_mix(records)  # the profile's mix: `mix` below
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
@@ -138,8 +137,8 @@ def build_results(
         if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)
             entry.adaptive = adaptive_summary(grp["baseline"], spec_all, config, grp["failed"])
         mix = request_mix(grp["baseline"])
-        if mix is not None:  # estimators.request_mix's section, validated here
-            entry.request_sampling = RequestSampling(**mix)
+        if mix is not None:
+            entry.request_sampling = mix
         entries.append(entry)
         rec = entry.recommendation
         own = (rec.speedup.value if rec.speedup is not None else None) or 1.0
@@ -164,18 +163,16 @@ def build_results(
             e.engine.load, e.engine.slo = load.cells, load.slo
             e.warnings = list(dict.fromkeys([*e.warnings, *load.notes]))
     run_env = RunEnv.model_validate(env)  # env.json as written (`harness.run.rundir.read_env`)
-    # the failures analysis.estimators hands over as dicts, validated here, once
-    handed: dict[str, Any] = {
-        "failures": failures,
-        "global": global_recommendation(entries, pool_inputs, s),  # an alias: a keyword
-    }
+    # the pool-wide decision goes in by its alias, `global`, a Python keyword
+    pool_wide: dict[str, Any] = {"global": global_recommendation(entries, pool_inputs, s)}
     out = RunResults(
         schema=RESULTS_SCHEMA,
         run=run_header(config, s),
         env=run_env,
         workloads=entries,
         economics=economics_section(entries, fig_groups, config.economics, run_env),
-        **handed,
+        failures=failures,
+        **pool_wide,
     )
     profile_mix = mix_section(mixed, config, s.ci_level, s.n_boot)
     if profile_mix is not None:  # engine runs with a profile and a steady-state load
@@ -201,7 +198,7 @@ def build_results(
         batch_timing or [], fig_groups, s.primary_drafter, s.n_boot, s.ci_level
     )
     if predicted is not None:  # transformers runs with batch_timing (docs/theory.md §18)
-        out.batch_prediction = BatchPrediction(**json_safe(predicted))
+        out.batch_prediction = predicted
     return out
 
 

@@ -29,7 +29,7 @@ from specbench.analysis.decide.gamma_schedule import (
     model_switch,
     schedule_ranges,
 )
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
 from specbench.analysis.documents.results_model_engine import (
     BatchModel,
     EngineGammaCounters,
@@ -158,7 +158,7 @@ def _against_best_fixed(
     at_c = lambda recs: [r for r in recs if concurrency_of(r) == c]  # noqa: E731
     chosen = at_c(base if d.gamma == 0 else specs[d.gamma])
     est = speedup_of(pair(at_c(specs[best]), chosen, end_to_end=True), s.n_boot, s.ci_level)
-    return best, EstimateJSON.of(est)
+    return best, est_model(est)
 
 
 def schedule_parts(

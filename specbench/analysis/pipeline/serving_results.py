@@ -28,7 +28,7 @@ from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
 from specbench.analysis.decide.engine_ranking import engine_ranking, primary_keys
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import engine_validity
-from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_base import AlphaJSON, est_model
 from specbench.analysis.documents.results_model_engine import EngineGammaCounters
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
@@ -117,13 +117,11 @@ def analyse_engine_group(
     n_prompts = len({r["prompt_id"] for r in base1})
     base_itl = pooled_itl(base1, n_boot, level) or NAN_ESTIMATE
     baseline = BaselineSummary(
-        itl_ms=EstimateJSON.of(base_itl),
-        ttft_ms=EstimateJSON.of(
-            mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level)
-        )
+        itl_ms=est_model(base_itl),
+        ttft_ms=est_model(mean_ci(np.asarray([r["ttft_ms"][0] for r in base1]), n_boot, level))
         if base1
         else None,
-        tokens_per_s=EstimateJSON.of(tokens_per_s(base_itl)),
+        tokens_per_s=est_model(tokens_per_s(base_itl)),
     )
 
     # --- acceptance from the counters ---
@@ -219,8 +217,8 @@ def analyse_engine_group(
         pg = per_gamma.get(str(g))
         return GammaAcceptance(
             alpha_exact_beta=None,
-            accepted_proposed=pg.accepted_proposed if pg else None,  # type: ignore[arg-type]
-            mean_tokens_per_round=pg.mean_accepted_length if pg else None,  # type: ignore[arg-type]
+            accepted_proposed=pg.accepted_proposed if pg else None,
+            mean_tokens_per_round=pg.mean_accepted_length if pg else None,
             t_verify_ms_median=None,
             peak_memory_mb=None,
             tokens_per_round=pg.mean_accepted_length.value
@@ -229,8 +227,8 @@ def analyse_engine_group(
         )
 
     model = TimingModel(t_ar, 0.0, r0, r1)
-    table: dict[str, Any] = {}  # gamma_table stores its γ rows, errors and optimum here
-    warnings += gamma_table(table, g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    table = gamma_table(g_max, curves, model, base1, specs1, acceptance, n_boot, level)
+    warnings += table.warnings
     if not base1:
         warnings.append(
             "no baseline measured: add a setting without speculation (a server with gamma: 0)"

@@ -21,7 +21,7 @@ import numpy as np
 from specbench.analysis.arithmetic.timing_model import TimingFit, fit_from_records
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import assess, compare_clean, restrict_verdict
-from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_base import AlphaJSON, est_model
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
     DraftStepTiming,
@@ -59,7 +59,7 @@ from specbench.analysis.pipeline.cell_figures import (
 )
 from specbench.analysis.pipeline.prompt_basis import figures_basis, set_aside, without_prompts
 from specbench.analysis.stats.resampling import coefficient_of_variation, mean_ci
-from specbench.analysis.stats.serialize import est_json, json_num
+from specbench.analysis.stats.serialize import json_num
 
 
 def baseline_summary(base: list[Record], n_boot: int, level: float) -> BaselineSummary:
@@ -67,13 +67,13 @@ def baseline_summary(base: list[Record], n_boot: int, level: float) -> BaselineS
     itl = pooled_itl(base, n_boot, level)
     ttft = [(r["ttft_ms"][0], str(r["prompt_id"])) for r in base if r.get("ttft_ms")]
     return BaselineSummary(
-        itl_ms=EstimateJSON.of(itl),
-        ttft_ms=EstimateJSON.of(
+        itl_ms=est_model(itl),
+        ttft_ms=est_model(
             mean_ci(np.asarray([t for t, _ in ttft]), n_boot, level, clusters=[c for _, c in ttft])
         )
         if ttft
         else None,
-        tokens_per_s=EstimateJSON.of(tokens_per_s(itl)),
+        tokens_per_s=est_model(tokens_per_s(itl)),
     )
 
 
@@ -146,10 +146,10 @@ def analyse_group(
         alpha = alpha_json(alpha_primary, "exact_beta")
         measured = MeasuredAcceptance(
             AlphaEstimators(
-                exact_beta=EstimateJSON.of(pooled.exact_beta),
-                accepted_tested=EstimateJSON.of(pooled.accepted_tested),
-                accepted_proposed=EstimateJSON.of(at_max.accepted_proposed),
-                from_accepted_length=EstimateJSON.of(at_max.from_accepted_length),
+                exact_beta=est_model(pooled.exact_beta),
+                accepted_tested=est_model(pooled.accepted_tested),
+                accepted_proposed=est_model(at_max.accepted_proposed),
+                from_accepted_length=est_model(at_max.from_accepted_length),
                 at_gamma=gamma_max,
             ),
             per_position_acceptance(acc_max, dra_max, gamma_max),
@@ -171,16 +171,15 @@ def analyse_group(
         est = estimate_alpha(specs[g], g, n_boot, level)
         verify = rounds.loc[(rounds["setting_gamma"] == g) & (rounds["drafted"] == g), "verify_ms"]
         return GammaAcceptance(
-            alpha_exact_beta=est_json(est.exact_beta),
-            accepted_proposed=est_json(est.accepted_proposed),
-            mean_tokens_per_round=est_json(est.tokens_per_round),
+            alpha_exact_beta=est_model(est.exact_beta),
+            accepted_proposed=est_model(est.accepted_proposed),
+            mean_tokens_per_round=est_model(est.tokens_per_round),
             t_verify_ms_median=json_num(float(verify.median())) if len(verify) else None,
             peak_memory_mb=_peak_memory(specs[g]),
             tokens_per_round=est.tokens_per_round.value,
         )
 
-    table: dict[str, Any] = {}  # gamma_table stores its γ rows, errors and optimum here
-    warnings += gamma_table(table, gamma_max, curves, model, base, specs, acceptance, n_boot, level)
+    table = gamma_table(gamma_max, curves, model, base, specs, acceptance, n_boot, level)
     return CellFigures(
         n_prompts=n_prompts,
         baseline=baseline_summary(base, n_boot, level),
@@ -190,7 +189,7 @@ def analyse_group(
         alpha=alpha,
         measured=measured,
         table=table,
-        warnings=warnings,
+        warnings=warnings + table.warnings,
     )
 
 
@@ -208,7 +207,7 @@ def rank_methods(
         )
         .to_dict("index")
     )
-    rows = []
+    rows: list[MethodRow] = []
     for (drafter, policy, gamma), recs in settings.items():
         est = estimate_alpha(recs, gamma, n_boot, level)
         latency = measured_latency(base, recs, n_boot, level)
@@ -222,11 +221,10 @@ def rank_methods(
                 if used is not None
                 else None,
                 fallback_rounds=int(used["fallback_rounds"]) if used is not None else 0,
-                mean_tokens_per_round=EstimateJSON.of(est.tokens_per_round),
-                accepted_proposed=EstimateJSON.of(est.accepted_proposed),
-                # measured_latency's estimates (analysis.estimators.latency), validated here
-                itl_ms=latency["itl_ms"],
-                measured_speedup=latency["measured_speedup"],
+                mean_tokens_per_round=est_model(est.tokens_per_round),
+                accepted_proposed=est_model(est.accepted_proposed),
+                itl_ms=latency.itl_ms,
+                measured_speedup=latency.measured_speedup,
             )
         )
     rows.sort(key=lambda r: -((r.measured_speedup.value if r.measured_speedup else None) or 0.0))

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.arithmetic import roi
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.results_model_engine import EngineGammaCounters
 from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats.resampling import Estimate
@@ -72,7 +72,7 @@ def counter_estimators(
     for i in range(per_pos.shape[1]):
         den = a["drafts"] if i == 0 else per_pos[:, i - 1]
         conditional.append(
-            EstimateJSON.of(rate_estimate(per_pos[:, i], den, level)) if den.sum() > 0 else None
+            est_model(rate_estimate(per_pos[:, i], den, level)) if den.sum() > 0 else None
         )
     total = units[0]
     for u in units[1:]:
@@ -82,14 +82,12 @@ def counter_estimators(
         gamma=gamma,
         units=len(units),
         rounds=json_num(float(a["drafts"].sum())),
-        mean_accepted_length=EstimateJSON.of(tau),
-        accepted_proposed=EstimateJSON.of(rate_estimate(a["accepted"], a["draft_tokens"], level)),
-        accepted_tested=EstimateJSON.of(rate_estimate(a["accepted"], a["tested"], level))
+        mean_accepted_length=est_model(tau),
+        accepted_proposed=est_model(rate_estimate(a["accepted"], a["draft_tokens"], level)),
+        accepted_tested=est_model(rate_estimate(a["accepted"], a["tested"], level))
         if per_pos.shape[1]
         else None,
-        from_accepted_length=EstimateJSON.of(
-            Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))
-        ),
+        from_accepted_length=est_model(Estimate(solve(tau.value), solve(tau.lo), solve(tau.hi))),
         per_position=conditional,
         per_position_rate=[json_num(x) if x is not None else None for x in point.per_position_rate],
         histogram=point.histogram,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import EstimateJSON, est_model
 from specbench.analysis.documents.results_model_engine import (
     ConcurrencyCell,
     ConcurrencyLatency,
@@ -55,11 +55,11 @@ def request_latency(recs: Sequence[Record], n_boot: int, level: float) -> Reques
     tpot = [r["tpot_ms"] for r in recs if r.get("tpot_ms")]
     return RequestLatency(
         n=len(recs),
-        tpot_ms=EstimateJSON.of(mean_ci(np.asarray(tpot), n_boot, level)) if tpot else None,
-        ttft_ms=EstimateJSON.of(mean_ci(np.asarray([r["ttft_ms"][0] for r in recs]), n_boot, level))
+        tpot_ms=est_model(mean_ci(np.asarray(tpot), n_boot, level)) if tpot else None,
+        ttft_ms=est_model(mean_ci(np.asarray([r["ttft_ms"][0] for r in recs]), n_boot, level))
         if recs
         else None,
-        e2e_ms=EstimateJSON.of(mean_ci(np.asarray([r["wall_ms"] for r in recs]), n_boot, level))
+        e2e_ms=est_model(mean_ci(np.asarray([r["wall_ms"] for r in recs]), n_boot, level))
         if recs
         else None,
     )
@@ -123,7 +123,7 @@ def concurrency_table(
                 ttft_ms=lat.ttft_ms,
                 e2e_ms=lat.e2e_ms,
                 output_tokens_per_s=tp,
-                speedup=EstimateJSON.of(speed),
+                speedup=est_model(speed),
                 throughput_ratio=json_num(tp / base_tp) if tp and base_tp else None,
             )
         rows.append(ConcurrencyRow(concurrency=c, baseline=baseline, gammas=gammas))

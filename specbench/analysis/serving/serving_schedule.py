@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.results_model_engine import ConcurrencyRow, MeasuredScheduleRow
 from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.serving.serving_acceptance import concurrency_of
@@ -77,13 +77,13 @@ def schedule_rows(
                 ttft_ms=lat.ttft_ms,
                 e2e_ms=lat.e2e_ms,
                 output_tokens_per_s=tp,
-                speedup=EstimateJSON.of(speedup_of(pair(b, s), n_boot, level)) if b else None,
+                speedup=est_model(speedup_of(pair(b, s), n_boot, level)) if b else None,
                 throughput_ratio=json_num(tp / base_tp) if tp and base_tp else None,
                 best_fixed_gamma=best_g,
-                vs_best_fixed=EstimateJSON.of(speedup_of(pair(best_recs, s), n_boot, level))
+                vs_best_fixed=est_model(speedup_of(pair(best_recs, s), n_boot, level))
                 if best_recs
                 else None,
-                paired_throughput_vs_best_fixed=EstimateJSON.of(
+                paired_throughput_vs_best_fixed=est_model(
                     speedup_of(pair(best_recs, s, end_to_end=True), n_boot, level)
                 )
                 if best_recs

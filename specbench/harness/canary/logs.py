@@ -110,7 +110,7 @@ class _Acc:
         text = get_path(row, f.response)
         if isinstance(text, str):
             self.checked += 1
-            self.degenerate += bool(answer_checks(None, text, None)["degenerate"])
+            self.degenerate += answer_checks(None, text, None).degenerate
         accepted, proposed = _number(row, f.accepted), _number(row, f.proposed)
         if accepted is not None and proposed:
             bucket = "all"

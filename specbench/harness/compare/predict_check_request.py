@@ -39,7 +39,6 @@ class PredictCheckOutcome:
 def check_runs(request: PredictCheckRequest) -> PredictCheckOutcome:
     """Both runs' results.json read; the engine run's cells against the prediction. Refuses a
     reference without a prediction, a run that is not an engine run, and no cell in common."""
-    from specbench.analysis.documents.results_model_batch import PredictionCheck
     from specbench.analysis.estimators.prediction_check import check_prediction
     from specbench.harness.run.rundir import read_results
 
@@ -58,4 +57,4 @@ def check_runs(request: PredictCheckRequest) -> PredictCheckOutcome:
             "no cell to compare: the engine run's workloads, temperatures, concurrencies and γ "
             "do not meet the prediction's workloads, temperatures, batch sizes and γ"
         )
-    return PredictCheckOutcome(doc, PredictionCheck.model_validate(doc))
+    return PredictCheckOutcome(doc.model_dump(mode="json", by_alias=True), doc)

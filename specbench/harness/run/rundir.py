@@ -112,7 +112,7 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     return dict(doc)
 
 
-def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> dict[str, Any] | None:
+def prediction_check_of(engine: dict[str, Any], reference_dir: Path) -> PredictionCheck | None:
     """An engine run's results against a transformers run's batch-size prediction; None when
     the reference has no results.json or no prediction."""
     from specbench.analysis.estimators.prediction_check import check_prediction
@@ -143,14 +143,14 @@ def write_results(
     if reference:  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
-        # the conformance and prediction checks return their sections as dicts: validated here
+        # the conformance check returns its section as a dict: validated here
         conformance = check_against_reference(closed_loop(records), config, load_run)
         results.conformance = Conformance(**conformance) if conformance is not None else None
         predicted = prediction_check_of(
             results.model_dump(mode="json", by_alias=True, exclude_unset=True), Path(reference)
         )
         if predicted is not None:  # the reference's batch-size prediction (docs/theory.md §18)
-            results.prediction_check = PredictionCheck(**predicted)
+            results.prediction_check = predicted
     if not results.workloads:
         raise SpecbenchError(f"{run_dir} has no complete baseline records yet; nothing to report")
     (run_dir / "results.json").write_text(results.json_text())

@@ -218,7 +218,7 @@ class Session:
             **answer_fields(prompt, answers, [g.output_ids for g in gens]),  # or a digest
             # is it real text? repetition, empty, early EOS, length limit (docs/theory.md §13)
             "content": [
-                answer_checks(g.output_ids, a, g.stop_reason, g.target_mean_logprob)
+                answer_checks(g.output_ids, a, g.stop_reason, g.target_mean_logprob).model_dump()
                 for g, a in zip(gens, answers, strict=True)
             ],
         }

@@ -158,7 +158,7 @@ def request_record(
     )
     if conv.prompt.private_key is not None:  # the answer checks now, while the text is here (§13)
         body["content"] = [
-            answer_checks(i if len(kept) == len(ids) else None, t.text, t.stop_reason)
+            answer_checks(i if len(kept) == len(ids) else None, t.text, t.stop_reason).model_dump()
             for i, t in zip(ids, turns, strict=True)
         ]
     body["buffered"] = buffered_request(
