@@ -37,7 +37,7 @@ def load_side(path: Path) -> Side:
                 "written by `specbench run` or a results.json"
             )
         path = path / "results.json"
-    _, typed = read_results_file(path)  # schema version and fields checked, one line
+    typed = read_results_file(path)  # schema version and fields checked, one line
     try:
         return side_from_results(typed, str(path))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
