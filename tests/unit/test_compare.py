@@ -39,7 +39,7 @@ from specbench.analysis.compare.samples import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.pipeline.results import build_results, build_typed_results
 from specbench.config.stored import StoredConfig
 from specbench.report.compare.compare import to_dict, to_markdown
@@ -166,7 +166,7 @@ def side(
     stored = StoredConfig.model_validate(cfg or config())
     env = env if env is not None else ENV
     results = build_typed_results(records, stored, env) if with_results else None
-    return side_from_records(records, stored, env, label, results)
+    return side_from_records(records, stored, RunEnv.model_validate(env), label, results)
 
 
 def from_results(doc: dict[str, Any], label: str) -> Side:

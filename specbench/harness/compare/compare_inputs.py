@@ -27,7 +27,7 @@ def load_side(path: Path) -> Side:
         if (path / RECORDS_FILE).is_file():
             records, config, env, _ = load_run(path)
             results = build_typed_results(records, config, env)
-            side = side_from_records(closed_loop(records), config, env, str(path), results)
+            side = side_from_records(closed_loop(records), config, results.env, str(path), results)
             if not side.groups:
                 raise SpecbenchError(f"{path} has no complete baseline records; nothing to compare")
             return side
