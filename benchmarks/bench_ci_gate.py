@@ -38,6 +38,7 @@ import numpy as np
 from specbench.analysis.compare.metrics import Thresholds
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
 from specbench.config.stored import StoredConfig
@@ -69,7 +70,7 @@ def make_runs(pool: Path, kind: str, n: int, config: Path) -> None:
 def _side(
     records: list[dict[str, Any]], config: StoredConfig, env: dict[str, Any], label: str
 ) -> Side:
-    results = build_results(records, config, env)
+    results = build_results(records, config, RunEnv.model_validate(env))
     return side_from_records(closed_loop(records), config, env, label, results)
 
 

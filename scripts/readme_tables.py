@@ -29,13 +29,14 @@ sys.path.insert(0, str(ROOT))  # this checkout's specbench, not an installed one
 def demo_table(run_dir: Path) -> str:
     """The first screen of the shipped example run: the pool-wide decision per temperature and
     each workload's own optimum (the documents' blocks, as Markdown)."""
+    from specbench.analysis.documents.results_model import RunEnv
     from specbench.analysis.pipeline.results import build_results
     from specbench.harness.run.rundir import load_run
     from specbench.report.render.blocks import Box, Para, TableBlock, to_markdown
     from specbench.report.sections.decision import decision_blocks
 
     records, config, env, _ = load_run(run_dir)
-    results = build_results(records, config, env)
+    results = build_results(records, config, RunEnv.model_validate(env))
     every = decision_blocks(results)
     table = next(i for i, b in enumerate(every) if isinstance(b, TableBlock))
     blocks = [*[b for b in every[:table] if isinstance(b, Box)][:1], every[table]]
@@ -121,13 +122,14 @@ def schedule_table(run_dir: Path) -> str:
         cmd = vllm_command(dep.target, vllm_speculative_config(ranges, base))
         lines += ["", "    " + cmd.replace(str(ROOT) + "/", "")]
     else:  # off everywhere: the line without speculation and why (report/schedule/schedule_off.py)
+        from specbench.analysis.documents.results_model import RunEnv
         from specbench.analysis.pipeline.results import build_results
         from specbench.harness.run.rundir import load_run
         from specbench.report.schedule.schedule_off import off_outcome, plain_vllm
         from specbench.report.sections.no_verdict import shows_speedup
 
         records, config, env, _ = load_run(run_dir)
-        results = build_results(records, config, env)
+        results = build_results(records, config, RunEnv.model_validate(env))
         unmeasured = any(e.engine is not None and not shows_speedup(e) for e in results.workloads)
         lines += [
             "",

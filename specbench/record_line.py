@@ -13,6 +13,8 @@ say which are required. The nested engine payloads (`spec_counters`, `response_s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 
@@ -107,3 +109,26 @@ class RecordLine(TypedDict, total=False):
     draft_ms: float
     gammas: list[int]
     verify_ms: list[float]
+
+
+@dataclass(frozen=True)
+class UnitFinished:
+    """A unit's line just written, as the run's progress hears of it (`harness.plan.RunEvents`
+    → `report.run.progress`): the core never prints, so it hands over what the display names."""
+
+    workload: str | None
+    gamma: int | None
+    prompt_id: str | None
+    failed: bool  # the line's status is "failed"
+    error: str | None
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> UnitFinished:
+        """The event of a line as the harness writes it (any kind; a key it lacks is None)."""
+        return cls(
+            record.get("workload"),
+            record.get("gamma"),
+            record.get("prompt_id"),
+            record.get("status") == "failed",
+            record.get("error"),
+        )

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 import typer
 import yaml
 
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
 from specbench.record_line import RecordLine
@@ -313,7 +314,7 @@ def schedule(
     from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
-    results = build_results(records, config, env)
+    results = build_results(records, config, RunEnv.model_validate(env))
     label, temp, sched = _pick(results, records, config, workload, temperature)
     unmeasured = _unmeasured_note(results, workload, temp)
     notes = [

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 
@@ -189,7 +190,11 @@ def test_exit_2_on_a_results_json_that_does_not_validate(
 ) -> None:
     # compare reads results.json through the typed model: a renamed key is bad input, not a
     # silently missing row
-    doc = json.loads(build_results(make_records(seed=300), stored_config(), ENV).json_text())
+    doc = json.loads(
+        build_results(
+            make_records(seed=300), stored_config(), RunEnv.model_validate(ENV)
+        ).json_text()
+    )
     doc["workloads"][0]["alpha_rate"] = doc["workloads"][0].pop("alpha")
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))

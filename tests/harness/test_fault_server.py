@@ -25,6 +25,7 @@ from specbench.cli.run import run_incomplete
 from specbench.config import RunConfig, parse_config
 from specbench.harness.plan.plan import RunOutcome, SilentEvents, load_prompts
 from specbench.harness.serving.drive.driver import run_engine
+from specbench.record_line import UnitFinished
 from specbench.records import read_records
 from tests.fault_server import FaultServer
 
@@ -183,10 +184,10 @@ class DiskCheck(SilentEvents):
     def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:
         pass
 
-    def unit_finished(self, record: dict[str, Any]) -> None:
+    def unit_finished(self, unit: UnitFinished) -> None:
         on_disk = read_records(self.path)
-        assert on_disk[-1]["prompt_id"] == record["prompt_id"]
-        batch = [r for r in on_disk if r.get("concurrency") == record["concurrency"]]
+        assert on_disk[-1]["prompt_id"] == unit.prompt_id  # the line is on disk first
+        batch = [r for r in on_disk if r.get("concurrency") == on_disk[-1]["concurrency"]]
         assert not any(r["kind"] == "engine_metrics" for r in batch)
         self.seen += 1
 

@@ -20,6 +20,7 @@ import torch
 
 from specbench.analysis.compare.environment import GPU_ENV_KEYS, env_differences
 from specbench.analysis.compare.sides import Side
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.config import parse_config, read_yaml
 from specbench.harness.env.env import transformers_environment
 from specbench.harness.env.gpu_env import QUERY, gpu_environment
@@ -106,7 +107,8 @@ def test_env_json_carries_them_and_compare_lists_a_difference(on_path: Path) -> 
     capped = TWO_H100.replace("700.00", "450.00").replace("550.54.15", "555.42.02")
     fake_smi(on_path, capped)
     new = transformers_environment(cfg, torch.device("cpu"), torch.float32)
-    diffs = env_differences(Side("base", {}, base, {}), Side("new", {}, new, {}))
+    sides = [Side(w, {}, RunEnv.model_validate(e), {}) for w, e in (("base", base), ("new", new))]
+    diffs = env_differences(*sides)
     changed = {d.field: (d.base, d.new) for d in diffs}
     assert changed == {
         "gpu_driver": ("550.54.15", "555.42.02"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.analysis.simulate.replay import simulate_run
+from specbench.analysis.simulate.simulation import simulate_run
 from specbench.config import parse_config
 from specbench.harness.transformers import runner
 from specbench.records import read_records
@@ -35,13 +35,14 @@ def test_simulated_policies_match_real_policy_runs(tmp_path: Path) -> None:
     runner.run(cfg, tmp_path)
     records = read_records(tmp_path / "records.jsonl")
     sims = simulate_run(records, [(p.name, p.model_dump(exclude={"name"})) for p in cfg.policies])
-    assert len(sims) == 1 and sims[0]["trace_gamma"] == 8
-    rows = {r["policy"]: r for r in sims[0]["policies"]}
+    assert len(sims) == 1 and sims[0].trace_gamma == 8
+    rows = {r.policy: r for r in sims[0].policies}
     assert set(rows) == {"adaptive", "heuristic", "confidence", "temperature"}
     for name, row in rows.items():
-        measured = row["measured_tokens_per_round"]
-        assert measured is not None, name
-        lo, hi = measured["ci95"]
-        predicted = row["predicted_tokens_per_round"]["value"]
+        measured = row.measured_tokens_per_round
+        assert measured is not None and row.predicted_tokens_per_round is not None, name
+        lo, hi = measured.ci95
+        predicted = row.predicted_tokens_per_round.value
+        assert lo is not None and hi is not None and predicted is not None
         assert lo <= predicted <= hi, (name, predicted, measured)
-        assert row["measured_speedup"] is not None and "speedup_error" in row
+        assert row.measured_speedup is not None and row.speedup_error is not None

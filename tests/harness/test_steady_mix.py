@@ -18,6 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.mix_batches import mix_batches, without_mix
 from specbench.cli.app import app
@@ -180,8 +181,8 @@ def test_the_mix_is_drawn_in_request_shares_the_same_at_every_setting(tmp_path: 
 
     # per-workload results: the same with and without the mix's records
     records, config_doc, env, _ = load_run(tmp_path / "out")
-    full = build_results(records, config_doc, env)
-    alone = build_results(without_mix(records), config_doc, env)
+    full = build_results(records, config_doc, RunEnv.model_validate(env))
+    alone = build_results(without_mix(records), config_doc, RunEnv.model_validate(env))
     assert full.mix is not None and alone.mix is None
     assert full.workloads == alone.workloads and full.global_ == alone.global_
     assert all(

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from specbench.analysis import rollout
+from specbench.analysis.rollout.timing import ForwardLatency
 from specbench.config import DatasetSpec, WorkloadSpec, parse_config
 from specbench.data import build_context_ids, load_workload
 from specbench.decoding.pairstats import teacher_forced_stats
@@ -125,7 +126,7 @@ def test_forward_latency_micro_benchmark_reports_every_step(tiny_pair) -> None: 
     )
     assert m["t_target_ms"] > 0 and m["t_draft_ms"] > 0
     assert set(m["verify_ms"]) == {1, 4} and all(v > 0 for v in m["verify_ms"].values())
-    tm = rollout.time_model_from_measurement(m)
+    tm = rollout.time_model_from_measurement(ForwardLatency.model_validate(m))
     assert tm.source == "measured" and tm.verify_slope_ms >= 0
 
 

@@ -10,7 +10,11 @@ import numpy as np
 
 from specbench.analysis.conformance.decision import compare
 from specbench.analysis.conformance.reference_check import check_against_reference
-from specbench.analysis.documents.results_model_engine import Conformance
+from specbench.analysis.documents.results_model_engine import (
+    Conformance,
+    ConformanceRow,
+    GreedyOutputs,
+)
 from specbench.config.stored import StoredConfig
 from specbench.harness.run.rundir import load_run
 from specbench.report.render.blocks import to_markdown
@@ -18,9 +22,11 @@ from specbench.report.sections.serving_sections import conformance_blocks
 from tests.unit.test_engine_metrics import _units
 
 
-def _doc(status: str, rows: list[dict[str, Any]], **kw: Any) -> Conformance:
-    doc = {"reference_run": "ref", "comparisons": rows, "family_wise_alpha": 0.05,
-           "setting_differences": [], "status": status, **kw}  # fmt: skip
+def _doc(status: str, rows: list[ConformanceRow], **kw: Any) -> Conformance:
+    """The section as results.json holds it, written and read back (what the report renders)."""
+    doc = {"reference_run": "ref", "family_wise_alpha": 0.05, "setting_differences": [],
+           "status": status, **kw}  # fmt: skip
+    doc["comparisons"] = [r.model_dump(mode="json", exclude_unset=True) for r in rows]
     return Conformance.model_validate(json.loads(json.dumps(doc)))
 
 
@@ -29,11 +35,11 @@ def test_a_shortfall_an_equal_and_an_insufficient_comparison_render() -> None:
     ref = _units([list(np.minimum(rng.geometric(0.3, 30) - 1, 4)) for _ in range(20)], 4)
     low = _units([list(np.minimum(rng.geometric(0.6, 30) - 1, 4)) for _ in range(20)], 4)
     rows = [
-        {"workload": "w", "temperature": 0.0, "gamma": 4, **compare(low, ref, 4, 300, 0.95, 0.05),
-         "greedy_outputs": {"n": 20, "identical": 17}},
-        {"workload": "w", "temperature": 1.0, "gamma": 4, **compare(ref, ref, 4, 300, 0.95, 0.05)},
-        {"workload": "v", "temperature": 1.0, "gamma": 2, **compare(ref, {}, 4, 100, 0.95, 0.05)},
-    ]  # fmt: skip
+        compare(low, ref, 4, 300, 0.95, 0.05).row("w", 0.0, 4),
+        compare(ref, ref, 4, 300, 0.95, 0.05).row("w", 1.0, 4),
+        compare(ref, {}, 4, 100, 0.95, 0.05).row("v", 1.0, 2),
+    ]
+    rows[0].greedy_outputs = GreedyOutputs(n=20, identical=17)
     conf = _doc("shortfall", rows, causes=["a cause"], setting_differences=["dtype a vs b"])
     md = to_markdown(conformance_blocks(conf))
     assert "**SHORTFALL**: the engine accepts significantly less" in md
@@ -47,8 +53,8 @@ def test_a_shortfall_an_equal_and_an_insufficient_comparison_render() -> None:
 
 def test_an_unavailable_reference_is_one_sentence() -> None:
     config = StoredConfig.model_validate({"conformance": {"reference_run": "/no/run"}})
-    doc = check_against_reference([], config, load_run)
-    conf = Conformance.model_validate(doc)
+    conf = check_against_reference([], config, load_run)
+    assert conf is not None
     md = to_markdown(conformance_blocks(conf))
     assert conf.status == "unavailable"
     assert md.startswith("## Engine conformance\n\nNot checked against `/no/run`: ")

@@ -428,16 +428,16 @@ def test_analysis_and_report_reach_no_torch_when_imported() -> None:
 
 # report/ renders typed models; a public function taking or returning `dict[str, Any]` passes
 # untyped data across the boundary. A ratchet: lower it when a signature gets its model, never
-# raise it (the ones left are JSON documents written out and the run loop's record events).
-REPORT_UNTYPED_SIGNATURES = 6
-# The same ratchet on analysis/ (issue 30 took it from 163 to 96, then to 66: the pipeline builds
-# `RunResults` directly, its entries, verdicts and pool decisions as models): a records.jsonl line
+# raise it (a JSON document written out as is is `dict[str, JsonValue]`, the run loop's record
+# events a typed `record_line.UnitFinished`).
+REPORT_UNTYPED_SIGNATURES = 0
+# The same ratchet on analysis/ (issue 30 took it from 163 to 96, then to 0: the pipeline builds
+# `RunResults` directly, its entries, verdicts, sections and rows as models): a records.jsonl line
 # crosses as `record_line.RecordLine` (a TypedDict) and a stored config as
-# `config.stored.StoredConfig`. The ones left are the results.json sections other analyses still
-# hand to the pipeline as dicts (γ rows, engine sections, load cells, economics), env.json passed
-# through, JSON Schemas and to_dict / to_json outputs (docs/architecture.md "Typed data"). An
-# estimate crosses as `stats.serialize.EstimateDoc`, a policy's options as `PolicyOptions`.
-ANALYSIS_UNTYPED_SIGNATURES = 21
+# `config.stored.StoredConfig`; JSON Schemas and accept.json's to_json are `dict[str, JsonValue]`,
+# the JSON documents they are (docs/architecture.md "Typed data"). An estimate crosses as
+# `stats.serialize.EstimateDoc`, a policy's options as `PolicyOptions`.
+ANALYSIS_UNTYPED_SIGNATURES = 0
 
 
 def _public_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -39,7 +39,7 @@ from specbench.analysis.compare.samples import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records, side_from_results
 from specbench.analysis.compare.verdict import compare, judge
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.pipeline.results import build_results
 from specbench.config.stored import StoredConfig
 from specbench.report.compare.compare import to_dict, to_markdown
@@ -165,13 +165,15 @@ def side(
 ) -> Side:
     stored = StoredConfig.model_validate(cfg or config())
     env = env if env is not None else ENV
-    results = build_results(records, stored, env) if with_results else None
-    return side_from_records(records, stored, env, label, results)
+    results = build_results(records, stored, RunEnv.model_validate(env)) if with_results else None
+    return side_from_records(records, stored, RunEnv.model_validate(env), label, results)
 
 
 def _document(records: list[dict[str, Any]]) -> dict[str, Any]:
     """results.json as written for these records, read back as the dict a test edits."""
-    doc: dict[str, Any] = json.loads(build_results(records, stored_config(), ENV).json_text())
+    doc: dict[str, Any] = json.loads(
+        build_results(records, stored_config(), RunEnv.model_validate(ENV)).json_text()
+    )
     return doc
 
 

@@ -65,13 +65,14 @@ def test_the_vllm_cpu_failure_is_a_shortfall_and_equal_runs_are_not() -> None:
     ref = _units(ref_rounds, 4)
     dead = _units([[0] * 40 for _ in range(8)], 4)  # τ = 1.0: nothing accepted
     row = compare(dead, ref, 4, 200, 0.95, 0.05)
-    assert row["verdict"] == "shortfall"
-    tau = row["mean_accepted_length"]
-    assert tau["engine"] == 1.0 and tau["reference"] > 2.5
-    assert tau["shortfall"] and tau["p_adjusted"] <= ALPHA
-    assert row["per_position"][1] is None  # the engine never reached position 1: a_2 undefined
+    assert row.verdict == "shortfall"
+    tau = row.tau
+    assert tau is not None and tau.engine == 1.0 and tau.reference > 2.5
+    assert tau.shortfall and tau.p_adjusted is not None and tau.p_adjusted <= ALPHA
+    assert row.positions is not None
+    assert row.positions[1] is None  # the engine never reached position 1: a_2 undefined
     same = compare(ref, ref, 4, 200, 0.95, 0.05)
-    assert same["verdict"] == "ok" and same["mean_accepted_length"]["p_adjusted"] is None
+    assert same.verdict == "ok" and same.tau is not None and same.tau.p_adjusted is None
 
 
 def test_tiny_deep_positions_are_not_tested() -> None:
@@ -80,10 +81,10 @@ def test_tiny_deep_positions_are_not_tested() -> None:
     ref = _units([[4, 4, 4, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2]] * 4, 4)
     eng = _units([[3, 3, 3, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 4]] * 4, 4)
     row = compare(eng, ref, 4, 0, 0.95, 0.05)
-    deep = row["per_position"][3]
-    assert deep["engine"] < deep["reference"] and "untested" in deep
-    assert deep["p_adjusted"] is None and not deep["shortfall"]
-    assert row["verdict"] == "ok"
+    deep = row.positions[3] if row.positions else None
+    assert deep is not None and deep.engine < deep.reference and deep.untested
+    assert deep.p_adjusted is None and not deep.shortfall
+    assert row.verdict == "ok"
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.analysis.decide.gamma_schedule import OPEN_END
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.pipeline.results import build_results
 from specbench.cli.app import app
 from specbench.config import parse_config
@@ -157,7 +158,9 @@ def test_schedule_and_the_first_screen_paste_the_measured_layout(tmp_path: Path)
     assert res.exit_code == 0 and "--tensor-parallel-size" not in res.stdout
 
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = build_results(synthetic_engine_run(), StoredConfig.model_validate(cfg), env)
+    results = build_results(
+        synthetic_engine_run(), StoredConfig.model_validate(cfg), RunEnv.model_validate(env)
+    )
     g = results.global_.by_temperature[0]
     line = paste_line(results, g)
     assert g.verdict == "on" and line is not None

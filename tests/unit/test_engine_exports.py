@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from specbench.analysis.calibration import pool_calibration as cal
 from specbench.analysis.decide.gamma_schedule import OPEN_END, gamma_at
 from specbench.analysis.decide.pool_schedule import PoolMember, pool_schedule
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.cli.app import app
 from specbench.config.stored import StoredConfig
@@ -235,7 +236,7 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
 
     recs = synthetic_engine_run()
     cfg = {**_minimal(), "name": "eng", "concurrency": [1, 8], "decision": {"bootstrap": 300}}
-    results = build_results(recs, StoredConfig.model_validate(cfg), {})
+    results = build_results(recs, StoredConfig.model_validate(cfg), RunEnv())
     console = Console(record=True, width=400)
     render_summary(console, results)
     line = next(x for x in console.export_text().splitlines() if "paste (T=0)" in x)
@@ -248,11 +249,11 @@ def test_first_screen_prints_the_flag_to_paste(tmp_path: Path) -> None:
     # an openai run whose servers name no method: no line rather than a guessed one
     env = {"backend": "openai", "servers": [{"url": "http://a", "gamma": 3, "label": "x"}]}
     openai = StoredConfig.model_validate({**cfg, "backend": "openai"})
-    plain = build_results(recs, openai, env)
+    plain = build_results(recs, openai, RunEnv.model_validate(env))
     g = plain.global_.by_temperature[0]
     assert g.verdict == "on" and paste_line(plain, g) is None
     env["servers"][0] |= {"label": g.drafter, "method": "eagle3"}
-    named = build_results(recs, openai, env)
+    named = build_results(recs, openai, RunEnv.model_validate(env))
     line = paste_line(named, named.global_.by_temperature[0])
     assert line is not None and '"method": "eagle3"' in line
 

@@ -309,12 +309,13 @@ def test_conformance_flags_a_shortfall_and_passes_equal_acceptance() -> None:
     low_rounds = [list(np.minimum(rng.geometric(0.6, 30) - 1, 4)) for _ in range(20)]
     ref = _units(ref_rounds, 4)
     same = compare(ref, ref, 4, 500, 0.95, 0.05)
-    assert same["verdict"] == "ok" and same["mean_accepted_length"]["diff"] == 0.0
+    assert same.verdict == "ok" and same.tau is not None and same.tau.diff == 0.0
     low = compare(_units(low_rounds, 4), ref, 4, 500, 0.95, 0.05)
-    assert low["verdict"] == "shortfall"
-    assert low["mean_accepted_length"]["ci95"][1] < 0
-    assert low["mean_accepted_length"]["relative_shortfall"] > 0.05
-    assert compare(ref, {}, 4, 100, 0.95, 0.05)["verdict"] == "insufficient"
+    assert low.verdict == "shortfall" and low.tau is not None
+    hi = low.tau.ci95[1]
+    assert hi is not None and hi < 0
+    assert low.tau.relative_shortfall > 0.05
+    assert compare(ref, {}, 4, 100, 0.95, 0.05).verdict == "insufficient"
 
 
 def test_conformance_engine_units_use_the_lowest_concurrency() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from specbench.analysis.arithmetic import roi
 from specbench.analysis.arithmetic.timing_model import linear_fit
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.estimators import acceptance
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.stats.resampling import mean_ci, prompts_needed, ratio_ci
@@ -112,7 +112,7 @@ def _run(t_draft: float, t_ar: float = 10.0, alpha: float = 0.8) -> RunResults:
             recs.append(
                 spec_record(rng, f"p{i}", g, [alpha] * g, 20, t_draft=t_draft, t0=t_ar, t1=0.2)
             )
-    return build_results(recs, CONFIG, {})
+    return build_results(recs, CONFIG, RunEnv())
 
 
 @pytest.mark.slow  # seconds: make test, not the fast lane (tests/README.md)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from specbench.analysis.decide.recommend import recommend
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.pipeline.results import build_results
 
 from .test_compare import ENV, make_records, stored_config
@@ -18,7 +19,7 @@ def test_baseline_only_cell_is_not_measured() -> None:
 
 def test_baseline_only_run_is_not_measured_in_every_table() -> None:
     base = [r for r in make_records(seed=2, n_prompts=6, n_rounds=4) if r["kind"] == "baseline"]
-    results = build_results(base, stored_config(), ENV)
+    results = build_results(base, stored_config(), RunEnv.model_validate(ENV))
     (entry,) = results.workloads
     assert entry.recommendation.verdict == "not_measured"
     (pool,) = results.global_.by_temperature
@@ -33,7 +34,9 @@ def test_a_cell_without_a_verdict_shows_no_speedup_in_the_own_pool_table() -> No
     from specbench.report.render.blocks import TableBlock
     from specbench.report.sections.decision import decision_blocks
 
-    results = build_results(make_records(seed=4, n_prompts=8, n_rounds=6), stored_config(), ENV)
+    results = build_results(
+        make_records(seed=4, n_prompts=8, n_rounds=6), stored_config(), RunEnv.model_validate(ENV)
+    )
 
     def own_row(doc: RunResults) -> list[str]:
         tables = [b for b in decision_blocks(doc) if isinstance(b, TableBlock)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis.simulate.replay import Timing, replay, replay_prompt
+from specbench.analysis.simulate.replay import Timing, Trace, replay, replay_prompt
 from specbench.config import PolicySpec
 from specbench.decoding.policies import Policy
 from specbench.decoding.rounds import Rounds
@@ -88,12 +88,12 @@ def _trace_rounds() -> dict:
 def test_replay_fixed_and_confidence_by_hand() -> None:
     timing = Timing(t_ar_ms=10.0, t_draft_ms=1.0, t0_ms=10.0, t1_ms=0.5)
     fixed2 = Policy(PolicySpec(name="fixed", gamma=2))
-    tokens, rounds, time_ms, gammas = replay_prompt(fixed2, _trace_rounds(), timing)
+    tokens, rounds, time_ms, gammas = replay_prompt(fixed2, Trace.of(_trace_rounds()), timing)
     # accepted min(A, 2) = 2, 0, 2, 2 → tokens 3 + 1 + 3 + 3
     assert (tokens, rounds, gammas) == (10, 4, [2, 2, 2, 2])
     assert time_ms == pytest.approx(4 * (2 * 1.0 + 10.0 + 0.5 * 2))
     conf = Policy(PolicySpec(name="confidence", threshold=0.3, max_gamma=4))
-    tokens, rounds, time_ms, gammas = replay_prompt(conf, _trace_rounds(), timing)
+    tokens, rounds, time_ms, gammas = replay_prompt(conf, Trace.of(_trace_rounds()), timing)
     # keeps 2, 1, 4, 4 positions; accepted 2, 0, 2, 4 → tokens 3 + 1 + 3 + 5
     assert gammas == [2, 1, 4, 4] and tokens == 12
     # early stops spend one more draft forward: 3 + 2 + 4 + 4 forwards
@@ -110,11 +110,11 @@ def test_replay_refuses_a_policy_beyond_the_trace() -> None:
 def test_greedy_position_replay_by_hand() -> None:
     from specbench.analysis.simulate.replay import _position_trace, replay_greedy_prompt
 
-    rounds = {
-        "accepted": [2, 4, 0],
-        "drafted": [4, 4, 4],
-        "draft_top_prob": [[0.9, 0.8, 0.2, 0.9], [0.9, 0.9, 0.9, 0.9], [0.3, 0.9, 0.9, 0.9]],
-    }
+    rounds = Trace(
+        accepted=[2, 4, 0],
+        drafted=[4, 4, 4],
+        draft_top_prob=[[0.9, 0.8, 0.2, 0.9], [0.9, 0.9, 0.9, 0.9], [0.3, 0.9, 0.9, 0.9]],
+    )
     match, conf = _position_trace(rounds)
     # round 1: 1 1 0 | round 2: 1 1 1 1 then an untested bonus | round 3: 0
     assert match == [1, 1, 0, 1, 1, 1, 1, None, 0]

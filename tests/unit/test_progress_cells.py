@@ -8,6 +8,7 @@ import io
 from rich.console import Console
 
 from specbench.analysis.stats.sequential import CandidateBound, SequentialDecision
+from specbench.record_line import UnitFinished
 from specbench.report.run.progress import BAR_WIDTH, RichRunEvents, interval_bar, state_text
 
 
@@ -48,3 +49,18 @@ def test_the_cell_table_is_drawn_with_the_progress() -> None:
     text = out.getvalue()
     assert "tiny_code" in text and "pilot" in text
     assert "1.50× [1.25, 1.80]" in text and "decided ON model fixed γ=2" in text
+
+
+def test_a_failed_unit_is_named_and_counted_an_ok_one_only_advances() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=160, force_terminal=False)
+    ok = {"kind": "spec", "status": "ok", "workload": "tiny_code", "gamma": 2, "prompt_id": "p0"}
+    failed = {**ok, "status": "failed", "gamma": 4, "prompt_id": "p1", "error": "CUDA OOM"}
+    with RichRunEvents(console) as ev:
+        ev.planned(2, 0)
+        ev.unit_finished(UnitFinished.of(ok))
+        ev.unit_finished(UnitFinished.of(failed))
+    assert ev.failed == 1
+    assert "failed tiny_code γ=4 p1: CUDA OOM" in out.getvalue()
+    assert "p0:" not in out.getvalue()
+    assert ev.progress.tasks[0].completed == 2

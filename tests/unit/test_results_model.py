@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.documents.schemas import SCHEMA_DIR
 from specbench.analysis.pipeline.results import build_results
 from specbench.config.stored import StoredConfig
@@ -38,13 +38,13 @@ def engine_results() -> RunResults:
         "gammas": [3],
         "decision": {"bootstrap": 300},
     }
-    return build_results(synthetic_engine_run(), StoredConfig.model_validate(config), {})
+    return build_results(synthetic_engine_run(), StoredConfig.model_validate(config), RunEnv())
 
 
 @pytest.fixture(scope="module")
 def example_results() -> RunResults:
     records, config, env, _ = load_run(ROOT / "docs" / "example-run")
-    return build_results(records, config, env)
+    return build_results(records, config, RunEnv.model_validate(env))
 
 
 def _validates(results: RunResults) -> RunResults:

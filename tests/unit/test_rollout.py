@@ -12,6 +12,7 @@ import pytest
 
 from specbench.analysis import rollout
 from specbench.analysis.arithmetic import roi
+from specbench.analysis.documents.results_read import TimingSource
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.resampling import ratio_ci as stats_ratio_ci
 
@@ -107,7 +108,7 @@ def test_time_model_from_results_prefers_the_bucket_workload() -> None:
             },
         }
 
-    res = {"workloads": [entry("a", 10.0), entry("b", 20.0)]}
+    res = TimingSource.model_validate({"workloads": [entry("a", 10.0), entry("b", 20.0)]})
     tm = rollout.time_model_from_results(res, "b", "r.json")
     assert (tm.t_target_ms, tm.t_draft_ms, tm.verify_base_ms) == (20.0, 1.0, 2.25)
     assert tm.verify_slope_ms == pytest.approx(0.6)

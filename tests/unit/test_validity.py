@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specbench.analysis.decide.validity import identical_across_prompts
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.analysis.documents.results_model_workload import VerdictBasis
 from specbench.analysis.estimators.content import answer_checks
 from specbench.analysis.pipeline.acceptance_detail import (
@@ -56,7 +57,7 @@ CONFIG = StoredConfig.model_validate({"workloads": [{"name": "w"}], "decision": 
 
 
 def test_verdict_uses_only_the_non_degenerate_prompts() -> None:
-    res = build_results(_records(8, 6), CONFIG, {})
+    res = build_results(_records(8, 6), CONFIG, RunEnv())
     (e,) = res.workloads
     c = e.content
     assert c is not None and c.n_degenerate == 8 and c.reasons == {"repetition": 8}
@@ -78,7 +79,7 @@ def test_verdict_uses_only_the_non_degenerate_prompts() -> None:
 
 
 def test_too_few_real_answers_is_not_measured_and_stays_out_of_the_pool() -> None:
-    res = build_results(_records(5, 1), CONFIG, {})
+    res = build_results(_records(5, 1), CONFIG, RunEnv())
     (e,) = res.workloads
     assert e.recommendation.verdict == "not_measured"
     assert e.recommendation.reason.startswith("degenerate output (5 of 6")
@@ -87,7 +88,7 @@ def test_too_few_real_answers_is_not_measured_and_stays_out_of_the_pool() -> Non
 
 
 def test_clean_workload_is_unchanged() -> None:
-    res = build_results(_records(0, 6), CONFIG, {})
+    res = build_results(_records(0, 6), CONFIG, RunEnv())
     (e,) = res.workloads
     assert e.content is not None and e.content.n_degenerate == 0
     assert "all_prompts" not in e.content.model_fields_set  # written only with degenerate ones
@@ -98,7 +99,7 @@ def test_clean_workload_is_unchanged() -> None:
 def test_per_prompt_alpha_beside_the_token_pooled_one() -> None:
     """One prompt accepts everything (α_p = 1), the other nothing (α_p = 0): the mean over prompts
     is 1/2; pooled over verified positions it is 40·4 / (40·4 + 6·1)."""
-    res = build_results(_records(1, 1) + _records(0, 0), CONFIG, {})
+    res = build_results(_records(1, 1) + _records(0, 0), CONFIG, RunEnv())
     ppa = res.workloads[0].per_prompt_alpha
     assert ppa is not None and ppa.request_mean is not None and ppa.token_pooled is not None
     assert sorted(v.alpha or 0.0 for v in ppa.values) == [0.0, 1.0]
@@ -164,12 +165,12 @@ def test_mean_target_logprob_per_prompt_then_over_prompts() -> None:
         r["content"] = [
             answer_checks(r["output_ids"][0], r["answers"][0], "max_new_tokens", lp).model_dump()
         ]
-    c = build_results(recs, CONFIG, {}).workloads[0].content
+    c = build_results(recs, CONFIG, RunEnv()).workloads[0].content
     assert c is not None
     assert c.mean_target_logprob == pytest.approx(-1.1)
     assert c.mean_target_logprob_degenerate == pytest.approx(-0.2)
     assert c.mean_target_logprob_non_degenerate == pytest.approx(-2.0)
-    none = build_results(_records(1, 1), CONFIG, {}).workloads[0].content
+    none = build_results(_records(1, 1), CONFIG, RunEnv()).workloads[0].content
     assert none is not None and none.mean_target_logprob is None  # from the answers: not measured
 
 
@@ -194,7 +195,7 @@ def _engine_records(n_loop: int, n_text: int) -> list[dict[str, Any]]:
 
 
 def test_engine_run_flags_loops_and_decides_on_real_text() -> None:
-    res = build_results(_engine_records(16, 12), CONFIG, {})
+    res = build_results(_engine_records(16, 12), CONFIG, RunEnv())
     (e,) = res.workloads
     c = e.content
     assert c is not None and c.n_degenerate == 16 and c.reasons == {"repetition": 16}
@@ -209,7 +210,7 @@ def test_engine_run_flags_loops_and_decides_on_real_text() -> None:
     assert e.engine.chosen_gamma == 3  # the best measured (OFF) setting, re-pointed
     assert any(w.startswith("degenerate output: 16 of 28") for w in e.warnings)
     assert c.differs_beyond_intervals  # speedup ≈ 2× vs 0.95×
-    clean = build_results(_engine_records(0, 7), CONFIG, {}).workloads[0]
+    clean = build_results(_engine_records(0, 7), CONFIG, RunEnv()).workloads[0]
     assert clean.content is not None and clean.content.n_degenerate == 0
     assert clean.recommendation.basis is not None
     assert clean.recommendation.basis.prompts == "all"

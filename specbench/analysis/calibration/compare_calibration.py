@@ -32,6 +32,7 @@ from specbench.analysis.compare.metrics import (
 )
 from specbench.analysis.compare.sides import Side, merge_runs, side_from_records
 from specbench.analysis.compare.verdict import compare
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
 from specbench.record_line import RecordLine
 
@@ -50,7 +51,7 @@ class SimSize:
 
 SIM_NEW_TOKENS = 64  # a baseline generation (max_new_tokens); a speculative one runs 12 rounds
 SIM_TTFT_MS = 5.0
-SIM_ENV = {"device": "cpu", "gpu": None, "cpu": "simulated", "torch": "2", "transformers": "5"}
+SIM_ENV = RunEnv(device="cpu", gpu=None, cpu="simulated", torch="2", transformers="5")
 
 
 def _config(size: SimSize) -> StoredConfig:

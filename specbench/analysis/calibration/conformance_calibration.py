@@ -58,7 +58,7 @@ def _shortfall_flagged(rng: np.random.Generator, engine_alpha_scale: float) -> b
             eng = simulate_units(rng, alphas * engine_alpha_scale, g)
             measured.append(measure(eng, ref, g, 0, 0.95, unit_prefix=f"w{w}"))
     judge(measured, ALPHA, MIN_EFFECT, seed=int(rng.integers(2**31)))
-    return any(row.get("verdict") == "shortfall" for row, _ in measured)
+    return any(row.verdict == "shortfall" for row, _ in measured)
 
 
 def _rate(n_rep: int, seed: int, engine_alpha_scale: float) -> tuple[float, float]:

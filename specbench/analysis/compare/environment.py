@@ -5,10 +5,12 @@ for engine runs the server's, as env.json records it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import JsonValue
 
 from specbench.analysis.compare.samples import setting_name
-from specbench.analysis.compare.sides import Side
+from specbench.analysis.compare.sides import IdentityValue, Side, env_value
+from specbench.analysis.documents.results_model import RunEnv
 
 # the GPU's state as nvidia-smi reported it when env.json was written (harness/env/gpu_env.py)
 GPU_ENV_KEYS = (
@@ -45,9 +47,11 @@ ENGINE_BACKENDS = ("vllm", "openai")
 
 @dataclass(frozen=True)
 class Difference:
+    """One identity key or env.json key whose value differs, each side's value as written."""
+
     field: str
-    base: Any
-    new: Any
+    base: IdentityValue | JsonValue
+    new: IdentityValue | JsonValue
 
 
 # what a setting labelled by method carries itself: runs of different drafts compare by label
@@ -88,18 +92,15 @@ def matched_settings(base: Side, new: Side) -> str | None:
     return "; ".join(parts)
 
 
-def env_keys(env: dict[str, Any]) -> tuple[str, ...]:
+def env_keys(env: RunEnv) -> tuple[str, ...]:
     """The keys of env.json that describe the machine that did the measured work: the server's
     for engine backends (the client only sends requests), the local machine's otherwise."""
-    return ENGINE_ENV_KEYS if env.get("backend") in ENGINE_BACKENDS else ENV_KEYS
+    return ENGINE_ENV_KEYS if env.backend in ENGINE_BACKENDS else ENV_KEYS
 
 
 def env_differences(base: Side, new: Side) -> list[Difference]:
     """Hardware or software that differs. Listed, never disqualifying: within-run ratios stay
     comparable; absolute timing gates across it only when it is the subject."""
     keys = dict.fromkeys([*env_keys(base.env), *env_keys(new.env)])
-    return [
-        Difference(k, base.env.get(k), new.env.get(k))
-        for k in keys
-        if (base.env.get(k) or None) != (new.env.get(k) or None)
-    ]
+    pairs = [(k, env_value(base.env, k), env_value(new.env, k)) for k in keys]
+    return [Difference(k, b, n) for k, b, n in pairs if (b or None) != (n or None)]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import JsonValue
 
 from specbench.analysis.compare.samples import (
     Samples,
@@ -16,12 +17,21 @@ from specbench.analysis.compare.samples import (
     speedup_samples,
     sum_by_key,
 )
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_workload import WorkloadResult
 from specbench.analysis.pipeline.prompt_basis import set_aside
 from specbench.config.stored import StoredConfig, StoredModel, StoredSampling
 from specbench.record_line import RecordLine
+
+# a value that must match for two runs to compare (the records schemas: a list of versions)
+IdentityValue = str | int | float | list[int] | None
+
+
+def env_value(env: RunEnv, key: str) -> JsonValue:
+    """env.json's value at `key` as the run wrote it (None where it wrote none): a typed field
+    of `RunEnv` or a key kept as written, in its JSON form (what compare prints and writes)."""
+    return env.model_dump(mode="json", include={key}, exclude_unset=True).get(key)
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,8 @@ class Group:
 @dataclass
 class Side:
     label: str
-    identity: dict[str, Any]  # what must match to compare at all
-    env: dict[str, Any]
+    identity: dict[str, IdentityValue]  # what must match to compare at all
+    env: RunEnv  # env.json as the run wrote it
     groups: dict[tuple[str, float], Group]
     ci_level: float = 0.95
     has_records: bool = False
@@ -87,7 +97,8 @@ class Side:
     @property
     def code(self) -> str | None:
         """The specbench git commit that produced the run (env.json), if known."""
-        return self.env.get("specbench_git_commit") or None
+        commit = env_value(self.env, "specbench_git_commit")
+        return str(commit) if commit else None
 
 
 def _summary(est: EstimateJSON | None) -> Summary:
@@ -142,12 +153,12 @@ def _entry_summaries(entry: WorkloadResult, primary: str) -> tuple[list[int], di
     return gammas, out
 
 
-def _identity(doc: RunResults | None, config: StoredConfig | None) -> dict[str, Any]:
+def _identity(doc: RunResults | None, config: StoredConfig | None) -> dict[str, IdentityValue]:
     """What must match to compare at all: from results.json's run when given, else the config."""
     cfg = config or StoredConfig()
     if doc is not None:
         sampling = doc.run.sampling
-        ident: dict[str, Any] = {
+        ident: dict[str, IdentityValue] = {
             "results schema": doc.schema_,
             "target model": doc.run.target,
             "draft model": doc.run.draft,
@@ -171,11 +182,10 @@ def _identity(doc: RunResults | None, config: StoredConfig | None) -> dict[str, 
     return ident
 
 
-def tokenizer_identity(env: dict[str, Any]) -> dict[str, Any]:
+def tokenizer_identity(env: RunEnv) -> dict[str, str | None]:
     """The tokenizer fingerprints env.json recorded (models/fingerprint.py): token counts and
     per-token figures of two vocabularies do not compare. None where a run recorded none."""
-    tok = env.get("tokenizers")
-    tok = tok if isinstance(tok, dict) else {}
+    tok = env.tokenizers or {}
     return {f"{role} tokenizer": tok.get(role) for role in ("target", "draft")}
 
 
@@ -205,21 +215,19 @@ def side_from_results(results: RunResults, label: str) -> Side:
             },
             set_aside=set_aside(e.figures_basis, e.content),
         )
-    # env.json as written (the keys it had), for the environment comparison
-    env = doc.env.model_dump(exclude_unset=True)
-    ident = {**_identity(doc, None), **tokenizer_identity(env)}
-    return Side(label, ident, env, groups, doc.run.ci_level or 0.95, False)
+    ident = {**_identity(doc, None), **tokenizer_identity(doc.env)}
+    return Side(label, ident, doc.env, groups, doc.run.ci_level or 0.95, False)
 
 
 def side_from_records(
     records: list[RecordLine],
     config: StoredConfig,
-    env: dict[str, Any],
+    env: RunEnv,
     label: str,
     results: RunResults | None = None,
 ) -> Side:
     """A side from a run's records (per-prompt values), with its results (recommendation) when
-    given — `build_typed_results(records, config, env)` computes them."""
+    given — `build_results(records, config, env)` computes them."""
     label_primary = config.draft.label if config.draft else "model"
     primary = f"{label_primary}/fixed"
     by_group: dict[tuple[str, float], dict[str, Any]] = {}

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -17,11 +18,43 @@ from specbench.analysis.conformance.permutation import (
     family_adjusted_p,
 )
 from specbench.analysis.conformance.units import Units
+from specbench.analysis.documents.results_model_engine import ConformanceRow, ConformanceStat
 from specbench.analysis.stats.resampling import DEFAULT_SEED, bootstrap
 
 MIN_ROUNDS = 20  # a_i is tested when the two runs together reached position i − 1 ≥ 2× this often
 
-Measured = tuple[dict[str, Any], list[tuple[dict[str, Any], ShortfallTest]]]
+
+@dataclass
+class Measurement:
+    """One engine-vs-reference comparison: τ and each a_i (None where a side never reached
+    position i; both None when fewer than two prompts are shared: verdict "insufficient"), and
+    its verdict once `judge` has set it (None before)."""
+
+    n_prompts: int
+    verdict: Literal["ok", "higher", "shortfall", "insufficient"] | None = None
+    tau: ConformanceStat | None = None
+    positions: list[ConformanceStat | None] | None = None
+    family_tests: int | None = None
+
+    def row(self, workload: str, temperature: float, gamma: int) -> ConformanceRow:
+        """results.json's row of this judged comparison (an insufficient one: the counts only)."""
+        if self.verdict is None:
+            raise ValueError("a comparison is written once judged (conformance.decision.judge)")
+        row = ConformanceRow(
+            workload=workload,
+            temperature=temperature,
+            gamma=gamma,
+            n_prompts=self.n_prompts,
+            verdict=self.verdict,
+        )
+        if self.verdict != "insufficient":
+            row.mean_accepted_length = self.tau
+            row.per_position = self.positions
+            row.family_tests = self.family_tests
+        return row
+
+
+Measured = tuple[Measurement, list[tuple[ConformanceStat, ShortfallTest]]]
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -37,7 +70,7 @@ def measure(
     its shortfall tests, each with the row entry it judges. `n_boot` 0 skips the intervals."""
     common = sorted(set(eng) & set(ref))
     if len(common) < 2 or not sum(eng[k][1] for k in common) or not sum(ref[k][1] for k in common):
-        return {"n_prompts": len(common), "verdict": "insufficient"}, []
+        return Measurement(len(common), "insufficient"), []
     keys: list[Hashable] = [(unit_prefix, k) for k in common]
     ea = np.asarray([eng[k][0] for k in common])
     ed = np.asarray([eng[k][1] for k in common])
@@ -49,47 +82,47 @@ def measure(
     def diff_of(n_e: np.ndarray, d_e: np.ndarray, n_r: np.ndarray, d_r: np.ndarray) -> Any:
         return _ratio(n_e, d_e) - _ratio(n_r, d_r)
 
-    def entry(ne: np.ndarray, de: np.ndarray, nr: np.ndarray, dr: np.ndarray) -> dict[str, Any]:
+    def entry(ne: np.ndarray, de: np.ndarray, nr: np.ndarray, dr: np.ndarray) -> ConformanceStat:
         point_e, point_r = float(ne.sum() / de.sum()), float(nr.sum() / dr.sum())
         lo = hi = math.nan
         if n_boot > 0:
             est = bootstrap(diff_of, [ne, de, nr, dr], n_boot, level)
             lo, hi = est.lo, est.hi
         rel = (point_r - point_e) / point_r if point_r > 0 else 0.0
-        return {
-            "detectable_shortfall": detectable_shortfall(lo, hi, point_r, level),
-            "engine": round(point_e, 6),
-            "reference": round(point_r, 6),
-            "diff": round(point_e - point_r, 6),
-            "ci95": [_r(lo), _r(hi)],
-            "relative_shortfall": round(rel, 6),
-            "p_adjusted": None,
-            "shortfall": False,
+        return ConformanceStat(
+            detectable_shortfall=detectable_shortfall(lo, hi, point_r, level),
+            engine=round(point_e, 6),
+            reference=round(point_r, 6),
+            diff=round(point_e - point_r, 6),
+            ci95=(_r(lo), _r(hi)),
+            relative_shortfall=round(rel, 6),
+            p_adjusted=None,
+            shortfall=False,
             # informational only, not a failure: the whole interval above 0 and above min_effect
-            "higher": bool(math.isfinite(lo) and lo > 0),
-        }
+            higher=bool(math.isfinite(lo) and lo > 0),
+        )
 
-    tests: list[tuple[dict[str, Any], ShortfallTest]] = []
+    tests: list[tuple[ConformanceStat, ShortfallTest]] = []
     tau = entry(ea, ed, ra, rd)
-    tau["engine"], tau["reference"] = round(1 + tau["engine"], 6), round(1 + tau["reference"], 6)
+    tau.engine, tau.reference = round(1 + tau.engine, 6), round(1 + tau.reference, 6)
     tests.append((tau, ShortfallTest(keys, ea, ed, ra, rd)))
-    positions: list[dict[str, Any] | None] = []
+    positions: list[ConformanceStat | None] = []
     for i in range(gamma):
         de = ed if i == 0 else ep[:, i - 1]
         dr = rd if i == 0 else rp[:, i - 1]
         if de.sum() == 0 or dr.sum() == 0:
             positions.append(None)  # a side never reached position i: a_i is undefined there
             continue
-        pos = {"position": i + 1, **entry(ep[:, i], de, rp[:, i], dr)}
+        pos = entry(ep[:, i], de, rp[:, i], dr)
+        pos.position = i + 1
         positions.append(pos)
         # Tiny counts (deep positions) are left untested; the rule is swap-invariant (the two runs'
         # total), so leaving them out cannot bias the permutation test.
         if de.sum() + dr.sum() >= 2 * MIN_ROUNDS:
             tests.append((pos, ShortfallTest(keys, ep[:, i], de, rp[:, i], dr)))
         else:
-            pos["untested"] = f"fewer than {2 * MIN_ROUNDS} rounds reached it in the two runs"
-    row = {"n_prompts": len(common), "mean_accepted_length": tau, "per_position": positions}
-    return row, tests
+            pos.untested = f"fewer than {2 * MIN_ROUNDS} rounds reached it in the two runs"
+    return Measurement(len(common), tau=tau, positions=positions), tests
 
 
 def detectable_shortfall(lo: float, hi: float, reference: float, level: float) -> float | None:
@@ -115,23 +148,21 @@ def judge(
     flat = [(e, t) for _, tests in measured for e, t in tests]
     p_adj = family_adjusted_p([t for _, t in flat], n_perm, seed)
     for (e, _), p in zip(flat, p_adj, strict=True):
-        e["p_adjusted"] = _r(p)
-        e["shortfall"] = bool(
-            math.isfinite(p) and p <= alpha and e["relative_shortfall"] > min_effect
-        )
-        e["higher"] = bool(e["higher"] and -e["relative_shortfall"] > min_effect)
+        e.p_adjusted = _r(p)
+        e.shortfall = bool(math.isfinite(p) and p <= alpha and e.relative_shortfall > min_effect)
+        e.higher = bool(e.higher and -e.relative_shortfall > min_effect)
     for row, tests in measured:
-        if row.get("verdict") == "insufficient":
+        if row.verdict == "insufficient" or row.tau is None:
             continue
-        short = any(e["shortfall"] for e, _ in tests)
-        higher = row["mean_accepted_length"]["higher"] and not short
-        row["family_tests"] = len(flat)
-        row["verdict"] = "shortfall" if short else ("higher" if higher else "ok")
+        short = any(e.shortfall for e, _ in tests)
+        higher = row.tau.higher and not short
+        row.family_tests = len(flat)
+        row.verdict = "shortfall" if short else ("higher" if higher else "ok")
 
 
 def compare(
     eng: Units, ref: Units, gamma: int, n_boot: int, level: float, min_effect: float
-) -> dict[str, Any]:
+) -> Measurement:
     """One comparison judged on its own: τ and a_i of engine vs reference, family-wise level
     1 − `level` (one-sided) over τ and the tested a_i."""
     m = measure(eng, ref, gamma, n_boot, level)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from specbench.analysis.conformance.decision import Measured, judge, measure
 from specbench.analysis.conformance.units import engine_units, reference_units
+from specbench.analysis.documents.results_model_engine import Conformance, GreedyOutputs
 from specbench.analysis.serving.serving_acceptance import request_counts
 from specbench.config import ConformanceSpec, DecisionSpec
 from specbench.config.stored import (
@@ -44,7 +44,7 @@ CAUSES = {
 
 def greedy_outputs(
     records: list[RecordLine], ref_records: list[RecordLine], workload: str, gamma: int
-) -> dict[str, int] | None:
+) -> GreedyOutputs | None:
     """At T = 0: engine γ outputs identical to the reference's target-only greedy outputs."""
     ref = {
         r["prompt_id"]: r["output_ids"][0]
@@ -74,7 +74,7 @@ def greedy_outputs(
         for r in eng
         if int(r.get("concurrency", 1)) == c_ref
     ]
-    return {"n": len(pairs), "identical": sum(1 for a, b in pairs if list(a) == list(b))}
+    return GreedyOutputs(n=len(pairs), identical=sum(1 for a, b in pairs if list(a) == list(b)))
 
 
 def setting_mismatches(config: StoredConfig, ref_config: StoredConfig) -> list[tuple[str, str]]:
@@ -128,24 +128,20 @@ def setting_mismatches(config: StoredConfig, ref_config: StoredConfig) -> list[t
 def check_against_reference(
     records: list[RecordLine],
     config: StoredConfig,
-    loader: Callable[[Path], tuple[list[RecordLine], StoredConfig, dict[str, Any], list[str]]],
-) -> dict[str, Any] | None:
-    """The results.json `conformance` section, or None when no reference run is configured."""
+    loader: Callable[[Path], tuple[list[RecordLine], StoredConfig, object, list[str]]],
+) -> Conformance | None:
+    """The results.json `conformance` section, or None when no reference run is configured.
+    `loader` reads a run directory (`harness.run.rundir.load_run`; its env is not read here)."""
     conf = config.conformance or StoredConformance()
     ref_dir = conf.reference_run
     if not ref_dir:
         return None
-    out: dict[str, Any] = {"reference_run": str(ref_dir), "comparisons": []}
     try:
         ref_records, ref_config, _, _ = loader(Path(ref_dir))
     except SpecbenchError as exc:
-        return {**out, "status": "unavailable", "reason": str(exc)}
+        return _unavailable(str(ref_dir), str(exc))
     if (ref_config.backend or "transformers") != "transformers":
-        return {
-            **out,
-            "status": "unavailable",
-            "reason": "the reference run must use the transformers backend",
-        }
+        return _unavailable(str(ref_dir), "the reference run must use the transformers backend")
     decision = config.decision or StoredDecision()
     n_boot = _DECISION.bootstrap if decision.bootstrap is None else decision.bootstrap
     level = _DECISION.ci_level if decision.ci_level is None else decision.ci_level
@@ -157,6 +153,7 @@ def check_against_reference(
         if r.get("kind") == "spec" and request_counts(r) is not None:
             groups[(r["workload"], float(r["temperature"]))].add(int(r["gamma"]))
     measured: list[Measured] = []
+    cells: list[tuple[str, float, int]] = []
     for (workload, temp), gammas in sorted(groups.items()):
         for g in sorted(gammas):
             ref = reference_units(ref_records, workload, temp, g, drafters)
@@ -164,30 +161,43 @@ def check_against_reference(
                 continue
             eng = engine_units(records, workload, temp, g)
             # the unit is the prompt of a workload, shared by its temperatures and γ
-            body, tests = measure(eng, ref, g, n_boot, level, unit_prefix=workload)
-            row = {"workload": workload, "temperature": temp, "gamma": g, **body}
-            if temp == 0.0:
-                row["greedy_outputs"] = greedy_outputs(records, ref_records, workload, g)
-            measured.append((row, tests))
-            out["comparisons"].append(row)
+            measured.append(measure(eng, ref, g, n_boot, level, unit_prefix=workload))
+            cells.append((workload, temp, g))
     # one family over every comparison of the run: the run's status has the stated error rate
     judge(measured, 1 - level, min_effect)
-    out["family_wise_alpha"] = round(1 - level, 6)
+    rows = []
+    for (workload, temp, g), (m, _) in zip(cells, measured, strict=True):
+        row = m.row(workload, temp, g)
+        if temp == 0.0:
+            row.greedy_outputs = greedy_outputs(records, ref_records, workload, g)
+        rows.append(row)
     mismatches = setting_mismatches(config, ref_config)
-    out["setting_differences"] = [m for _, m in mismatches]
-    if not out["comparisons"]:
-        return {
-            **out,
-            "status": "unavailable",
-            "reason": "no workload × temperature × γ measured in both runs with per-request counters "
-            "(concurrency 1)",
-        }
-    short = [c for c in out["comparisons"] if c["verdict"] == "shortfall"]
-    out["status"] = "shortfall" if short else "ok"
-    if short:
+    out = Conformance(
+        reference_run=str(ref_dir),
+        comparisons=rows,
+        status="ok",
+        family_wise_alpha=round(1 - level, 6),
+        setting_differences=[m for _, m in mismatches],
+    )
+    if not rows:
+        out.status = "unavailable"
+        out.reason = (
+            "no workload × temperature × γ measured in both runs with per-request counters "
+            "(concurrency 1)"
+        )
+        return out
+    if any(c.verdict == "shortfall" for c in rows):
+        out.status = "shortfall"
         flagged = {k for k, _ in mismatches}
         # The causes the settings point at first, then the rest.
-        out["causes"] = [CAUSES[k] for k in CAUSES if k in flagged] + [
+        out.causes = [CAUSES[k] for k in CAUSES if k in flagged] + [
             CAUSES[k] for k in CAUSES if k not in flagged
         ]
     return out
+
+
+def _unavailable(reference_run: str, reason: str) -> Conformance:
+    """A reference run that could not be read or is not a transformers run."""
+    return Conformance(
+        reference_run=reference_run, comparisons=[], status="unavailable", reason=reason
+    )

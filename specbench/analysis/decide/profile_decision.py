@@ -32,13 +32,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from specbench.analysis.arithmetic import roi
+from specbench.analysis.documents.results_model_base import Verdict
 from specbench.analysis.stats import block_t
 from specbench.analysis.stats.latency_tails import Slo
 from specbench.analysis.stats.signflip import RatioPivots
+from specbench.config.profile import Objective
 
 OFF = "off"
-GOODPUT = "slo_goodput"
-COST = "cost_per_mtok"
+GOODPUT: Objective = "slo_goodput"
+COST: Objective = "cost_per_mtok"
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class ProfileVerdict:
-    verdict: str  # "on" | "off" | "undecided" | "not_measured"
+    verdict: Verdict
     chosen: str | None  # the configuration to deploy when ON
-    objective: str
+    objective: Objective
     margin: float
     false_on_rate: float
     false_off_rate: float
@@ -232,7 +234,7 @@ def decide_at_profile(
     runs: Sequence[LoadRun],
     slo: SloTargets,
     load_shares: Mapping[str, float],
-    objective: str = GOODPUT,
+    objective: Objective = GOODPUT,
     margin: float = 0.05,
     level: float = 0.95,
     interleaved: bool = True,
@@ -359,7 +361,7 @@ def _mean_tpot(runs: Sequence[LoadRun]) -> float:
 
 
 def _empty(
-    objective: str, margin: float, alpha: float, shares: dict[str, float], interleaved: bool
+    objective: Objective, margin: float, alpha: float, shares: dict[str, float], interleaved: bool
 ) -> ProfileVerdict:
     return ProfileVerdict(
         verdict="not_measured", chosen=None, objective=objective, margin=margin,

@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, PlainSerializer
 
 SCHEMA = 1
 DECIMALS = 6  # measured floats in the file
@@ -229,7 +229,7 @@ class AcceptResults(_Doc):
         """The sampling settings' labels, in the order of every per-setting list."""
         return [s.label for s in self.settings]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         """The document as written to accept.json."""
         return self.model_dump(mode="json", by_alias=True)
 
@@ -238,6 +238,6 @@ class AcceptResults(_Doc):
         return cls.model_validate_json(path.read_text(encoding="utf-8"))
 
 
-def accept_json_schema() -> dict[str, Any]:
+def accept_json_schema() -> dict[str, JsonValue]:
     """The JSON Schema of accept.json as written (docs/schema/accept.schema.json)."""
     return AcceptResults.model_json_schema(by_alias=True, mode="serialization")

@@ -2,7 +2,7 @@
 --timings, predict-check), so each checks the schema version and the fields the same way and
 says what is wrong in one line — the field and the value, never pydantic's multi-line dump.
 
-    doc = read_results_file(Path("reports/tiny/results.json"), "--timings")
+    results = read_results_file(Path("reports/tiny/results.json"), "--timings")
 """
 
 from __future__ import annotations
@@ -85,29 +85,61 @@ def read_json(path: Path, who: str = "") -> Any:
         raise SpecbenchError(f"{where} is not valid JSON; give a results.json") from None
 
 
-def read_results_file(path: Path, who: str = "") -> tuple[dict[str, Any], RunResults]:
-    """(the document as written, its typed model) of the results.json at `path`; `who` names the
-    option or argument in errors (e.g. "--timings")."""
-    doc = read_json(path, who)
-    return doc, check_results(doc, path, who)
+def read_results_file(path: Path, who: str = "") -> RunResults:
+    """The typed results.json at `path`; `who` names the option or argument in errors (e.g.
+    "--timings")."""
+    return check_results(read_json(path, who), path, who)
 
 
-class _TimingWorkload(BaseModel):
+class _Open(BaseModel):
+    """A part of results.json accept reads a few fields of: the rest is kept, not required."""
+
     model_config = ConfigDict(extra="allow")
+
+
+class _Mean(_Open):
+    mean: float | None = None
+
+
+class _VerifyFit(_Open):
+    t0_ms: float | None = None
+    t1_ms_per_token: float | None = None
+
+
+class _OverheadFit(_Open):
+    o0_ms: float | None = None
+    o1_ms_per_token: float | None = None
+
+
+class _EngineRoundFit(_Open):
+    r0_ms: float | None = None
+    r1_ms_per_token: float | None = None
+
+
+class TimingFields(_Open):
+    """A workload's `timing` as `analysis.rollout.timing.time_model_from_results` reads it: the
+    transformers runner's draft step and verify / overhead fits, or an engine run's round fit
+    (a field a run did not write is None: that entry's timing is incomplete)."""
+
+    t_draft_ms: _Mean | None = None
+    verify_fit: _VerifyFit | None = None
+    overhead_fit: _OverheadFit | None = None
+    engine_round_fit: _EngineRoundFit | None = None
+
+
+class TimingWorkload(_Open):
     workload: str
     temperature: float | None = None
     baseline_step_ms: float | None = None
-    timing: dict[str, Any] | None = None
+    timing: TimingFields | None = None
 
 
-class _TimingRun(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _TimingRun(_Open):
     target: str | None = None
     draft: str | None = None
 
 
-class _TimingEnv(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _TimingEnv(_Open):
     tokenizers: dict[str, str | None] | None = None  # absent before fingerprints were recorded
 
 
@@ -119,16 +151,16 @@ class TimingSource(BaseModel):
     model_config = ConfigDict(extra="allow")
     run: _TimingRun = _TimingRun()
     env: _TimingEnv = _TimingEnv()
-    workloads: list[_TimingWorkload]
+    workloads: list[TimingWorkload]
 
 
-def read_timing_source(path: Path, who: str = "--timings") -> tuple[dict[str, Any], TimingSource]:
-    """(the document, its typed timing part) of the results.json at `path`: schema version, then
-    the fields accept reads, each error one line naming the field."""
+def read_timing_source(path: Path, who: str = "--timings") -> TimingSource:
+    """The typed timing part of the results.json at `path`: schema version, then the fields
+    accept reads, each error one line naming the field."""
     doc = read_json(path, who)
     check_version(doc, path, who)
     try:
-        return doc, TimingSource.model_validate(doc)
+        return TimingSource.model_validate(doc)
     except ValidationError as err:
         raise SpecbenchError(
             f"{who}: {path}: {validation_message(err)}; not a valid specbench results.json "

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from specbench.analysis.documents.accept_model import accept_json_schema
 from specbench.analysis.documents.results_model import RunResults
@@ -22,7 +23,7 @@ SCHEMA_DIR = Path(__file__).resolve().parents[3] / "docs" / "schema"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic generates
 
 # name → the generator of its schema (the file each describes is in the module docstring)
-SCHEMA_SOURCES: dict[str, Callable[[], dict[str, Any]]] = {
+SCHEMA_SOURCES: dict[str, Callable[[], dict[str, JsonValue]]] = {
     "results": lambda: RunResults.model_json_schema(by_alias=True),
     "accept": accept_json_schema,
     "records": record_json_schema,
@@ -30,12 +31,12 @@ SCHEMA_SOURCES: dict[str, Callable[[], dict[str, Any]]] = {
 SCHEMA_NAMES = tuple(SCHEMA_SOURCES)
 
 
-def json_schema(name: str) -> dict[str, Any]:
+def json_schema(name: str) -> dict[str, JsonValue]:
     """The JSON Schema (draft 2020-12) of one format: `results`, `accept` or `records`."""
     return {"$schema": JSON_SCHEMA_DIALECT, **SCHEMA_SOURCES[name]()}
 
 
-def schema_text(schema: dict[str, Any]) -> str:
+def schema_text(schema: dict[str, JsonValue]) -> str:
     """A schema file's text (stable: sorted keys, one trailing newline)."""
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

@@ -1,6 +1,6 @@
-"""simulation.json's entries as pydantic models: what `analysis.simulate.replay.simulate_run`
-builds, per workload × temperature × drafter, validated once where `specbench simulate` writes
-the document and read by the console table (`report.simulate.simulate`)."""
+"""simulation.json's entries as pydantic models: what `analysis.simulate.simulation.simulate_run`
+builds, per workload × temperature × drafter, written by `specbench simulate` and read by the
+console table (`report.simulate.simulate`)."""
 
 from __future__ import annotations
 

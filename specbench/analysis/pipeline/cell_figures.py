@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from specbench.analysis.decide.recommend import QuotedFigures
 from specbench.analysis.documents.results_model_base import AlphaJSON, EstimateJSON
+from specbench.analysis.documents.results_model_engine import EngineSection
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
     ContentCheck,
@@ -74,8 +75,7 @@ class CellFigures:
     """One workload × temperature's figures before its verdict, for every backend.
 
     `table` is the γ table (`estimators.predictions.gamma_table`: its rows, prediction errors
-    and optimum) and `engine` the engine section as the serving analyses build it, a dict of
-    their models (`pipeline.serving_results`); the entry takes them when it is built."""
+    and optimum) and `engine` the engine section (`pipeline.serving_results`)."""
 
     n_prompts: int
     baseline: BaselineSummary
@@ -86,7 +86,7 @@ class CellFigures:
     measured: MeasuredAcceptance | None
     table: GammaTable
     warnings: list[str]
-    engine: dict[str, Any] | None = None
+    engine: EngineSection | None = None
 
     def quoted(self, methods: Sequence[MethodRow] = ()) -> QuotedFigures:
         """What a recommendation quotes of these figures: the baseline's ITL, each method's
@@ -125,17 +125,15 @@ class CellFigures:
         # engine's concurrency cells, set before the entry validates them
         eng = self.engine
         tails = entry_tails(
-            fig_group, primary_drafter, eng["reference_concurrency"] if eng is not None else None
+            fig_group, primary_drafter, eng.reference_concurrency if eng is not None else None
         )
         for row in self.table.rows:
             if row.measured:
                 row.tails = tails.gamma(row.gamma)
-        for crow in eng["concurrency"] if eng is not None else []:
+        for crow in eng.concurrency if eng is not None else []:
             crow.baseline.tails = tails.cell(crow.concurrency, 0)
             for g, gcell in crow.gammas.items():
                 gcell.tails = tails.cell(crow.concurrency, int(g))
-        # the engine section: the serving analyses' models in a dict, validated here, once
-        handed: dict[str, Any] = {} if eng is None else {"engine": eng}
         entry = WorkloadResult(
             workload=cell[0],
             temperature=cell[1],
@@ -157,8 +155,9 @@ class CellFigures:
             prediction_error=self.table.prediction_error,
             model_optimum=self.table.model_optimum,
             baseline_tails=tails.baseline,
-            **handed,
         )
+        if eng is not None:  # engine runs (`pipeline.serving_results`)
+            entry.engine = eng
         if self.measured is not None:
             entry.alpha_estimators = self.measured.estimators
             entry.per_position_acceptance = self.measured.per_position

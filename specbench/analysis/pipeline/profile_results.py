@@ -21,7 +21,13 @@ from specbench.analysis.decide.profile_decision import (
     TimedRequest,
     decide_at_profile,
 )
-from specbench.analysis.documents.results_model_profile import ProfileDecision
+from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_profile import (
+    ProfileCandidate,
+    ProfileDecision,
+    ServerPriceJSON,
+    SloAttainment,
+)
 from specbench.analysis.serving.mix_batches import MixBatch, mix_batches
 from specbench.analysis.serving.spec_counters import SpecCounters, estimates
 from specbench.analysis.stats.latency_tails import Slo
@@ -136,19 +142,22 @@ def profile_section(
         runs, slo, shares, profile.objective, margin, level, interleaved, acceptance=acc,
         price=price,
     )  # fmt: skip
-    doc = _document(v, slo, mix, acc)
-    return ProfileDecision.model_validate(doc)
+    return _document(v, slo, mix, acc)
 
 
-def _attain(a: Sequence[Attainment]) -> list[dict[str, Any]]:
-    return [{"load": x.load, "shares": {k: json_num(v) for k, v in x.shares.items()}, "met": x.met}
-            for x in a]  # fmt: skip
+def _attain(a: Sequence[Attainment]) -> list[SloAttainment]:
+    return [
+        SloAttainment(load=x.load, shares={k: json_num(v) for k, v in x.shares.items()}, met=x.met)
+        for x in a
+    ]
 
 
-def _cost(c: Cost | None) -> dict[str, Any] | None:
+def _cost(c: Cost | None) -> EstimateJSON | None:
     if c is None:
         return None
-    return {"value": json_num(c.usd_per_mtok), "ci95": [json_num(c.ci95[0]), json_num(c.ci95[1])]}
+    return EstimateJSON(
+        value=json_num(c.usd_per_mtok), ci95=(json_num(c.ci95[0]), json_num(c.ci95[1]))
+    )
 
 
 def _sched(s: Sequence[Sequence[int]] | None) -> list[list[int]] | None:
@@ -157,7 +166,7 @@ def _sched(s: Sequence[Sequence[int]] | None) -> list[list[int]] | None:
 
 def _document(
     v: ProfileVerdict, slo: SloTargets, mix: Mapping[str, float], acc: Mapping[str, float]
-) -> dict[str, Any]:
+) -> ProfileDecision:
     chosen = next((c for c in v.candidates if c.setting == v.chosen), None)
     slo_text = {}
     for m in METRICS:
@@ -165,51 +174,51 @@ def _document(
         if limit is not None:
             pct = slo.percentiles.get(m)
             slo_text[m] = f"p{pct:g} ≤ {limit:g} ms" if pct else f"each ≤ {limit:g} ms"
-    return {
-        "verdict": v.verdict,
-        "chosen": v.chosen,
-        "drafter": chosen.drafter if chosen else None,
-        "gamma": chosen.gamma if chosen else 0,
-        "schedule": _sched(chosen.schedule) if chosen else None,
-        "objective": v.objective,
-        "unit": "good output tokens/s" if v.objective == COST else "good requests/s",
-        "margin": v.margin,
-        "false_on_rate": v.false_on_rate,
-        "false_off_rate": v.false_off_rate,
-        "off_rate_per_s": json_num(v.off_rate),
-        "off_attainment": _attain(v.off_attainment),
-        "price": None
-        if v.price is None
-        else {"gpu_hour_usd": v.price.gpu_hour_usd, "gpus_per_server": v.price.gpus},
-        "off_cost_per_mtok": _cost(v.off_cost),
-        "candidates": [
-            {
-                "setting": c.setting,
-                "drafter": c.drafter,
-                "gamma": c.gamma,
-                "schedule": _sched(c.schedule),
-                "gain": {
-                    "value": json_num(c.gain),
-                    "ci95": [json_num(c.ci95[0]), json_num(c.ci95[1])],
-                },
-                "decision_lower_bound": json_num(c.lower),
-                "decision_upper_bound": json_num(c.upper),
-                "rate_per_s": json_num(c.rate),
-                "attainment": _attain(c.attainment),
-                "eligible": c.eligible,
-                "acceptance": json_num(acc.get(c.setting)),
-                "break_even_alpha": json_num(c.break_even_alpha),
-                "cost_per_mtok": _cost(c.cost),
-            }
+    price = v.price
+    return ProfileDecision(
+        verdict=v.verdict,
+        chosen=v.chosen,
+        drafter=chosen.drafter if chosen else None,
+        gamma=chosen.gamma if chosen else 0,
+        schedule=_sched(chosen.schedule) if chosen else None,
+        objective=v.objective,
+        unit="good output tokens/s" if v.objective == COST else "good requests/s",
+        margin=v.margin,
+        false_on_rate=v.false_on_rate,
+        false_off_rate=v.false_off_rate,
+        off_rate_per_s=json_num(v.off_rate),
+        off_attainment=_attain(v.off_attainment),
+        price=None
+        if price is None
+        else ServerPriceJSON(gpu_hour_usd=price.gpu_hour_usd, gpus_per_server=price.gpus),
+        off_cost_per_mtok=_cost(v.off_cost),
+        candidates=[
+            ProfileCandidate(
+                setting=c.setting,
+                drafter=c.drafter,
+                gamma=c.gamma,
+                schedule=_sched(c.schedule),
+                gain=EstimateJSON(
+                    value=json_num(c.gain), ci95=(json_num(c.ci95[0]), json_num(c.ci95[1]))
+                ),
+                decision_lower_bound=json_num(c.lower),
+                decision_upper_bound=json_num(c.upper),
+                rate_per_s=json_num(c.rate),
+                attainment=_attain(c.attainment),
+                eligible=c.eligible,
+                acceptance=json_num(acc.get(c.setting)),
+                break_even_alpha=json_num(c.break_even_alpha),
+                cost_per_mtok=_cost(c.cost),
+            )
             for c in v.candidates
         ],
-        "loads": dict(v.loads),
-        "mix": dict(mix),
-        "slo": slo_text,
-        "blocks": v.blocks,
-        "critical_value": json_num(v.critical_value) if math.isfinite(v.critical_value) else None,
-        "blocks_needed": v.blocks_needed,
-        "interleaved": v.interleaved,
-        "rule": RULE,
-        "reason": v.reason,
-    }
+        loads=dict(v.loads),
+        mix=dict(mix),
+        slo=slo_text,
+        blocks=v.blocks,
+        critical_value=json_num(v.critical_value) if math.isfinite(v.critical_value) else None,
+        blocks_needed=v.blocks_needed,
+        interleaved=v.interleaved,
+        rule=RULE,
+        reason=v.reason,
+    )

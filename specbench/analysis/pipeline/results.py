@@ -111,7 +111,7 @@ def run_header(config: StoredConfig, s: AnalysisSettings) -> RunInfo:
 def build_results(
     records: list[Record],
     config: StoredConfig,
-    env: dict[str, Any],
+    env: RunEnv,
     batch_timing: list[Record] | None = None,
 ) -> RunResults:
     """The results.json document (schema RESULTS_SCHEMA); `batch_timing` (the run's
@@ -162,15 +162,14 @@ def build_results(
             )
             e.engine.load, e.engine.slo = load.cells, load.slo
             e.warnings = list(dict.fromkeys([*e.warnings, *load.notes]))
-    run_env = RunEnv.model_validate(env)  # env.json as written (`harness.run.rundir.read_env`)
     # the pool-wide decision goes in by its alias, `global`, a Python keyword
     pool_wide: dict[str, Any] = {"global": global_recommendation(entries, pool_inputs, s)}
     out = RunResults(
         schema=RESULTS_SCHEMA,
         run=run_header(config, s),
-        env=run_env,
+        env=env,
         workloads=entries,
-        economics=economics_section(entries, fig_groups, config.economics, run_env),
+        economics=economics_section(entries, fig_groups, config.economics, env),
         failures=failures,
         **pool_wide,
     )

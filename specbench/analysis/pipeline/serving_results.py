@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from specbench.analysis.decide.engine_ranking import engine_ranking, primary_key
 from specbench.analysis.decide.recommend import decide_entry
 from specbench.analysis.decide.validity import engine_validity
 from specbench.analysis.documents.results_model_base import AlphaJSON, est_model
-from specbench.analysis.documents.results_model_engine import EngineGammaCounters
+from specbench.analysis.documents.results_model_engine import EngineGammaCounters, EngineSection
 from specbench.analysis.documents.results_model_workload import (
     AlphaEstimators,
     DraftStepTiming,
@@ -235,24 +234,29 @@ def analyse_engine_group(
         )
 
     conc_rows, stops = concurrency_table(base, specs, metrics, s.margin, n_boot, level)
-    engine: dict[str, Any] = {  # analysis.serving's parts, validated when the entry is built
-        "backend": next((r.get("backend") for r in all_recs if r.get("backend")), None),
-        "reference_concurrency": c_ref,
-        "acceptance_source": sorted(sources)[0] if len(sources) == 1 else sorted(sources),
-        "counters_polluted_batches": polluted_batches(metrics),
-        "per_gamma": per_gamma,
-        "accept_length_gauge": _mean_gauge(metrics),
-        "concurrency": conc_rows,
-        "stops_paying": stops,
-        "metrics_available": all(m.get("metrics_available", True) for m in metrics),
-    }
     # the step-cost model and the γ schedule by concurrency (docs/theory.md §15)
-    engine["batch_model"], engine["schedule"] = schedule_parts(base, specs, metrics, per_gamma, s)
+    batch_model, schedule = schedule_parts(base, specs, metrics, per_gamma, s)
+    engine = EngineSection(
+        backend=next((r.get("backend") for r in all_recs if r.get("backend")), None),
+        reference_concurrency=c_ref,
+        acceptance_source=sorted(sources)[0] if len(sources) == 1 else sorted(sources),
+        counters_polluted_batches=polluted_batches(metrics),
+        per_gamma=per_gamma,
+        accept_length_gauge=_mean_gauge(metrics),
+        concurrency=conc_rows,
+        stops_paying=stops,
+        metrics_available=all(m.get("metrics_available", True) for m in metrics),
+        # the chosen setting's: set by `serving_entry` once the verdict is known
+        chosen_gamma=None,
+        chosen_stops_paying_at=None,
+        batch_model=batch_model,
+        schedule=schedule,
+    )
     if sched:  # the schedule setting beside off and the best fixed γ, per concurrency
-        engine["measured_schedule"] = schedule_rows(
+        engine.measured_schedule = schedule_rows(
             base, specs, sched, sched_metrics, conc_rows, n_boot, level
         )
-    if metrics and not engine["metrics_available"]:
+    if metrics and not engine.metrics_available:
         warnings.append("the server has no /metrics: acceptance unavailable, latency measured")
     figures = CellFigures(
         n_prompts=n_prompts,
@@ -298,19 +302,20 @@ def serving_entry(
         # the content checks' warnings after the figures' own
         own.warnings = list(dict.fromkeys([*own.warnings, *checked.warnings]))
         figures = own
-        eng = own.engine or {}
+        assert own.engine is not None  # an engine group's figures hold its section
         basis = figures_basis(
             own.n_prompts,
             True,
             engine_counter_figures(
-                eng["acceptance_source"],
-                bool(eng.get("per_gamma")),
-                bool(eng.get("concurrency")),
+                own.engine.acceptance_source,
+                bool(own.engine.per_gamma),
+                bool(own.engine.concurrency),
             ),
         )
     else:
         figures.warnings += checked.warnings
-    eng = figures.engine or {}
+    eng = figures.engine
+    assert eng is not None  # an engine group's figures hold its section
     # the ranking rests on the prompts the verdict used (degenerate answers left out, §13);
     # when none is left it shows every prompt, and no row clears: there is no verdict
     used = {r["prompt_id"] for r in base1}
@@ -319,9 +324,9 @@ def serving_entry(
     ranking = engine_ranking(
         [r for r in grp["baseline"] if r["prompt_id"] in keep],
         {k: [r for r in rs if r["prompt_id"] in keep] for k, rs in grp["spec"].items()},
-        grp["metrics"], eng["reference_concurrency"], s.margin, s.ci_level, s.n_boot,
+        grp["metrics"], eng.reference_concurrency, s.margin, s.ci_level, s.n_boot,
     )  # fmt: skip
-    eng["ranking_basis"] = (
+    eng.ranking_basis = (
         "all prompts"
         if used == every
         else f"{len(used)} non-degenerate of {len(every)} prompts"
@@ -336,16 +341,16 @@ def serving_entry(
     key = (pick.drafter, pick.policy, pick.gamma) if pick is not None else (None, None, None)
     for r in ranking:
         r.chosen = on and (r.drafter, r.policy, r.gamma) == key
-    eng["ranking"] = ranking
+    eng.ranking = ranking
     chosen = rec.gamma or (pick.gamma if pick is not None else None)
     row = next((r for r in ranking if (r.drafter, r.policy, r.gamma) == key), None)
-    eng["chosen_gamma"] = chosen
-    eng["chosen_setting"] = row.label if row is not None and chosen else None
+    eng.chosen_gamma = chosen
+    eng.chosen_setting = row.label if row is not None and chosen else None
     if row is not None and chosen:
-        eng["chosen_stops_paying_at"] = row.stops_paying_at
+        eng.chosen_stops_paying_at = row.stops_paying_at
     else:
-        eng["chosen_stops_paying_at"] = (
-            sp.stops_paying_at if chosen and (sp := eng["stops_paying"].get(str(chosen))) else None
+        eng.chosen_stops_paying_at = (
+            sp.stops_paying_at if chosen and (sp := eng.stops_paying.get(str(chosen))) else None
         )
     entry = figures.entry(
         cell,

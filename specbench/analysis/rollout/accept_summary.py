@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from specbench.analysis import rollout
+from specbench.analysis.documents.accept_model import LoggedSetting, SamplingSetting
 from specbench.analysis.documents.results_read import read_timing_source
+from specbench.analysis.rollout.timing import ForwardLatency
 from specbench.errors import malformed_file
 
 OVERALL = "(all)"  # the bucket of every request together
@@ -62,19 +64,16 @@ def setting_label(p: Sampling) -> str:
 
 def settings_meta(
     settings: Sequence[Sampling], logged_requests: int | None
-) -> list[dict[str, Any]]:
+) -> list[SamplingSetting | LoggedSetting]:
     """accept.json's `settings`: each setting, then 'logged' when requests carry their own."""
-    out: list[dict[str, Any]] = [
-        {
-            "label": setting_label(p),
-            "temperature": p.temperature,
-            "top_p": p.top_p,
-            "top_k": p.top_k,
-        }
+    out: list[SamplingSetting | LoggedSetting] = [
+        SamplingSetting(
+            label=setting_label(p), temperature=p.temperature, top_p=p.top_p, top_k=p.top_k
+        )
         for p in settings
     ]
     if logged_requests is not None:
-        out.append({"label": "logged", "requests": logged_requests})
+        out.append(LoggedSetting(label="logged", requests=logged_requests))
     return out
 
 
@@ -84,7 +83,7 @@ def time_model_resolver(
     t_draft: float | None,
     verify_slope: float,
     cost_ratio: float | None,
-    measured: dict[str, Any] | None,
+    measured: ForwardLatency | None,
     default_cost_ratio: float,
 ) -> TimeModelFor:
     """bucket → TimeModel from exactly one timing source (validated by the caller): a run's
@@ -93,7 +92,7 @@ def time_model_resolver(
     if timings is not None:
         path = timings / "results.json" if timings.is_dir() else timings
         # the schema version and the fields accept reads, typed (one line naming the field)
-        results, _ = read_timing_source(path)
+        results = read_timing_source(path)
         try:  # fail now, not per bucket
             rollout.time_model_from_results(results, None, str(path))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from specbench.analysis.arithmetic.timing_model import TimingModel, linear_fit
+from specbench.analysis.documents.results_read import TimingSource, TimingWorkload
 from specbench.errors import SpecbenchError
 
 
@@ -58,56 +59,70 @@ def time_model_relative(cost_ratio: float, slope: float, source: str) -> TimeMod
     return TimeModel(1.0, cost_ratio, 1.0, slope, "t_target", source)
 
 
-def time_model_from_measurement(measured: dict[str, Any]) -> TimeModel:
-    """`spec.timing.measure_forward_latency` output; T_t(k) = t0 + t1·k fitted over k."""
-    ks = np.asarray(sorted(measured["verify_ms"]), float)
-    ts = np.asarray([measured["verify_ms"][int(k)] for k in ks], float)
+class ForwardLatency(BaseModel):
+    """`decoding.timing.measure_forward_latency`'s medians (ms), validated where the harness
+    measures them; accept.json keeps them as `measured_timing` (`model_dump()`, these fields)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    t_target_ms: float  # one target decode step, T_ar
+    t_draft_ms: float  # one draft decode step, T_d
+    verify_ms: dict[int, float]  # drafted k → one target verify over k + 1 tokens, T_t(k)
+    context_len: int
+    reps: int
+    device: str
+
+
+def time_model_from_measurement(measured: ForwardLatency) -> TimeModel:
+    """Forwards measured here; T_t(k) = t0 + t1·k fitted over k."""
+    ks = np.asarray(sorted(measured.verify_ms), float)
+    ts = np.asarray([measured.verify_ms[int(k)] for k in ks], float)
     t0, t1, _ = linear_fit(ks, ts)
     return TimeModel(
-        float(measured["t_target_ms"]),
-        float(measured["t_draft_ms"]),
+        measured.t_target_ms,
+        measured.t_draft_ms,
         t0,
         max(t1, 0.0),
         "ms",
         "measured",
-        f"batch-1 forwards on {measured.get('device')}, context {measured.get('context_len')} "
+        f"batch-1 forwards on {measured.device}, context {measured.context_len} "
         "tokens; harness overhead not included",
     )
 
 
-def _results_timing_row(e: dict[str, Any]) -> tuple[str, list[float]] | None:
+def _results_timing_row(e: TimingWorkload) -> tuple[str, list[float]] | None:
     """(kind, [T_ar, T_d, verify_base, slope]) of one results.json entry, or None when it has no
     complete timing. specbench's own engine splits the round into draft steps and a verify fit;
     an engine backend (vLLM, a served endpoint) only sees whole rounds, fitted as r0 + r1·γ
     (`timing.engine_round_fit`), which is the same model with T_d = 0 (analysis.pipeline.serving_results)."""
-    t = e.get("timing") or {}
-    t_ar = e.get("baseline_step_ms")
-    own = (
-        t_ar,
-        (t.get("t_draft_ms") or {}).get("mean"),
-        (t.get("verify_fit") or {}).get("t0_ms"),
-        (t.get("verify_fit") or {}).get("t1_ms_per_token"),
-        (t.get("overhead_fit") or {}).get("o0_ms") or 0.0,
-        (t.get("overhead_fit") or {}).get("o1_ms_per_token") or 0.0,
-    )
-    if all(isinstance(v, int | float) for v in own):
-        t_ar_, t_d, t0, t1, o0, o1 = (float(v) for v in own)  # type: ignore[arg-type]
-        return "run", [t_ar_, t_d, t0 + o0, t1 + o1]
-    fit = t.get("engine_round_fit") or {}
-    eng = (t_ar, fit.get("r0_ms"), fit.get("r1_ms_per_token"))
-    if all(isinstance(v, int | float) and math.isfinite(v) for v in eng):
-        t_ar_, r0, r1 = (float(v) for v in eng)  # type: ignore[arg-type]
-        return "engine", [t_ar_, 0.0, r0, r1]
+    t, t_ar = e.timing, e.baseline_step_ms
+    if t is None or t_ar is None:
+        return None
+    draft, verify, over = t.t_draft_ms, t.verify_fit, t.overhead_fit
+    if (
+        draft is not None
+        and draft.mean is not None
+        and verify is not None
+        and verify.t0_ms is not None
+        and verify.t1_ms_per_token is not None
+    ):
+        o0 = (over.o0_ms if over else None) or 0.0
+        o1 = (over.o1_ms_per_token if over else None) or 0.0
+        return "run", [t_ar, draft.mean, verify.t0_ms + o0, verify.t1_ms_per_token + o1]
+    fit = t.engine_round_fit
+    r0, r1 = (fit.r0_ms, fit.r1_ms_per_token) if fit is not None else (None, None)
+    if r0 is not None and r1 is not None and all(map(math.isfinite, (t_ar, r0, r1))):
+        return "engine", [t_ar, 0.0, r0, r1]
     return None
 
 
-def time_model_from_results(results: dict[str, Any], bucket: str | None, source: str) -> TimeModel:
+def time_model_from_results(results: TimingSource, bucket: str | None, source: str) -> TimeModel:
     """Mean timing of a run's results.json entries (those of workload `bucket` when it has any).
     specbench's engine: T_ar = baseline_step_ms, T_d = t_draft_ms.mean, verify_base = t0 + o0,
     slope = t1 + o1. An engine backend's run: T_ar = baseline_step_ms, T_d = 0 and the whole
     round r0 + r1·γ as the verify (`timing.engine_round_fit`)."""
-    entries = [e for e in results.get("workloads") or [] if isinstance(e, dict)]
-    mine = [e for e in entries if e.get("workload") == bucket] or entries
+    entries = results.workloads
+    mine = [e for e in entries if e.workload == bucket] or entries
     found = [r for r in (_results_timing_row(e) for e in mine) if r is not None]
     if not found:
         raise SpecbenchError(

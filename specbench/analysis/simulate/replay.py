@@ -25,7 +25,7 @@ little from the trace's — the validation against real policy runs measures tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +33,7 @@ import numpy as np
 
 from specbench.analysis.arithmetic.end_of_budget import TurnSpan, turn_spans
 from specbench.analysis.arithmetic.timing_model import TimingModel, fit_from_records
-from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.stats.resampling import Estimate, ratio_ci
-from specbench.analysis.stats.serialize import est_json
 from specbench.config import PolicySpec
 from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
@@ -46,34 +44,51 @@ PolicyOptions = dict[str, float]  # `--policy name:key=value,…`, as `config.Po
 
 
 @dataclass(frozen=True)
+class Trace:
+    """One prompt's rounds recorded at γ_max, as the replay reads them (`records.Rounds`)."""
+
+    accepted: list[int]
+    drafted: list[int]
+    draft_top_prob: list[list[float]]  # per round, the draft's top probability at each position
+    gamma: list[int] | None = None  # γ asked per round (fewer than γ_max near the budget's end)
+
+    @classmethod
+    def of(cls, rounds: Mapping[str, Any]) -> Trace:
+        """A record's `rounds` (checked against `records.Rounds` when the records were read)."""
+        return cls(
+            rounds["accepted"], rounds["drafted"], rounds["draft_top_prob"], rounds.get("gamma")
+        )
+
+
+@dataclass(frozen=True)
 class Replay:
     tokens_per_round: Estimate
     speedup: Estimate
     mean_gamma: float
 
 
-def _budget_capped(rounds: dict[str, Any], gamma_max: int | None) -> list[bool]:
+def _budget_capped(rounds: Trace, gamma_max: int | None) -> list[bool]:
     """Which recorded rounds the γ_max run capped near max_new_tokens (it asked for fewer than
     γ_max tokens): their acceptance is censored, so the replay draws from the others."""
-    asked = rounds.get("gamma")
+    asked = rounds.gamma
     if gamma_max is None or asked is None:
-        return [False] * len(rounds["accepted"])
+        return [False] * len(rounds.accepted)
     return [int(g) < gamma_max for g in asked]
 
 
-def _one_turn(rounds: dict[str, Any]) -> list[TurnSpan]:
-    return [TurnSpan(0, len(rounds["accepted"]), sum(a + 1 for a in rounds["accepted"]), "free")]
+def _one_turn(rounds: Trace) -> list[TurnSpan]:
+    return [TurnSpan(0, len(rounds.accepted), sum(a + 1 for a in rounds.accepted), "free")]
 
 
 def _known_draw(
-    i: int, asked: int, rows: range, rounds: dict[str, Any], capped: list[bool]
+    i: int, asked: int, rows: range, rounds: Trace, capped: list[bool]
 ) -> tuple[int, bool]:
     """The recorded round whose acceptance a replayed round asking `asked` tokens uses, and
     whether that round was capped by γ_max's budget (not by its drafter). A capped round that
     accepted all it drafted is censored (A ≥ its length): when more is asked, the next uncapped
     round of the turn that accepted at least as many stands in for it (hot-deck), so the rounds
     near the end are neither dropped (which biases the rest high, docs/theory.md §3) nor cut."""
-    acc, dra = rounds["accepted"], rounds["drafted"]
+    acc, dra = rounds.accepted, rounds.drafted
     if not capped[i] or acc[i] < dra[i] or asked <= dra[i]:
         return i, capped[i]
     n = len(rows)
@@ -86,7 +101,7 @@ def _known_draw(
 
 def replay_prompt(
     policy: Policy,
-    rounds: dict[str, Any],
+    rounds: Trace,
     timing: Timing,
     spans: Sequence[TurnSpan] | None = None,
     gamma_max: int | None = None,
@@ -101,11 +116,7 @@ def replay_prompt(
     A turn that ended at EOS is walked the same way, a round accepting at most the tokens left.
     Any other turn (a stop string; no per-turn fields) replays each recorded round once."""
     capped_rec = _budget_capped(rounds, gamma_max)
-    accepted_all, drafted_all, top_all = (
-        rounds["accepted"],
-        rounds["drafted"],
-        rounds["draft_top_prob"],
-    )
+    accepted_all, drafted_all, top_all = rounds.accepted, rounds.drafted, rounds.draft_top_prob
     tokens, time_ms = 0, 0.0
     gammas: list[int] = []
     threshold = policy.min_confidence
@@ -144,7 +155,7 @@ def replay_prompt(
 
 
 def _position_trace(
-    rounds: dict[str, Any], span: TurnSpan | None = None
+    rounds: Trace, span: TurnSpan | None = None
 ) -> tuple[list[int | None], list[float | None]]:
     """Greedy traces, position by position: whether the draft's greedy token matched the target's
     at each generated position, and the draft's top probability there.
@@ -157,9 +168,9 @@ def _position_trace(
     """
     match: list[int | None] = []
     conf: list[float | None] = []
-    lo, hi = (0, len(rounds["accepted"])) if span is None else (span.start, span.stop)
+    lo, hi = (0, len(rounds.accepted)) if span is None else (span.start, span.stop)
     for a, k, top in zip(
-        rounds["accepted"][lo:hi], rounds["drafted"][lo:hi], rounds["draft_top_prob"][lo:hi],
+        rounds.accepted[lo:hi], rounds.drafted[lo:hi], rounds.draft_top_prob[lo:hi],
         strict=True,
     ):  # fmt: skip
         match += [1] * a
@@ -177,7 +188,7 @@ def _position_trace(
 
 def replay_greedy_prompt(
     policy: Policy,
-    rounds: dict[str, Any],
+    rounds: Trace,
     timing: Timing,
     spans: Sequence[TurnSpan] | None = None,
     gamma_max: int | None = None,
@@ -253,12 +264,13 @@ def replay(
             )
         greedy = position_level and float(rec.get("temperature", 1.0)) == 0.0
         replay_one = replay_greedy_prompt if greedy else replay_prompt
-        t, n, ms, gs = replay_one(policy, rec["rounds"], timing, turn_spans(rec), gamma_max)
+        trace = Trace.of(rec["rounds"])
+        t, n, ms, gs = replay_one(policy, trace, timing, turn_spans(rec), gamma_max)
         prefill = sum(rec.get("draft_prefill_ms") or [0.0])
         toks.append(t)
         nrounds.append(n)
         times.append(ms + prefill)
-        lengths.append(sum(a + 1 for a in rec["rounds"]["accepted"]))
+        lengths.append(sum(a + 1 for a in trace.accepted))
         ids.append(str(rec["prompt_id"]))
         all_g += gs
     # pooled by tokens: each prompt scaled to its real length L_p (module docstring)
@@ -318,83 +330,3 @@ def timing_from_records(base: list[RecordLine], trace: list[RecordLine]) -> Timi
     if not any(r.get("step_ms") for r in base):
         raise SpecbenchError("the run has no baseline step timings to simulate against")
     return fit_from_records(base, trace).model
-
-
-def simulate_run(
-    records: list[RecordLine],
-    policies: Sequence[Policy | tuple[str, PolicyOptions]],
-    n_boot: int = 2000,
-    ngram_drafters: frozenset[str] = frozenset({"ngram"}),
-) -> list[dict[str, Any]]:
-    """Per workload × temperature × drafter: each policy replayed on the largest fixed-γ trace,
-    beside the measured result of a real run of that policy when the run has one."""
-    from specbench.analysis.estimators.groups import group_records
-
-    out = []
-    for (workload, temp), grp in group_records(records).items():
-        base = grp["baseline"]
-        specs = grp["spec"]
-        drafters = sorted({d for d, _, _ in specs})
-        for drafter in drafters:
-            fixed = {g: recs for (d, p, g), recs in specs.items() if d == drafter and p == "fixed"}
-            if not fixed or not base:
-                continue
-            gamma_max = max(fixed)
-            trace = fixed[gamma_max]
-            timing = timing_from_records(base, trace)
-            rows = []
-            wanted = [
-                p if isinstance(p, Policy) else policy_for(p[0], p[1], temp, gamma_max)
-                for p in policies
-            ]
-            not_replayed = [
-                f"{p.name} (drafts up to γ={p.max_gamma})"
-                for p, given in zip(wanted, policies, strict=True)
-                if p.max_gamma > gamma_max and not (isinstance(given, tuple) and given[1])
-            ]
-            for pol in wanted:
-                if any(n.startswith(f"{pol.name} (") for n in not_replayed):
-                    continue  # a default that cannot fit this trace: named below, not refused
-                rep = replay(
-                    pol,
-                    trace,
-                    timing,
-                    gamma_max,
-                    n_boot,
-                    position_level=drafter not in ngram_drafters,
-                )
-                row: dict[str, Any] = {
-                    "policy": pol.name,
-                    "gamma": pol.max_gamma,
-                    "predicted_tokens_per_round": est_json(rep.tokens_per_round),
-                    "predicted_speedup": est_json(rep.speedup),
-                    "mean_gamma": round(rep.mean_gamma, 3),
-                    "measured_tokens_per_round": None,
-                    "measured_speedup": None,
-                }
-                real = specs.get((drafter, pol.name, pol.max_gamma)) or (
-                    fixed.get(pol.max_gamma) if pol.name == "fixed" else None
-                )
-                if real:
-                    from specbench.analysis.estimators.acceptance import estimate_alpha
-
-                    est = estimate_alpha(real, pol.max_gamma, n_boot, 0.95)
-                    row["measured_tokens_per_round"] = est_json(est.tokens_per_round)
-                    row["measured_speedup"] = est_json(speedup_of(pair(base, real), n_boot, 0.95))
-                    if row["measured_speedup"] and row["measured_speedup"]["value"]:
-                        row["speedup_error"] = round(
-                            rep.speedup.value / row["measured_speedup"]["value"] - 1, 4
-                        )
-                rows.append(row)
-            rows.sort(key=lambda r: -(r["predicted_speedup"]["value"] or 0))
-            out.append(
-                {
-                    "workload": workload,
-                    "temperature": temp,
-                    "drafter": drafter,
-                    "trace_gamma": gamma_max,
-                    "policies": rows,
-                    "not_replayed": not_replayed,
-                }
-            )
-    return out

@@ -26,6 +26,7 @@ from specbench.analysis.rollout.accept_summary import (
     settings_meta,
     time_model_resolver,
 )
+from specbench.analysis.rollout.timing import ForwardLatency
 from specbench.config import ModelSpec
 from specbench.data.logged import open_logged, select_requests
 from specbench.data.logged_rows import FieldNames, LoggedRequest, conversation_notes
@@ -300,8 +301,10 @@ def run_accept(
         with events.stage("timing batch-1 forwards of both models…"):
             from specbench.decoding.timing import measure_forward_latency
 
-            measured = measure_forward_latency(
-                t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing.reps
+            measured = ForwardLatency.model_validate(
+                measure_forward_latency(
+                    t_loaded.model, d_loaded.model, vocab.real_vocab_size, reps=timing.reps
+                )
             )
     time_model_for = time_model_resolver(
         timing.timings, timing.t_target, timing.t_draft, timing.verify_slope, timing.cost_ratio,
@@ -329,5 +332,5 @@ def run_accept(
     result.meta["bucket_rows"] = selection.bucket_rows
     result.meta["max_requests"] = data.max_requests
     if measured is not None:
-        result.meta["measured_timing"] = measured
+        result.meta["measured_timing"] = measured.model_dump()
     return result

@@ -32,7 +32,7 @@ def pair_differences(path: Path, target: ModelSpec, draft: ModelSpec) -> list[st
     """What differs between the pair the results.json at `path` measured and this one."""
     # accept reads only the run's pair and timing fields: the version and the pair are checked
     # here, the timing fields where they are read (`analysis.rollout.timing`)
-    _, typed = read_timing_source(path)
+    typed = read_timing_source(path)
     diffs = []
     for role, here, there in (
         ("target", target.model, typed.run.target),
@@ -49,7 +49,7 @@ def tokenizer_differences(path: Path, here: dict[str, str | None]) -> list[str]:
     """Which of the target's and draft's tokenizer fingerprints (models/fingerprint.py) differ
     between the run at `path` and this pair; a side that recorded none is not compared (runs
     written before fingerprints were)."""
-    _, typed = read_timing_source(path)
+    typed = read_timing_source(path)
     there = typed.env.tokenizers or {}
     return [
         f"{role} tokenizer {_short(there[role])} there, {_short(here[role])} here"

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specbench.analysis.documents.results_model import RunEnv
 from specbench.errors import SpecbenchError, malformed_file
 
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ def load_side(path: Path) -> Side:
     if path.is_dir():
         if (path / RECORDS_FILE).is_file():
             records, config, env, _ = load_run(path)
-            results = build_results(records, config, env)
-            side = side_from_records(closed_loop(records), config, env, str(path), results)
+            results = build_results(records, config, RunEnv.model_validate(env))
+            side = side_from_records(closed_loop(records), config, results.env, str(path), results)
             if not side.groups:
                 raise SpecbenchError(f"{path} has no complete baseline records; nothing to compare")
             return side
@@ -37,7 +38,7 @@ def load_side(path: Path) -> Side:
                 "written by `specbench run` or a results.json"
             )
         path = path / "results.json"
-    _, typed = read_results_file(path)  # schema version and fields checked, one line
+    typed = read_results_file(path)  # schema version and fields checked, one line
     try:
         return side_from_results(typed, str(path))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

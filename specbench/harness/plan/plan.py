@@ -22,6 +22,7 @@ from specbench.data import Prompt, load_workload
 from specbench.data.privacy import ID_SALT_ENV, private_prompts
 from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
+from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_truncated_tail
 
 DERIVED_FILES = (
@@ -46,7 +47,7 @@ class RunEvents(Protocol):
     def unit_started(
         self, workload: str, temperature: float, label: str, prompt_id: str
     ) -> None: ...
-    def unit_finished(self, record: dict[str, Any]) -> None: ...
+    def unit_finished(self, unit: UnitFinished) -> None: ...
     def cell_updated(
         self, workload: str, temperature: float, state: str, decision: Any, line: float
     ) -> None:
@@ -63,7 +64,7 @@ class SilentEvents:
     def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:
         pass
 
-    def unit_finished(self, record: dict[str, Any]) -> None:
+    def unit_finished(self, unit: UnitFinished) -> None:
         pass
 
     def cell_updated(

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from specbench.errors import SpecbenchError
 from specbench.harness.plan.plan import RunEvents
+from specbench.record_line import UnitFinished
 
 READY, END, GO = "unit", "end", "go"
 
@@ -77,8 +78,8 @@ class LockstepEvents:
         self.turns.before_unit()
         self.inner.unit_started(workload, temperature, label, prompt_id)
 
-    def unit_finished(self, record: dict[str, Any]) -> None:
-        self.inner.unit_finished(record)
+    def unit_finished(self, unit: UnitFinished) -> None:
+        self.inner.unit_finished(unit)
 
     def cell_updated(
         self, workload: str, temperature: float, state: str, decision: Any, line: float

@@ -17,9 +17,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from specbench.analysis.documents.results_model import RunResults
+from specbench.analysis.documents.results_model import RunEnv, RunResults
 from specbench.analysis.documents.results_model_batch import PredictionCheck
-from specbench.analysis.documents.results_model_engine import Conformance
 from specbench.analysis.estimators.latency import LatencyDistribution, latency_distributions
 from specbench.analysis.pipeline.results import build_results
 from specbench.analysis.serving.load_cells import closed_loop
@@ -138,14 +137,12 @@ def write_results(
         config = config.model_copy(update={"economics": econ})
     timing_path = run_dir / BATCH_TIMING_FILE  # transformers runs with batch_timing (§18)
     timing = read_records(timing_path) if timing_path.is_file() else None
-    results = build_results(records, config, env, timing)
+    results = build_results(records, config, RunEnv.model_validate(env), timing)
     reference = config.conformance.reference_run if config.conformance else None
     if reference:  # engine runs
         from specbench.analysis.conformance.reference_check import check_against_reference
 
-        # the conformance check returns its section as a dict: validated here
-        conformance = check_against_reference(closed_loop(records), config, load_run)
-        results.conformance = Conformance(**conformance) if conformance is not None else None
+        results.conformance = check_against_reference(closed_loop(records), config, load_run)
         predicted = prediction_check_of(
             results.model_dump(mode="json", by_alias=True, exclude_unset=True), Path(reference)
         )

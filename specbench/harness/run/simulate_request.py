@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from specbench.analysis.documents.simulation_model import Simulation
 
 SIMULATION_SCHEMA = 1
-N_BOOT = 2000  # analysis.simulate.replay.simulate_run's default
+N_BOOT = 2000  # analysis.simulate.simulation.simulate_run's default
 
 
 def parse_policy(text: str) -> tuple[str, dict[str, Any]]:
@@ -146,8 +146,7 @@ class SimulateOutcome:
 def replay_run(request: SimulateRequest) -> SimulateOutcome:
     """The policies replayed over the rounds the run recorded at its largest γ (analysis/simulate/
     replay.py), ranked per workload; simulation.json written into the run directory."""
-    from specbench.analysis.documents.simulation_model import Simulation
-    from specbench.analysis.simulate.replay import simulate_run
+    from specbench.analysis.simulate.simulation import simulate_run
     from specbench.harness.run.rundir import load_run
 
     run_dir = request.run_dir
@@ -158,14 +157,12 @@ def replay_run(request: SimulateRequest) -> SimulateOutcome:
     )
     if not results:
         raise SpecbenchError(f"{run_dir} has no baseline and fixed-γ records to replay")
-    # validated once, here; simulation.json keeps the built dicts' key order
-    typed = [Simulation.model_validate(r) for r in results]
     document = {
         "schema": SIMULATION_SCHEMA,
         "kind": "simulation",
         "provenance": provenance(run_dir, config, env, request.policy or list(POLICY_NAMES)),
-        "simulations": results,
+        "simulations": [s.model_dump(mode="json", exclude_unset=True) for s in results],
     }
     path = run_dir / "simulation.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
-    return SimulateOutcome(document, typed, path)
+    return SimulateOutcome(document, results, path)

@@ -62,7 +62,7 @@ from specbench.harness.plan.plan import (
     workload_temperatures,
 )
 from specbench.harness.transformers.runner import Session, measure_unit, start_run
-from specbench.record_line import RecordLine
+from specbench.record_line import RecordLine, UnitFinished
 from specbench.records import (
     RECORDS_FILE,
     SCHEMA_VERSION,
@@ -311,7 +311,7 @@ def run_adaptive(
                     writer.write(record)
                     cell.records[(k.gamma, k.drafter, k.policy, k.prompt_id)] = _line(record)
                     outcome.written += 1
-                    ev.unit_finished(record)
+                    ev.unit_finished(UnitFinished.of(record))
                 if pilot_or_measure:
                     cell.next_prompt += 1
                 update(config, cell)

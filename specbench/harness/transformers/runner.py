@@ -49,6 +49,7 @@ from specbench.harness.plan.plan import (
     unit_seed,
 )
 from specbench.harness.transformers.batch_timing import run_batch_timing, timed_pair
+from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, RecordWriter, UnitKey
 from specbench.sampling_params import SamplingParams
 
@@ -325,7 +326,7 @@ def execute(
                     continue
                 writer.write(record)
                 outcome.written += 1
-                ev.unit_finished(record)
+                ev.unit_finished(UnitFinished.of(record))
                 if stop_after is not None and stop_after(outcome.written):
                     raise KeyboardInterrupt
     return outcome

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
+from pydantic import JsonValue
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -357,8 +358,8 @@ def to_markdown(c: Comparison, show_unchanged: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_dict(c: Comparison) -> dict[str, Any]:
-    """The `--json` document (schema COMPARE_JSON_SCHEMA)."""
+def to_dict(c: Comparison) -> dict[str, JsonValue]:
+    """The `--json` document (schema COMPARE_JSON_SCHEMA), written as is."""
     doc = {
         "schema": COMPARE_JSON_SCHEMA,
         "base": c.base_label,
@@ -386,5 +387,5 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "tested_rows": c.tested,
         "power_summary": power_lines(c),
     }
-    cleaned: dict[str, Any] = json_safe(doc)
+    cleaned: dict[str, JsonValue] = json_safe(doc)
     return cleaned

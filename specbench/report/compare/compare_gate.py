@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
@@ -60,7 +60,8 @@ def render_plan(console: Console, plan: GatePlan) -> None:
         console.print(line)
 
 
-def plan_to_dict(plan: GatePlan) -> dict[str, Any]:
+def plan_to_dict(plan: GatePlan) -> dict[str, JsonValue]:
+    """`compare --plan --json`'s document, written as is."""
     return {
         "prompts": plan.prompts,
         "runs_per_side": plan.runs_per_side,
@@ -80,7 +81,7 @@ def plan_to_dict(plan: GatePlan) -> dict[str, Any]:
             }
             for r in plan.rows
         ],
-        "notes": plan.notes,
+        "notes": [*plan.notes],  # a copy typed as the JSON list it is written as
     }
 
 

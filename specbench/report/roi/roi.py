@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
+from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
@@ -74,7 +74,8 @@ def render_scenario(console: Console, sc: Scenario, relative: bool, show_cost_ra
     console.print(legend, markup=False, highlight=False)
 
 
-def scenario_to_dict(sc: Scenario) -> dict[str, Any]:
+def scenario_to_dict(sc: Scenario) -> dict[str, JsonValue]:
+    """One scenario of `roi --json`'s document, written as is."""
     return {
         "alpha": None if sc.accepted is not None else sc.alpha,
         "accepted": sc.accepted,
@@ -99,7 +100,8 @@ def scenario_to_dict(sc: Scenario) -> dict[str, Any]:
     }
 
 
-def economics_to_dict(econ: Economics) -> dict[str, Any]:
+def economics_to_dict(econ: Economics) -> dict[str, JsonValue]:
+    """A scenario's `economics` in `roi --json` (the dataclass's fields: numbers or null)."""
     return asdict(econ)
 
 

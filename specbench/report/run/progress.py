@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specbench.analysis.stats.sequential import SequentialDecision
+from specbench.record_line import UnitFinished
 
 AXIS = (0.5, 3.0)  # the speedup range the interval bar spans (log scale)
 BAR_WIDTH = 28
@@ -136,12 +137,11 @@ class RichRunEvents:
             self.task, description=f"{workload} T={temperature:g} {label} {prompt_id}"
         )
 
-    def unit_finished(self, record: dict[str, Any]) -> None:
-        if record.get("status") == "failed":
+    def unit_finished(self, unit: UnitFinished) -> None:
+        if unit.failed:
             self.failed += 1
             self.progress.console.print(
-                f"[red]failed[/red] {record['workload']} γ={record['gamma']} "
-                f"{record['prompt_id']}: {record.get('error')}"
+                f"[red]failed[/red] {unit.workload} γ={unit.gamma} {unit.prompt_id}: {unit.error}"
             )
         self.progress.advance(self.task)
 

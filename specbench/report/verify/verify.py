@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
@@ -30,8 +31,8 @@ def _p(x: float | None) -> str:
     return f"{x:.2e}" if x < 1e-3 else f"{x:.3f}"
 
 
-def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
-    """The verify report as one JSON document."""
+def report_to_dict(rep: VerifyReport) -> dict[str, JsonValue]:
+    """The verify report as one JSON document (`--json`, written as is)."""
     doc = asdict(rep)
     doc["passed"] = rep.passed
     doc["exit_code"] = 0 if rep.passed else 1
@@ -55,7 +56,7 @@ def report_to_dict(rep: VerifyReport) -> dict[str, Any]:
         )
     for s_doc, s in zip(doc["sampling"], rep.sampling, strict=True):
         s_doc["summary"] = s.summary()
-    cleaned: dict[str, Any] = json_safe(doc)
+    cleaned: dict[str, JsonValue] = json_safe(doc)
     return cleaned
 
 

@@ -82,6 +82,7 @@ from specbench.harness.serving.protocol.base import (
     EngineSession,
     EngineSetting,
 )
+from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, RecordWriter
 
 # one batch: (workload, temperature, concurrency, repeat)
@@ -366,7 +367,7 @@ def _run_batch(
             outcome.warnings.append(f"prompt {conv.prompt.id} truncated to fit the context")
         writer.write(rec)
         outcome.written += 1
-        ev.unit_finished(rec)
+        ev.unit_finished(UnitFinished.of(rec))
 
     before = session.snapshot()
     t0 = time.perf_counter()

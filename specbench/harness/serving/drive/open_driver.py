@@ -67,6 +67,7 @@ from specbench.harness.serving.load.mix_draws import (
 )
 from specbench.harness.serving.load.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
 from specbench.harness.serving.protocol.base import Conversation, ConversationResult, EngineSetting
+from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
 
 # one open-loop batch: (workload, temperature, load point, repeat); a mix batch's workload is
@@ -217,7 +218,7 @@ def run_open_batch(
             outcome.failures.append(rec)
         writer.write(rec)
         outcome.written += 1
-        ev.unit_finished(rec)
+        ev.unit_finished(UnitFinished.of(rec))
 
     before = session.snapshot()
     out = session.run_open(
