@@ -27,8 +27,10 @@ from specbench.analysis.documents.results_model_workload import (
     Timing,
     WorkloadResult,
 )
+from specbench.analysis.documents.settings import AnalysisSettings
 from specbench.analysis.estimators.groups import Group
 from specbench.analysis.estimators.predictions import GammaTable
+from specbench.analysis.pipeline.prompt_basis import set_aside, without_prompts
 from specbench.analysis.serving.serving_cost import entry_tails
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import json_num
@@ -111,21 +113,21 @@ class CellFigures:
     def entry(
         self,
         cell: tuple[str, float],
-        weight: float,
+        s: AnalysisSettings,
         recommendation: Recommendation,
         content: ContentCheck,
         basis: FiguresBasis,
-        fig_group: Group,
-        primary_drafter: str | None,
+        grp: Group,
         detail: TransformersDetail | None = None,
     ) -> WorkloadResult:
-        """The results.json entry: these figures, the verdict and its content checks, and the
-        latency tails over `fig_group` (the prompts of the verdict, `prompt_basis`)."""
+        """The results.json entry of `cell` (its group `grp`): these figures, the verdict and its
+        content checks, and the latency tails over the prompts of the verdict (`prompt_basis`)."""
+        fig_group = without_prompts(grp, set(set_aside(basis, content)))
         # p50/p90/p99 latency (analysis.serving.serving_cost) of the measured γ rows and the
         # engine's concurrency cells, set before the entry validates them
         eng = self.engine
         tails = entry_tails(
-            fig_group, primary_drafter, eng.reference_concurrency if eng is not None else None
+            fig_group, s.primary_drafter, eng.reference_concurrency if eng is not None else None
         )
         for row in self.table.rows:
             if row.measured:
@@ -137,7 +139,7 @@ class CellFigures:
         entry = WorkloadResult(
             workload=cell[0],
             temperature=cell[1],
-            weight=weight,
+            weight=s.weight(cell[0]),
             n_prompts=self.n_prompts,
             baseline_itl_ms=self.baseline.itl_ms,
             baseline_step_ms=self.baseline_step_ms,

@@ -352,13 +352,5 @@ def serving_entry(
         eng.chosen_stops_paying_at = (
             sp.stops_paying_at if chosen and (sp := eng.stops_paying.get(str(chosen))) else None
         )
-    entry = figures.entry(
-        cell,
-        s.weight(cell[0]),
-        rec,
-        checked.content,
-        basis,
-        without_prompts(grp, set(set_aside(basis, checked.content))),
-        s.primary_drafter,
-    )
+    entry = figures.entry(cell, s, rec, checked.content, basis, grp)
     return entry, base1, settings1

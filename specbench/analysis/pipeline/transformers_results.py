@@ -57,7 +57,7 @@ from specbench.analysis.pipeline.cell_figures import (
     TransformersDetail,
     alpha_json,
 )
-from specbench.analysis.pipeline.prompt_basis import figures_basis, set_aside, without_prompts
+from specbench.analysis.pipeline.prompt_basis import figures_basis
 from specbench.analysis.stats.resampling import coefficient_of_variation, mean_ci
 from specbench.analysis.stats.serialize import json_num
 
@@ -274,12 +274,11 @@ def transformers_entry(
     figures.warnings += clean.warnings
     entry = figures.entry(
         cell,
-        s.weight(cell[0]),
+        s,
         rec,
         clean.content,
         basis,
-        without_prompts(grp, set(set_aside(basis, clean.content))),
-        s.primary_drafter,
+        grp,
         TransformersDetail(methods, detail.per_prompt_alpha, detail.per_position_detail),
     )
     return entry, base1, settings1
