@@ -15,10 +15,11 @@ from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.config.stored import StoredConfig
 from specbench.errors import SpecbenchError
-from specbench.harness.plan.plan import DecodingSetting, Unit
+from specbench.harness.plan.plan import Unit
 from specbench.harness.transformers import runner
 from specbench.harness.transformers.adaptive import PILOT_PROMPTS, predictions, run_adaptive
 from specbench.records import UnitKey, read_records
+from specbench.setting import Setting
 
 
 def tiny_config(out: Path, **over: object) -> dict:
@@ -140,9 +141,11 @@ def test_target_forwards_are_counted(session) -> None:  # type: ignore[no-untype
     from specbench.data import Prompt
 
     prompt = Prompt(id="p", workload="w", turns=["def add(a, b):"])
-    base = DecodingSetting(0)
+    base = Setting(0)
     before = session.target_forwards
-    record, _ = runner.measure_unit(session, Unit(base, base.key("w", 0.0, "p", 0), prompt), 0.0)
+    record, _ = runner.measure_unit(
+        session, Unit(base, base.unit_key("w", 0.0, "p", 0), prompt), 0.0
+    )
     assert record["status"] == "ok"
     assert session.target_forwards - before == record["new_tokens"]
 
@@ -241,7 +244,7 @@ def test_under_a_budget_the_cell_nearest_a_verdict_goes_next() -> None:
 
     def cell(name: str, more: int | None, piloting: bool = False, state: str = "measuring") -> Cell:
         c = Cell(name, 1.0, [], state=state)
-        c.candidates = None if piloting else [DecodingSetting(2, "model")]
+        c.candidates = None if piloting else [Setting(2, "model")]
         c.decision = SequentialDecision("undecided", None, [], more)
         return c
 

@@ -176,8 +176,8 @@ def test_engine_memory_marks_its_source() -> None:
 def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> None:
     """The in-process path without vLLM: a backend object given a fake started engine."""
     from specbench.config import parse_config
-    from specbench.harness.serving.protocol.base import EngineSetting
     from specbench.harness.serving.vllm.vllm_backend import VllmBackend
+    from specbench.setting import Setting
 
     cfg = parse_config(
         {
@@ -203,8 +203,8 @@ def test_vllm_backend_keeps_what_its_engines_report(spec_model: str | None) -> N
             )
         )
 
-    b._note_memory(EngineSetting(0, ""), engine(100))
-    b._note_memory(EngineSetting(2, "draft_model"), engine(90))
+    b._note_memory(Setting(0, ""), engine(100))
+    b._note_memory(Setting(2, "draft_model"), engine(90))
     mem = b.memory(b.served_dtype)
     assert mem is not None and mem["source"] == "engine"
     assert [(c["gamma"], c["tokens"]) for c in mem["kv_capacity"]] == [(0, 1600), (2, 1440)]
@@ -268,7 +268,7 @@ def test_vllm_backend_settings_for_several_methods() -> None:
     b.specs = {speculative_label(s): s for s in speculative_specs(cfg.speculative)}
     b.spec_models = {"draft_model": "/weights/draft", "ngram": None}
     b.schedule_of, b.schedule = None, None
-    got = [(s.gamma, s.label, s.method, s.name) for s in b.settings()]
+    got = [(s.gamma, s.drafter, s.method, s.label) for s in b.settings()]
     assert got == [
         (0, "", "none", "baseline"),
         (2, "draft_model", "draft_model", "draft_model γ=2"),

@@ -11,7 +11,7 @@ import numpy as np
 
 from specbench.analysis.decide.engine_ranking import engine_ranking
 from specbench.analysis.decide.recommend import recommend
-from specbench.analysis.estimators.tables import SettingKey
+from specbench.setting import SettingKey
 
 from .synthetic import baseline_record, spec_record
 

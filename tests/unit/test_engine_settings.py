@@ -174,9 +174,9 @@ def test_long_context_workload_loads_from_a_config() -> None:
 
 def test_interleave_starts_every_engine_per_repeat_in_alternating_order() -> None:
     from specbench.harness.serving.drive.driver import engine_starts
-    from specbench.harness.serving.protocol.base import EngineSetting
+    from specbench.setting import Setting
 
-    settings = [EngineSetting(0, ""), EngineSetting(2, "m"), EngineSetting(4, "m")]
+    settings = [Setting(0, ""), Setting(2, "m"), Setting(4, "m")]
     once = parse_config({**BASE, "repeats": 3})
     assert engine_starts(once, settings) == [(s, None) for s in settings]
     cfg = parse_config({**BASE, "repeats": 3, "engine": {"interleave": True}})

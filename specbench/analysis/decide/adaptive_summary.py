@@ -21,7 +21,6 @@ from specbench.analysis.decide.recommend import common_prompts
 from specbench.analysis.decide.validity import assess
 from specbench.analysis.documents.results_model_workload import AdaptiveCell, SequenceRow
 from specbench.analysis.estimators.latency import pair
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats import signflip
 from specbench.analysis.stats.sequential import (
     FUTILITY_FROM,
@@ -34,6 +33,7 @@ from specbench.analysis.stats.serialize import json_num
 from specbench.config import AdaptiveSpec, DecisionSpec
 from specbench.config.stored import StoredAdaptive, StoredConfig, StoredDecision
 from specbench.record_line import RecordLine
+from specbench.setting import SettingKey
 
 _DECISION, _ADAPTIVE = DecisionSpec(), AdaptiveSpec()  # the defaults of unset keys
 

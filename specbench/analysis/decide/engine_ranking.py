@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from specbench.analysis.decide.recommend import workload_decision
 from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.results_model_engine import RankingRow
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.serving.serving_acceptance import (
     concurrency_of,
     counter_estimators,
@@ -33,6 +32,7 @@ from specbench.analysis.serving.serving_acceptance import (
 from specbench.analysis.serving.serving_concurrency import concurrency_table
 from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
+from specbench.setting import SettingKey
 
 Record = RecordLine
 

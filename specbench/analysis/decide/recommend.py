@@ -39,7 +39,6 @@ from specbench.analysis.documents.results_model_base import (
 )
 from specbench.analysis.documents.results_model_workload import ItlPair, Recommendation
 from specbench.analysis.estimators.latency import Paired, pair, speedup_of
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats import signflip
 from specbench.analysis.stats.crossed import MIN_STARTS, crossed_replicates
 from specbench.analysis.stats.resampling import (
@@ -54,6 +53,7 @@ from specbench.analysis.stats.resampling import (
 from specbench.analysis.stats.serialize import json_num
 from specbench.analysis.stats.signflip import Decision, RatioPivots, throughput_pivots
 from specbench.record_line import RecordLine
+from specbench.setting import SettingKey
 
 MIN_PROMPTS = 2
 RULE = "sign-flip max-T: ON if a lower bound > 1 + margin, OFF if every upper bound < 1 + margin"

@@ -45,10 +45,10 @@ from specbench.analysis.estimators.content import (
     record_checks,
 )
 from specbench.analysis.estimators.latency import pair, pooled_itl, speedup_of
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.stats.resampling import Estimate
 from specbench.analysis.stats.serialize import json_num
 from specbench.record_line import RecordLine
+from specbench.setting import SettingKey
 
 Records = list[RecordLine]
 

@@ -21,11 +21,11 @@ from specbench.analysis.documents.results_model import Failure
 from specbench.analysis.estimators.tables import (
     SETTING_COLUMNS,
     UNIT_KEY,
-    SettingKey,
     records_frame,
 )
 from specbench.record_line import RecordLine
 from specbench.records import MEASURED_KINDS
+from specbench.setting import SettingKey
 
 Record = RecordLine
 GroupKey = tuple[str, float]  # (workload, temperature)

@@ -32,8 +32,7 @@ UNIT_COLUMNS = [
 ]
 # what makes a unit unique in a run (`records.UnitKey`, plus the engine backends' concurrency)
 UNIT_KEY = [c for c in UNIT_COLUMNS if c != "kind"]
-SETTING_COLUMNS = ["drafter", "policy", "gamma"]  # a speculative setting (`SettingKey`)
-SettingKey = tuple[str, str, int]  # (drafter, policy, γ)
+SETTING_COLUMNS = ["drafter", "policy", "gamma"]  # a speculative setting (`setting.SettingKey`)
 ROUND_COLUMNS = [
     "workload",
     "temperature",

@@ -58,7 +58,6 @@ from specbench.analysis.estimators.groups import (
 )
 from specbench.analysis.estimators.latency import pair
 from specbench.analysis.estimators.request_mix import request_mix
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.pipeline.profile_results import profile_section
 from specbench.analysis.pipeline.prompt_basis import (
     records_without,
@@ -72,6 +71,7 @@ from specbench.analysis.serving.mix_batches import mix_section, without_mix
 from specbench.analysis.serving.serving_cost import economics_section
 from specbench.config.load import SloSpec
 from specbench.config.stored import StoredConfig
+from specbench.setting import SettingKey
 
 RESULTS_SCHEMA: Literal[3] = 3  # = analysis.documents.results_read's
 

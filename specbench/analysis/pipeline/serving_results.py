@@ -43,7 +43,6 @@ from specbench.analysis.estimators.entry_warnings import low_acceptance, too_few
 from specbench.analysis.estimators.groups import Group, Record
 from specbench.analysis.estimators.latency import pooled_itl, tokens_per_s
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
-from specbench.analysis.estimators.tables import SettingKey
 from specbench.analysis.pipeline.cell_figures import (
     BaselineSummary,
     CellFigures,
@@ -68,6 +67,7 @@ from specbench.analysis.serving.serving_concurrency import concurrency_table
 from specbench.analysis.serving.serving_schedule import schedule_rows, split_schedule
 from specbench.analysis.stats.resampling import NAN_ESTIMATE, mean_ci
 from specbench.analysis.stats.serialize import json_num
+from specbench.setting import SettingKey
 
 Settings = dict[SettingKey, list[Record]]
 

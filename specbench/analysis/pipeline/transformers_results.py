@@ -48,7 +48,7 @@ from specbench.analysis.estimators.entry_warnings import (
 from specbench.analysis.estimators.groups import Group, Record
 from specbench.analysis.estimators.latency import measured_latency, pooled_itl, tokens_per_s
 from specbench.analysis.estimators.predictions import GammaAcceptance, gamma_table
-from specbench.analysis.estimators.tables import SettingKey, rounds_frame
+from specbench.analysis.estimators.tables import rounds_frame
 from specbench.analysis.pipeline.acceptance_detail import acceptance_detail
 from specbench.analysis.pipeline.cell_figures import (
     BaselineSummary,
@@ -60,6 +60,7 @@ from specbench.analysis.pipeline.cell_figures import (
 from specbench.analysis.pipeline.prompt_basis import figures_basis
 from specbench.analysis.stats.resampling import coefficient_of_variation, mean_ci
 from specbench.analysis.stats.serialize import json_num
+from specbench.setting import SettingKey
 
 
 def baseline_summary(base: list[Record], n_boot: int, level: float) -> BaselineSummary:

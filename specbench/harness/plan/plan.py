@@ -17,13 +17,14 @@ from typing import Any, Protocol
 
 import yaml
 
-from specbench.config import PolicySpec, RunConfig, WorkloadSpec, dump_config
+from specbench.config import RunConfig, WorkloadSpec, dump_config
 from specbench.data import Prompt, load_workload
 from specbench.data.privacy import ID_SALT_ENV, private_prompts
 from specbench.decoding.policies import Policy
 from specbench.errors import SpecbenchError
 from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, UnitKey, iter_records, repair_truncated_tail
+from specbench.setting import Setting
 
 DERIVED_FILES = (
     "results.json",
@@ -170,48 +171,20 @@ def logged_fields(prompt: Prompt, params: RequestParams) -> dict[str, Any]:
 # decoding settings and units (transformers backend)
 
 
-@dataclass(frozen=True)
-class DecodingSetting:
-    """One decoding setting: the baseline (gamma 0) or a drafter under a γ policy."""
-
-    gamma: int
-    drafter: str = ""
-    policy: PolicySpec | None = None  # None = fixed γ
-
-    @property
-    def policy_name(self) -> str:
-        if self.gamma == 0:
-            return ""
-        return self.policy.name if self.policy is not None else "fixed"
-
-    def key(self, workload: str, temp: float, prompt_id: str, repeat: int) -> UnitKey:
-        kind = "baseline" if self.gamma == 0 else "spec"
-        return UnitKey(
-            kind, workload, temp, self.gamma, self.drafter, self.policy_name, prompt_id, repeat
-        )
-
-    @property
-    def label(self) -> str:
-        if self.gamma == 0:
-            return "baseline"
-        pol = "" if self.policy is None else f" {self.policy.name}"
-        return f"{self.drafter}{pol} γ={self.gamma}"
-
-
-def decoding_settings(cfg: RunConfig, temperature: float) -> list[DecodingSetting]:
+def decoding_settings(cfg: RunConfig, temperature: float) -> list[Setting]:
     """Baseline, then each drafter over the γ grid, then each drafter under each policy."""
-    out = [DecodingSetting(0)]
+    out = [Setting(0)]
     for d in cfg.drafters:
-        out += [DecodingSetting(g, d.label) for g in cfg.gammas]
+        out += [Setting(g, d.label) for g in cfg.gammas]
     for d in cfg.drafters:
         for pol in cfg.policies:
-            out.append(DecodingSetting(Policy(pol, temperature).max_gamma, d.label, pol))
+            out.append(Setting(Policy(pol, temperature).max_gamma, d.label, pol))
     return out
 
 
 @dataclass(frozen=True)
 class Unit:
-    setting: DecodingSetting
+    setting: Setting
     key: UnitKey
     prompt: Prompt
     warmup: bool = False
@@ -230,13 +203,13 @@ def plan_units(
             units: list[Unit] = []
             for p in prompts[wl.name][: cfg.warmup]:
                 for st in (settings[0], settings[1]):
-                    units.append(Unit(st, st.key(wl.name, temp, p.id, 0), p, True))
+                    units.append(Unit(st, st.unit_key(wl.name, temp, p.id, 0), p, True))
             # Prompt-major: each prompt's baseline, then its speculative settings, back to back,
             # so the paired per-prompt ratios compare runs made close in time (machines drift).
             for rep in range(cfg.repeats):
                 for p in prompts[wl.name]:
                     for st in settings:
-                        units.append(Unit(st, st.key(wl.name, temp, p.id, rep), p))
+                        units.append(Unit(st, st.unit_key(wl.name, temp, p.id, rep), p))
             plan.append((wl.name, temp, units))
     return plan
 

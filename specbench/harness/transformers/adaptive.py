@@ -53,7 +53,6 @@ from specbench.config.stored import StoredConfig
 from specbench.data import Prompt
 from specbench.decoding.policies import Policy
 from specbench.harness.plan.plan import (
-    DecodingSetting,
     RunEvents,
     RunOutcome,
     SilentEvents,
@@ -70,6 +69,7 @@ from specbench.records import (
     iter_records,
     parse_record,
 )
+from specbench.setting import Setting
 
 PILOT_PROMPTS = 2
 NEIGHBOUR_TOL = 0.05  # a setting predicted within 5 % of the best is measured too
@@ -94,13 +94,13 @@ class Cell:
     prompts: list[Prompt]  # seeded order, capped at adaptive.max_prompts
     # (γ, drafter, policy name, prompt id) → the unit's record
     records: dict[tuple[int, str, str, str], Record] = field(default_factory=dict)
-    candidates: list[DecodingSetting] | None = None
+    candidates: list[Setting] | None = None
     next_prompt: int = 0
     # measuring | on | off | futile | budget spent | prompts exhausted
     state: str = "measuring"
     decision: SequentialDecision | None = None
 
-    def ok(self, setting: DecodingSetting) -> list[Record]:
+    def ok(self, setting: Setting) -> list[Record]:
         return [
             r
             for (g, d, pol, _), r in self.records.items()
@@ -114,16 +114,16 @@ class AdaptiveOutcome(RunOutcome):
     cells: list[Cell] = field(default_factory=list)
 
 
-def grid(cfg: RunConfig, drafter: str) -> list[DecodingSetting]:
-    return [DecodingSetting(g, drafter) for g in cfg.gammas]
+def grid(cfg: RunConfig, drafter: str) -> list[Setting]:
+    return [Setting(g, drafter) for g in cfg.gammas]
 
 
-def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[DecodingSetting, float]:
+def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[Setting, float]:
     """Predicted speedup of each of the drafter's settings from the pilot: fixed γ from γ_max's
     truncation curve and the timing fit, γ policies by replaying them on γ_max's rounds
     (`analysis.simulate.replay.replay`). Empty when the pilot gives nothing to predict from."""
     top = grid(cfg, drafter.label)[-1]
-    base, spec = cell.ok(DecodingSetting(0)), cell.ok(top)
+    base, spec = cell.ok(Setting(0)), cell.ok(top)
     if not spec or not base:
         return {}
     model = fit_from_records(base, spec).model
@@ -131,7 +131,7 @@ def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[Decoding
         return {}
     curve = truncation_curve(spec, top.gamma)
     pred = {
-        DecodingSetting(g, drafter.label): model.speedup(g, curve[g])
+        Setting(g, drafter.label): model.speedup(g, curve[g])
         for g in cfg.gammas
         if g in curve and math.isfinite(curve[g])
     }
@@ -148,16 +148,16 @@ def predictions(cfg: RunConfig, cell: Cell, drafter: DraftSpec) -> dict[Decoding
             position_level=drafter.method == "model",
         )
         if math.isfinite(rep.speedup.value):
-            pred[DecodingSetting(policy.max_gamma, drafter.label, pol)] = rep.speedup.value
+            pred[Setting(policy.max_gamma, drafter.label, pol)] = rep.speedup.value
     return pred
 
 
-def choose_candidates(cfg: RunConfig, cell: Cell) -> list[DecodingSetting]:
+def choose_candidates(cfg: RunConfig, cell: Cell) -> list[Setting]:
     """Per drafter, the setting (fixed γ or γ policy) with the best predicted speedup and those
     predicted within NEIGHBOUR_TOL of it, best first, at most adaptive.max_candidates. γ_max is
     measured on from here only when it is among them: the pilot's job was to predict."""
     cap = cfg.adaptive.max_candidates
-    out: list[DecodingSetting] = []
+    out: list[Setting] = []
     for d in cfg.drafters:
         pred = predictions(cfg, cell, d)
         if not pred:  # nothing to predict from: the largest γs of the grid
@@ -188,10 +188,10 @@ def next_units(cfg: RunConfig, cell: Cell) -> list[Unit]:
     """The next batch of the cell's plan (module docstring): one prompt's units, or a backfill."""
     wl, t = cell.workload, cell.temp
 
-    def unit(st: DecodingSetting, p: Prompt, step: str) -> Unit:
-        return Unit(st, st.key(wl, t, p.id, 0), p, plan_step=step)
+    def unit(st: Setting, p: Prompt, step: str) -> Unit:
+        return Unit(st, st.unit_key(wl, t, p.id, 0), p, plan_step=step)
 
-    base = DecodingSetting(0)
+    base = Setting(0)
     if in_pilot(cell):
         p = cell.prompts[cell.next_prompt]
         tops = [grid(cfg, d.label)[-1] for d in cfg.drafters]
@@ -210,7 +210,7 @@ def update(config: StoredConfig, cell: Cell) -> None:
     """The cell's sequential verdict over the candidates measured so far (none in the pilot,
     where only the usable-prompt supply can end the cell, as futile); `config`: the run's config
     as stored (`StoredConfig.of`), which the report reads too."""
-    base = cell.ok(DecodingSetting(0))
+    base = cell.ok(Setting(0))
     spec = [r for r in cell.records.values() if r.get("status") == "ok" and r["gamma"]]
     spec = candidate_records(spec)  # as the report will: what the plan measured past the pilot
     # the prompts left for the futility stop, from the records as the report counts them (so a
@@ -348,7 +348,7 @@ def _warm_up(session: Session, cfg: RunConfig, cell: Cell, writer: RecordWriter)
     closer in time to it (docs/run.md, "The adaptive plan")."""
     top = grid(cfg, cfg.draft.label)[-1]
     for p in cell.prompts[: cfg.warmup]:
-        for st in (DecodingSetting(0), top):
-            unit = Unit(st, st.key(cell.workload, cell.temp, p.id, 0), p, True)
+        for st in (Setting(0), top):
+            unit = Unit(st, st.unit_key(cell.workload, cell.temp, p.id, 0), p, True)
             record, _ = measure_unit(session, unit, cell.temp)
             writer.write({**record, "kind": f"warmup_{unit.key.kind}"})

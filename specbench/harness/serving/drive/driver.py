@@ -80,10 +80,10 @@ from specbench.harness.serving.protocol.base import (
     Conversation,
     ConversationResult,
     EngineSession,
-    EngineSetting,
 )
 from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, RecordWriter
+from specbench.setting import Setting
 
 # one batch: (workload, temperature, concurrency, repeat)
 Batch = tuple[str, float, int, int]
@@ -139,7 +139,7 @@ def run_engine(
         for s in settings
         for w, t, c, r in plan
         for p in prompts[w]
-        if (BatchKey(s.gamma, s.label, w, t, c, r), p.id) in done
+        if (BatchKey(s.gamma, s.drafter, w, t, c, r), p.id) in done
     )
     total += sum(open_plan.n_requests(b, prompts) for s in settings for b in open_plan.batches)
     already += sum(
@@ -165,9 +165,7 @@ def run_engine(
     return outcome
 
 
-def engine_starts(
-    cfg: RunConfig, settings: list[EngineSetting]
-) -> list[tuple[EngineSetting, int | None]]:
+def engine_starts(cfg: RunConfig, settings: list[Setting]) -> list[tuple[Setting, int | None]]:
     """The order engines are opened in, each with the repeat it runs (None: every repeat).
 
     By default each setting is opened once and runs all its batches. With `engine.interleave`
@@ -188,7 +186,7 @@ def _measure(
     cfg: RunConfig,
     out_dir: Path,
     backend: Backend,
-    settings: list[EngineSetting],
+    settings: list[Setting],
     plan: list[Batch],
     done: set[UnitId],
     prompts: dict[str, list[Prompt]],
@@ -205,7 +203,7 @@ def _measure(
             for batch in plan:
                 if rep_only is not None and batch[3] != rep_only:
                     continue
-                key = BatchKey(setting.gamma, setting.label, *batch)
+                key = BatchKey(setting.gamma, setting.drafter, *batch)
                 rest = [p for p in prompts[batch[0]] if (key, p.id) not in done]
                 outcome.skipped += len(prompts[batch[0]]) - len(rest)
                 if rest:
@@ -236,9 +234,9 @@ def _measure(
                 except OSError as exc:
                     if _own_file(exc, out_dir):  # a full disk, not the engine: cli/faults.py
                         raise
-                    raise _engine_failed(setting.name, exc, out_dir, backend) from None
+                    raise _engine_failed(setting.label, exc, out_dir, backend) from None
                 except Exception as exc:  # the engine died mid-run: one line, records kept
-                    raise _engine_failed(setting.name, exc, out_dir, backend) from None
+                    raise _engine_failed(setting.label, exc, out_dir, backend) from None
 
 
 def _own_file(exc: OSError, out_dir: Path) -> bool:
@@ -260,7 +258,7 @@ def backend_hint(backend: Backend) -> str:
 
 
 def _head(
-    cfg: RunConfig, setting: EngineSetting, workload: str, temp: float, conc: int, rep: int
+    cfg: RunConfig, setting: Setting, workload: str, temp: float, conc: int, rep: int
 ) -> dict[str, Any]:
     return {
         "kind": "spec" if setting.gamma else "baseline",
@@ -270,9 +268,9 @@ def _head(
         "top_p": cfg.sampling.top_p,
         "top_k": cfg.sampling.top_k,
         "gamma": setting.gamma,
-        "drafter": setting.label,
+        "drafter": setting.drafter,
         "method": setting.method or None,  # draft_model, eagle3, ngram, none, …
-        "setting": setting.name,  # the setting's label in rankings
+        "setting": setting.label,  # the setting's label in rankings
         "policy": "schedule" if setting.schedule else ("fixed" if setting.gamma else ""),
         "repeat": rep,
         # engine.interleave: the repeat is also the engine start, a factor crossed with prompts
@@ -289,7 +287,7 @@ def _conversations(
     items: list[Prompt],
     workload: str,
     temp: float,
-    setting: EngineSetting,
+    setting: Setting,
     rep: int,
 ) -> list[Conversation]:
     # The same seed per prompt at every γ and concurrency (as the transformers backend per unit);
@@ -306,7 +304,7 @@ def _conversations(
 
 def _warm_up(
     cfg: RunConfig,
-    setting: EngineSetting,
+    setting: Setting,
     session: EngineSession,
     prompts: dict[str, list[Prompt]],
     warm_writer: RecordWriter,
@@ -324,7 +322,7 @@ def _warm_up(
     for wl in cfg.workloads:
         items = prompts[wl.name][: cfg.warmup]
         temp = workload_temperatures(cfg, wl, prompts[wl.name])[0]
-        ev.unit_started(wl.name, temp, f"warm-up {setting.label or 'baseline'}", items[0].id)
+        ev.unit_started(wl.name, temp, f"warm-up {setting.drafter or 'baseline'}", items[0].id)
         batches = [(items, 1)]
         if top > 1:
             batches.append((prompts[wl.name][:top], top))
@@ -338,7 +336,7 @@ def _warm_up(
 
 def _run_batch(
     cfg: RunConfig,
-    setting: EngineSetting,
+    setting: Setting,
     session: EngineSession,
     items: list[Prompt],
     n_planned: int,
@@ -352,7 +350,7 @@ def _run_batch(
 ) -> None:
     """Run one batch (or the rest of one: `items` are its prompts not yet measured); each
     request's record is written as it completes, the batch's metrics record last."""
-    label = f"{setting.name} c={conc}"
+    label = f"{setting.label} c={conc}"
     ev.unit_started(workload, temp, label, f"{len(items)} prompts")
     convs = _conversations(cfg, items, workload, temp, setting, rep)
     head = _head(cfg, setting, workload, temp, conc, rep)
@@ -379,7 +377,7 @@ def _run_batch(
     )
     writer.write(mrec)
     if mrec["counters_polluted"]:
-        where = f"{setting.endpoint or setting.label} {label} {workload}"
+        where = f"{setting.endpoint or setting.drafter} {label} {workload}"
         note = polluted_message(where, mrec["reconciliation"])
         warnings.warn(note, SpecbenchWarning, stacklevel=1)  # now, during the run
         outcome.warnings.append(note)

@@ -26,10 +26,10 @@ from specbench.harness.serving.openai.endpoints import (
 from specbench.harness.serving.protocol.base import (
     Conversation,
     ConversationResult,
-    EngineSetting,
     Snapshot,
 )
 from specbench.records import MEASURED_KINDS, RECORDS_FILE, iter_records, repair_truncated_tail
+from specbench.setting import Setting
 
 ENGINE_METRICS_KIND = "engine_metrics"
 
@@ -247,12 +247,10 @@ def in_flight_cap(cfg: RunConfig) -> int:
     return max(max(cfg.concurrency), cfg.load.max_in_flight if cfg.load.open_loop else 0)
 
 
-def label_checks(
-    setting: EngineSetting, counters: SpecCounters | None, available: bool
-) -> list[str]:
+def label_checks(setting: Setting, counters: SpecCounters | None, available: bool) -> list[str]:
     """Warnings when what the engine reports contradicts the setting it is labelled with."""
     notes = []
-    where = setting.endpoint or setting.label or "the engine"
+    where = setting.endpoint or setting.drafter or "the engine"
     if not available:
         notes.append(f"{where}: no /metrics endpoint; latency measured, acceptance unavailable")
     elif setting.gamma > 0 and counters is None:

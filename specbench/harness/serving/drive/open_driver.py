@@ -66,9 +66,10 @@ from specbench.harness.serving.load.mix_draws import (
     plan_mix,
 )
 from specbench.harness.serving.load.open_loop import IN_FLIGHT_AT_BOUND, OpenBatch, OpenLoopSession
-from specbench.harness.serving.protocol.base import Conversation, ConversationResult, EngineSetting
+from specbench.harness.serving.protocol.base import Conversation, ConversationResult
 from specbench.record_line import UnitFinished
 from specbench.records import RECORDS_FILE, RecordWriter, iter_records
+from specbench.setting import Setting
 
 # one open-loop batch: (workload, temperature, load point, repeat); a mix batch's workload is
 # MIX_WORKLOAD (config/profile.py)
@@ -83,11 +84,11 @@ class OpenPlan:
     steady_n: dict[OpenBatchId, int] = field(default_factory=dict)  # arrivals per steady batch
     mix: MixPlan | None = None  # the open-loop batches draw the profile's mix (mix_draws.py)
 
-    def key(self, setting: EngineSetting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
+    def key(self, setting: Setting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
         workload, temp, point, rep = batch
         return BatchKey(
             setting.gamma,
-            setting.label,
+            setting.drafter,
             workload,
             temp,
             in_flight(cfg, point),
@@ -96,7 +97,7 @@ class OpenPlan:
             PROFILE_MIX if self.mix is not None else "",
         )
 
-    def todo(self, setting: EngineSetting, cfg: RunConfig) -> list[OpenBatchId]:
+    def todo(self, setting: Setting, cfg: RunConfig) -> list[OpenBatchId]:
         return [b for b in self.batches if self.key(setting, b, cfg) not in self.done]
 
     def n_requests(self, batch: OpenBatchId, prompts: dict[str, list[Prompt]]) -> int:

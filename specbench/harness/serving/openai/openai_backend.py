@@ -61,11 +61,11 @@ from specbench.harness.serving.openai.server_facts import served_model, server_f
 from specbench.harness.serving.protocol.base import (
     Conversation,
     ConversationResult,
-    EngineSetting,
     OnResult,
     Snapshot,
     TurnResult,
 )
+from specbench.setting import Setting
 
 
 class OpenAISession:
@@ -74,7 +74,7 @@ class OpenAISession:
     def __init__(
         self,
         backend: OpenAIBackend,
-        setting: EngineSetting,
+        setting: Setting,
         model: str,
         max_context: int | None,
         metrics_ok: bool,
@@ -268,16 +268,14 @@ class OpenAIBackend:
                 self._tokenizer = None
         return self._tokenizer
 
-    def settings(self) -> list[EngineSetting]:
+    def settings(self) -> list[Setting]:
         eps = sorted(self.endpoints, key=lambda ep: ep.gamma)  # stable: config order within a γ
         return [
-            EngineSetting(ep.gamma, endpoint_label(ep), ep.url, method=endpoint_method(ep))
+            Setting(ep.gamma, endpoint_label(ep), endpoint=ep.url, method=endpoint_method(ep))
             for ep in eps
         ]
 
-    def _preflight(
-        self, client: httpx2.Client, setting: EngineSetting
-    ) -> tuple[str, int | None, bool]:
+    def _preflight(self, client: httpx2.Client, setting: Setting) -> tuple[str, int | None, bool]:
         """Check the server answers; return (model, max context for prompts, /metrics present)."""
         api, origin = split_url(setting.endpoint)
         s = self.cfg.server
@@ -307,7 +305,7 @@ class OpenAIBackend:
         except RequestFailed:
             metrics_ok = False
         self.server_info[setting.endpoint] = {
-            "label": setting.label,
+            "label": setting.drafter,
             "gamma": setting.gamma,
             "model": model,
             "max_model_len": max_len,
@@ -322,14 +320,14 @@ class OpenAIBackend:
         if kv_capacity is not None:
             self.kv_capacity[setting.endpoint] = {
                 "gamma": setting.gamma,
-                "label": setting.label,
+                "label": setting.drafter,
                 "endpoint": setting.endpoint,
                 **kv_capacity,
             }
         return model, max_context, metrics_ok
 
     @contextmanager
-    def open(self, setting: EngineSetting) -> Iterator[OpenAISession]:
+    def open(self, setting: Setting) -> Iterator[OpenAISession]:
         # room for the largest concurrency: a request never waits for a connection while timed
         load = self.cfg.load
         room = max(*self.cfg.concurrency, load.max_in_flight if load.open_loop else 0)

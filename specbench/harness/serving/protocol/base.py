@@ -1,5 +1,5 @@
 """What the serving driver and its engine adapters (vLLM in-process, OpenAI-compatible servers)
-share: the engine setting, the conversations a batch runs and their results, one read of the
+share: the conversations a batch runs and their results, one read of the
 engine's metrics, and the two protocols an adapter implements (`Backend`, `EngineSession`).
 
 The driver (`driver.py`) imports the adapters; an adapter imports only this module (and its own
@@ -16,28 +16,7 @@ from typing import Any, Protocol
 from specbench.analysis.serving.spec_counters import SpecCounters
 from specbench.data import Prompt
 from specbench.harness.plan.plan import RequestParams
-
-
-@dataclass(frozen=True)
-class EngineSetting:
-    """One engine configuration: method × γ (0 = no speculation) × endpoint, named by `label`
-    (the records' `drafter`; distinct within a run with γ)."""
-
-    gamma: int
-    label: str
-    endpoint: str = ""  # openai: the server URL measured for this setting
-    # vllm: γ by batch size ((lo, hi, k), …), label "schedule", gamma = the largest k
-    schedule: tuple[tuple[int, int, int], ...] | None = None
-    method: str = ""  # draft_model, eagle3, ngram, mtp, …; "" = not stated (or the baseline)
-
-    @property
-    def name(self) -> str:
-        """What records (`setting`) and messages call it: "baseline", or "<label> γ=<γ>"."""
-        if self.gamma == 0:
-            return "baseline"
-        if "γ=" in self.label:
-            return self.label
-        return f"{self.label} γ={self.gamma}" if self.label else f"γ={self.gamma}"
+from specbench.setting import Setting
 
 
 @dataclass(frozen=True)
@@ -106,8 +85,8 @@ class EngineSession(Protocol):
 class Backend(Protocol):
     name: str
 
-    def settings(self) -> list[EngineSetting]: ...
+    def settings(self) -> list[Setting]: ...
 
-    def open(self, setting: EngineSetting) -> AbstractContextManager[EngineSession]: ...
+    def open(self, setting: Setting) -> AbstractContextManager[EngineSession]: ...
 
     def environment(self) -> dict[str, Any]: ...

@@ -33,7 +33,6 @@ from specbench.config.backends import check_schedule
 from specbench.errors import SpecbenchError
 from specbench.harness.env.gpu_env import gpu_environment
 from specbench.harness.serving.metrics.engine_memory import engine_memory, kv_capacity_from_engine
-from specbench.harness.serving.protocol.base import EngineSetting
 from specbench.harness.serving.vllm.vllm_args import check_options, engine_args
 from specbench.harness.serving.vllm.vllm_log import (
     env_var,
@@ -43,6 +42,7 @@ from specbench.harness.serving.vllm.vllm_log import (
     stderr_to,
 )
 from specbench.harness.serving.vllm.vllm_session import VllmSession
+from specbench.setting import Setting
 
 INSTALL_HINT = "install it with `pip install -e '.[vllm]'` (on CPU: `make install-vllm`)"
 
@@ -168,17 +168,17 @@ class VllmBackend:
     def grid(self, spec: SpeculativeSpec) -> list[int]:
         return sorted(set(spec.num_speculative_tokens or self.cfg.gammas))
 
-    def settings(self) -> list[EngineSetting]:
+    def settings(self) -> list[Setting]:
         fixed = [
-            EngineSetting(g, label, method=spec.method)
+            Setting(g, label, method=spec.method)
             for label, spec in self.specs.items()
             for g in self.grid(spec)
         ]
         if self.schedule is not None:  # γ by batch size, beside the fixed γ values
             top = max(k for _, _, k in self.schedule)
             method = self.specs[self.schedule_of or next(iter(self.specs))].method
-            fixed.append(EngineSetting(top, SCHEDULE_LABEL, method=method, schedule=self.schedule))
-        return [EngineSetting(0, "", method="none"), *fixed]
+            fixed.append(Setting(top, SCHEDULE_LABEL, method=method, schedule=self.schedule))
+        return [Setting(0, "", method="none"), *fixed]
 
     def speculative_config(
         self,
@@ -224,9 +224,9 @@ class VllmBackend:
         return self._tokenizer
 
     @contextmanager
-    def open(self, setting: EngineSetting) -> Iterator[VllmSession]:
-        what = f"γ={setting.gamma} {setting.label}" if setting.gamma else "baseline"
-        label = setting.label or None
+    def open(self, setting: Setting) -> Iterator[VllmSession]:
+        what = f"γ={setting.gamma} {setting.drafter}" if setting.gamma else "baseline"
+        label = setting.drafter or None
         if setting.schedule is not None:
             what, label = f"schedule {[list(e) for e in setting.schedule]}", self.schedule_of
         kwargs = self.engine_kwargs(setting.gamma, label, setting.schedule)
@@ -258,7 +258,7 @@ class VllmBackend:
             del llm
             gc.collect()
 
-    def _note_memory(self, setting: EngineSetting, llm: Any) -> None:
+    def _note_memory(self, setting: Setting, llm: Any) -> None:
         """Keep what a started engine says about its memory: the dtype it serves in and its KV
         capacity. Best effort: an engine that exposes neither is still measured."""
         with suppress(Exception):
@@ -266,9 +266,9 @@ class VllmBackend:
         with suppress(Exception):
             cap = kv_capacity_from_engine(llm)
             if cap is not None and setting.schedule is None:  # keyed by fixed γ
-                self.kv_capacity[(setting.label, setting.gamma)] = {
+                self.kv_capacity[(setting.drafter, setting.gamma)] = {
                     "gamma": setting.gamma,
-                    "label": setting.label,
+                    "label": setting.drafter,
                     "endpoint": None,
                     **cap,
                 }
