@@ -97,6 +97,8 @@ def _key(rec: RecordLine) -> tuple[str, int]:
 def pair(base: list[RecordLine], recs: list[RecordLine], end_to_end: bool = False) -> Paired:
     """The prompts measured by both the baseline and the setting, in the setting's order."""
     measure = e2e_tokens_ms if end_to_end else decode_tokens_ms
+    # a join on (prompt, repeat) where the last baseline record wins: a dict does it in two
+    # lines, a pandas merge would need a drop_duplicates and a reindex for the same
     by_key = {_key(r): measure(r) for r in base}
     keys, rows = [], []
     for r in recs:
