@@ -60,7 +60,6 @@ def cluster_sums(
     arrs = [np.asarray(a, float) for a in arrays]
     if clusters is None:
         return arrs
-    # not pandas: bincount sums in input order (the calibrated intervals'), pandas compensates
     _, codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
     k = int(codes.max()) + 1 if len(codes) else 0
     return [np.bincount(codes, weights=a, minlength=k) for a in arrs]
