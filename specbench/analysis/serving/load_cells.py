@@ -142,7 +142,8 @@ def _sum(values: list[float | None]) -> float:
 
 
 def _quantiles(values: Sequence[float], level: float) -> QuantilesCI:
-    """p50 / p90 / p99 with their order-statistic intervals (`stats.latency_tails.quantile_ci`)."""
+    """p50 / p90 / p99 with their order-statistic intervals (`stats.latency_tails.quantile_ci`,
+    docs/theory.md §16)."""
 
     def one(p: float) -> EstimateJSON:
         est, lo, hi = quantile_ci(values, p, level)

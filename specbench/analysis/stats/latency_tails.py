@@ -30,8 +30,6 @@ from scipy import stats as sps
 from specbench.analysis.stats.resampling import DEFAULT_SEED
 from specbench.analysis.stats.serialize import json_num
 
-PERCENTILES = (50, 90, 99)
-
 
 def quantile_ranks(n: int, p: float, level: float) -> tuple[int | None, int | None]:
     """The 1-based ranks (l, u) of the order-statistic interval for the p-quantile of n iid
@@ -59,15 +57,6 @@ def quantile_ci(
     lo = float(x[lo_r - 1]) if lo_r is not None else None
     hi = float(x[hi_r - 1]) if hi_r is not None else None
     return est, lo, hi
-
-
-def percentiles_ci(values: Sequence[float], level: float = 0.95) -> dict[str, dict[str, object]]:
-    """{"p50": {"value", "ci95"}, "p90": …, "p99": …} for results.json."""
-    out: dict[str, dict[str, object]] = {}
-    for p in PERCENTILES:
-        est, lo, hi = quantile_ci(values, p / 100.0, level)
-        out[f"p{p}"] = {"value": json_num(est), "ci95": [json_num(lo), json_num(hi)]}
-    return out
 
 
 @dataclass(frozen=True)
