@@ -266,6 +266,8 @@ def _engine_text(
     notes: list[str],
 ) -> str:
     """The engine's flags or file for the schedule; off everywhere: the server without it."""
+    from specbench.report.schedule.schedule_export import is_off_everywhere
+
     # an in-process run's parallel layout goes on the vllm serve line (env.json)
     layout = env.get("engine_args") if env.get("backend") == "vllm" else None
     dep = _deployment(env, config)
@@ -275,7 +277,7 @@ def _engine_text(
             "model's path or name where the server runs"
         )
     ranges = [list(r) for r in sched.ranges]
-    if not any(int(k) > 0 for _, _, k in ranges):  # off everywhere: serve without it
+    if is_off_everywhere(ranges):  # serve without speculation
         return _export_off(fmt, sched, dep, not_measured, notes, layout)
     return _export(fmt, ranges, dep, at, notes, layout)
 

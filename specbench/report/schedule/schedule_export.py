@@ -91,8 +91,13 @@ class Deployment:
         )
 
 
+def is_off_everywhere(ranges: Ranges) -> bool:
+    """k = 0 in every range (or no range): the server without speculation, not a schedule."""
+    return not any(int(k) > 0 for _, _, k in ranges)
+
+
 def _check(ranges: Ranges) -> None:
-    if not ranges or not any(int(k) > 0 for _, _, k in ranges):
+    if is_off_everywhere(ranges):
         raise SpecbenchError(
             "the schedule is off at every measured concurrency: serve without speculation "
             "(--format json writes the decisions)"

@@ -32,10 +32,6 @@ from specbench.report.schedule.parallel_layout import flags_text, sglang_layout,
 Outcome = Literal["OFF", "UNDECIDED", "NOT MEASURED"]
 
 
-def is_off_everywhere(ranges: ex.Ranges) -> bool:
-    return not any(int(k) > 0 for _, _, k in ranges)
-
-
 def _highest_upper(sched: GammaSchedule) -> tuple[int, int, float] | None:
     """(concurrency, γ, upper end) of the cell whose interval reaches highest; an interval with
     no finite upper end counts as +∞; None when no cell has an interval."""
