@@ -122,7 +122,7 @@ class CellFigures:
     ) -> WorkloadResult:
         """The results.json entry of `cell` (its group `grp`): these figures, the verdict and its
         content checks, and the latency tails over the prompts of the verdict (`prompt_basis`)."""
-        fig_group = without_prompts(grp, set(set_aside(basis, content)))
+        fig_group = without_prompts(grp, set_aside(basis, content))
         # p50/p90/p99 latency (analysis.serving.serving_cost) of the measured γ rows and the
         # engine's concurrency cells, set before the entry validates them
         eng = self.engine

@@ -11,7 +11,7 @@ prompt left has no verdict and keeps its figures over every prompt, labelled ("a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from specbench.analysis.documents.results_model_workload import ContentCheck, FiguresBasis
 from specbench.analysis.estimators.groups import Group, Record
@@ -31,14 +31,14 @@ def set_aside(basis: FiguresBasis | None, content: ContentCheck | None) -> froze
     return frozenset(d.prompt_id for d in content.degenerate_prompts)
 
 
-def keep_prompts(recs: Sequence[Record], excluded: set[str]) -> list[Record]:
+def keep_prompts(recs: Sequence[Record], excluded: Set[str]) -> list[Record]:
     """The records whose prompt is not excluded (records without a prompt, e.g. batch counters,
     are kept: they have no per-prompt split)."""
     return [r for r in recs if "prompt_id" not in r or str(r["prompt_id"]) not in excluded]
 
 
 def records_without(
-    records: Sequence[Record], excluded: dict[tuple[str, float], set[str]]
+    records: Sequence[Record], excluded: Mapping[tuple[str, float], Set[str]]
 ) -> list[Record]:
     """The run's records less those of each cell's excluded prompts (by workload × temperature).
     Open-loop lines are kept whole: a load point's rates and tails are the server's under the
@@ -60,7 +60,7 @@ def records_without(
     return out
 
 
-def without_prompts(grp: Group, excluded: set[str]) -> Group:
+def without_prompts(grp: Group, excluded: Set[str]) -> Group:
     """The group restricted to the prompts not excluded (failed units kept as they are: they
     count the run's failures, not a figure)."""
     if not excluded:

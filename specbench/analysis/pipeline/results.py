@@ -122,7 +122,7 @@ def build_results(
     pool_inputs: dict[float, list[WorkloadInput]] = defaultdict(list)
     mixed, records = records, without_mix(records)  # the profile's mix: `mix` below
     groups = group_records(closed_loop(records))  # open-loop cells: `engine.load` below
-    excluded: dict[tuple[str, float], set[str]] = {}
+    excluded: dict[tuple[str, float], frozenset[str]] = {}
     fig_groups: dict[tuple[str, float], Group] = dict(groups)
     for cell, grp in sorted(groups.items(), key=lambda kv: (s.rank(kv[0][0]), kv[0][1])):
         failures.extend(failure_rows(grp))
@@ -131,7 +131,7 @@ def build_results(
             continue
         entry, base1, settings1 = analysed
         # the cell's other figures over the prompts of its verdict (`prompt_basis`)
-        excluded[cell] = set(set_aside(entry.figures_basis, entry.content))
+        excluded[cell] = set_aside(entry.figures_basis, entry.content)
         fig_groups[cell] = without_prompts(grp, excluded[cell])
         spec_all = [r for recs in grp["spec"].values() for r in recs]
         if is_adaptive(grp["baseline"] + spec_all):  # the sequential verdict it stopped on (§14)

@@ -297,7 +297,7 @@ def serving_entry(
     restricted = bool(rec.basis is not None and rec.basis.prompts == "non_degenerate" and base1)
     basis = figures_basis(figures.n_prompts, restricted)
     if restricted:  # every figure over the verdict's prompts, every concurrency (prompt_basis)
-        clean = without_prompts(grp, set(set_aside(basis, checked.content)))
+        clean = without_prompts(grp, set_aside(basis, checked.content))
         own, _, _ = analyse_engine_group(clean["baseline"], clean["spec"], clean["metrics"], s)
         # the content checks' warnings after the figures' own
         own.warnings = list(dict.fromkeys([*own.warnings, *checked.warnings]))
