@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.analysis.documents.results_model_base import EstimateJSON
+from specbench.analysis.documents.results_model_base import est_model
 from specbench.analysis.documents.simulation_model import PolicyReplay, Simulation
 from specbench.analysis.estimators.latency import pair, speedup_of
 from specbench.analysis.simulate.replay import (
@@ -18,17 +18,8 @@ from specbench.analysis.simulate.replay import (
     replay,
     timing_from_records,
 )
-from specbench.analysis.stats.resampling import Estimate
-from specbench.analysis.stats.serialize import json_num
 from specbench.decoding.policies import Policy
 from specbench.record_line import RecordLine
-
-
-def _estimate(e: Estimate | None) -> EstimateJSON | None:
-    """An estimate as simulation.json writes it (`stats.serialize.json_num`, as `est_json`)."""
-    if e is None:
-        return None
-    return EstimateJSON(value=json_num(e.value), ci95=(json_num(e.lo), json_num(e.hi)))
 
 
 def _predicted_speedup(row: PolicyReplay) -> float:
@@ -82,8 +73,8 @@ def simulate_run(
                 row = PolicyReplay(
                     policy=pol.name,
                     gamma=pol.max_gamma,
-                    predicted_tokens_per_round=_estimate(rep.tokens_per_round),
-                    predicted_speedup=_estimate(rep.speedup),
+                    predicted_tokens_per_round=est_model(rep.tokens_per_round),
+                    predicted_speedup=est_model(rep.speedup),
                     mean_gamma=round(rep.mean_gamma, 3),
                     measured_tokens_per_round=None,
                     measured_speedup=None,
@@ -95,8 +86,8 @@ def simulate_run(
                     from specbench.analysis.estimators.acceptance import estimate_alpha
 
                     est = estimate_alpha(real, pol.max_gamma, n_boot, 0.95)
-                    row.measured_tokens_per_round = _estimate(est.tokens_per_round)
-                    measured = _estimate(speedup_of(pair(base, real), n_boot, 0.95))
+                    row.measured_tokens_per_round = est_model(est.tokens_per_round)
+                    measured = est_model(speedup_of(pair(base, real), n_boot, 0.95))
                     row.measured_speedup = measured
                     if measured is not None and measured.value:
                         row.speedup_error = round(rep.speedup.value / measured.value - 1, 4)
