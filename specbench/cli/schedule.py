@@ -7,6 +7,10 @@ workloads a server sees or for one workload, as the flags or file that start an 
     specbench schedule reports/tiny-vllm-load --format trtllm --out trtllm.yaml
     specbench schedule reports/tiny-vllm-load --workload tiny_code --out schedule.json
 
+A run with a deployment profile exports the decision at the profile instead (the server's one
+configuration at its mix, load and SLO: report/schedule/profile_export.py) unless `--workload` or
+`--temperature` asks for a closed-loop schedule.
+
 The schedule is recomputed from the run's records (`analysis.decide.gamma_schedule`, and for several
 workloads `analysis.decide.pool_schedule`), so it always matches the records. Every key written is in
 the engine's recorded config classes (`specbench/assets/engine-keys.json`); vLLM output is also
@@ -154,9 +158,10 @@ def _provenance(run_dir: Path, env: dict[str, Any], config: StoredConfig) -> dic
     }
 
 
-def _deployment(env: dict[str, Any], config: StoredConfig) -> Any:
-    """The target, method, draft and options the run served (env.json's speculative_config; an
-    openai run's first speculative endpoint), for the engine flags."""
+def _deployment(env: dict[str, Any], config: StoredConfig, drafter: str | None = None) -> Any:
+    """The target, method, draft and options the run served (env.json's speculative_config: the
+    one of `drafter` when named, else the first; an openai run's first speculative endpoint),
+    for the engine flags."""
     from specbench.report.schedule.schedule_export import Deployment
 
     target = str(
@@ -166,7 +171,8 @@ def _deployment(env: dict[str, Any], config: StoredConfig) -> Any:
     )
     conf = env.get("speculative_config")
     if isinstance(conf, list):
-        conf = conf[0] if conf else None
+        named = [c for c in conf if drafter and drafter in (c.get("method"), c.get("label"))]
+        conf = (named or conf or [None])[0]
     draft = config.draft.model if config.draft else None
     if isinstance(conf, dict) and conf:
         dep = Deployment.from_vllm(target, conf)
@@ -225,18 +231,17 @@ def _export(
 
 def _export_off(
     fmt: Format,
-    sched: Any,
+    outcome: str,
     dep: Any,
-    not_measured: bool,
     notes: list[str],
     engine_args: dict[str, Any] | None,
 ) -> str:
-    """Off at every measured concurrency: the line that starts the engine without speculation,
-    and which outcome that is (OFF, UNDECIDED, NOT MEASURED: report/schedule/schedule_off.py)."""
+    """Speculation off: the line that starts the engine without it, and the `# …` line saying
+    which outcome that is (`outcome`: OFF, UNDECIDED, NOT MEASURED; report/schedule/schedule_off.py)."""
     from specbench.report.schedule import schedule_off as off
     from specbench.report.schedule.schedule_export import trtllm_command, vllm_other_nodes
 
-    notes.insert(0, off.off_outcome(sched, not_measured)[1])
+    notes.insert(0, outcome)
     if fmt == "vllm":
         notes.extend(filter(None, [vllm_other_nodes(engine_args)]))
         return off.plain_vllm(dep.target, engine_args)
@@ -267,19 +272,54 @@ def _engine_text(
 ) -> str:
     """The engine's flags or file for the schedule; off everywhere: the server without it."""
     from specbench.report.schedule.schedule_export import is_off_everywhere
+    from specbench.report.schedule.schedule_off import off_outcome
 
     # an in-process run's parallel layout goes on the vllm serve line (env.json)
     layout = env.get("engine_args") if env.get("backend") == "vllm" else None
     dep = _deployment(env, config)
+    _target_note(dep, notes)
+    ranges = [list(r) for r in sched.ranges]
+    if is_off_everywhere(ranges):  # serve without speculation
+        return _export_off(fmt, off_outcome(sched, not_measured)[1], dep, notes, layout)
+    return _export(fmt, ranges, dep, at, notes, layout)
+
+
+def _target_note(dep: Any, notes: list[str]) -> None:
     if Path(dep.target).is_absolute() and not Path(dep.target).exists():
         notes.append(
             f"the run's target {dep.target} is not on this machine: replace it with the "
             "model's path or name where the server runs"
         )
-    ranges = [list(r) for r in sched.ranges]
-    if is_off_everywhere(ranges):  # serve without speculation
-        return _export_off(fmt, sched, dep, not_measured, notes, layout)
-    return _export(fmt, ranges, dep, at, notes, layout)
+
+
+def _profile_text(
+    fmt: Format,
+    results: Any,
+    run_dir: Path,
+    env: dict[str, Any],
+    config: StoredConfig,
+    at: int | None,
+    notes: list[str],
+) -> str:
+    """A run with a deployment profile: the decision there is the pool's one configuration
+    (report/schedule/profile_export.py). vLLM's line is the first screen's paste line itself."""
+    from specbench.report.schedule import profile_export as pe
+    from specbench.report.sections.paste import setting_paste_line
+
+    p = results.profile_decision
+    ranges = pe.profile_ranges(p)
+    if fmt == "json" or ranges:
+        notes.append(pe.profile_note(p))  # off: _export_off puts it first
+    if fmt == "json":
+        doc = pe.profile_document(p, _provenance(run_dir, env, config))
+        return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
+    layout = env.get("engine_args") if env.get("backend") == "vllm" else None
+    dep = _deployment(env, config, p.drafter)
+    _target_note(dep, notes)
+    if not ranges:
+        return _export_off(fmt, pe.profile_note(p), dep, notes, layout)
+    line = setting_paste_line(results, p.drafter, p.gamma, p.schedule) if fmt == "vllm" else None
+    return line or _export(fmt, ranges, dep, at, notes, layout)
 
 
 def schedule(
@@ -310,13 +350,20 @@ def schedule(
         Path | None, typer.Option("--out", help="Write here instead of stdout.")
     ] = None,
 ) -> None:
-    """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON."""
+    """Write the run's γ schedule as the vLLM, SGLang or TensorRT-LLM setting, or neutral JSON
+    (a run with a deployment profile: the decision there, docs/schedule.md)."""
     from specbench.analysis.pipeline.results import build_results
     from specbench.harness.run.rundir import load_run
     from specbench.report.schedule import schedule_export as ex
 
     records, config, env, _ = load_run(run_dir)
     results = build_results(records, config, RunEnv.model_validate(env))
+    if results.profile_decision is not None and workload is None and temperature is None:
+        notes: list[str] = []
+        _write(
+            _profile_text(fmt, results, run_dir, env, config, concurrency, notes), out_file, notes
+        )
+        return
     label, temp, sched = _pick(results, records, config, workload, temperature)
     unmeasured = _unmeasured_note(results, workload, temp)
     notes = [
@@ -330,6 +377,10 @@ def schedule(
         text = json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False)
     else:
         text = _engine_text(fmt, sched, env, config, concurrency, bool(unmeasured), notes)
+    _write(text, out_file, notes)
+
+
+def _write(text: str, out_file: Path | None, notes: list[str]) -> None:
     if out_file is not None:
         try:
             out_file.write_text(text.rstrip("\n") + "\n")
