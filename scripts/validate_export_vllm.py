@@ -205,12 +205,15 @@ def _tpot_means(run: Path, load: str) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
+def _pair(xs: list[float | None]) -> str:
+    return " → ".join("–" if x is None else f"{x:.3f}" for x in xs)
+
+
 def _est(e: dict[str, Any] | None) -> str:
     if not e or e.get("value") is None:
         return "–"
-    lo, hi = e.get("ci95") or [None, None]
-    span = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-    return f"{e['value']:.2f}×{span}"
+    ends = ["–" if x is None else f"{x:.2f}" for x in (e.get("ci95") or [None, None])]
+    return f"{e['value']:.2f}× [{ends[0]}, {ends[1]}]"  # "–": no finite end
 
 
 def main() -> None:
@@ -298,6 +301,11 @@ def main() -> None:
                     None if pv is None or not m.get("ci95") or None in m["ci95"]
                     else m["ci95"][0] <= pv <= m["ci95"][1]
                 ),
+                "acceptance": [pred_by[name].get("acceptance"), (meas_by.get(name) or {}).get("acceptance")],
+                "break_even_alpha": [
+                    pred_by[name].get("break_even_alpha"),
+                    (meas_by.get(name) or {}).get("break_even_alpha"),
+                ],
                 # mean TPOT over OFF's, in-process (predicted) and as servers (measured)
                 "tpot_ratio_predicted": tpot_pred[name] / tpot_pred["off"],
                 "tpot_ratio_measured": tpot_meas[name] / tpot_meas["off"],
@@ -325,17 +333,19 @@ def main() -> None:
     )
     print(
         f"| server | γ | predicted gain over OFF | measured gain over OFF | error (predicted / "
-        f"measured − 1) | mean TPOT ÷ OFF's at {load}: in-process → servers |"
+        f"measured − 1) | mean TPOT ÷ OFF's at {load} | acceptance | break-even α |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         err = "–" if r["prediction_error"] is None else f"{r['prediction_error']:+.1%}"
         mark = " (export)" if r["exported"] else ""
         print(
             f"| {r['server']}{mark} | {r['gamma']} | {_est(r['predicted_gain'])} | "
             f"{_est(r['measured_gain'])} | {err} | {r['tpot_ratio_predicted']:.3f} → "
-            f"{r['tpot_ratio_measured']:.3f} |"
+            f"{r['tpot_ratio_measured']:.3f} | {_pair(r['acceptance'])} | "
+            f"{_pair(r['break_even_alpha'])} |"
         )
+    print("(each pair: the source run in-process → the servers)")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pytest
 from specbench.cli.report import write_reports
 from specbench.config import parse_config
 from specbench.errors import SpecbenchError
+from specbench.harness.plan.plan import SilentEvents
 from specbench.harness.serving.drive.driver import run_engine
 from specbench.records import read_records
 from tests.harness.test_load_openai import N, config, requests
@@ -166,6 +167,16 @@ def test_bad_steady_settings_are_one_line(
     assert "\n" not in str(err.value)
 
 
+class PlannedEvents(SilentEvents):
+    """Keeps what the run announced as its total (the progress bar's N of "n/N")."""
+
+    def __init__(self) -> None:
+        self.planned_calls: list[tuple[int | None, int]] = []
+
+    def planned(self, total_units: int | None, already_done: int) -> None:
+        self.planned_calls.append((total_units, already_done))
+
+
 def test_steady_closed_loop_is_not_capped_at_the_prompt_count(tmp_path: Path) -> None:
     """`concurrency: [1, 12]` over 8 prompts with `duration_s: 1.5`: the plain closed loop still
     reaches only 8 in flight (warned, "effective 8"), while `steady c=12` keeps 12 clients busy
@@ -174,8 +185,12 @@ def test_steady_closed_loop_is_not_capped_at_the_prompt_count(tmp_path: Path) ->
     with LoadServer(step_s=0.02, max_requests=2000) as srv:
         cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[1, 12])
         cfg["load"] = {"duration_s": 1.5}
-        outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out")
+        events = PlannedEvents()
+        outcome = run_engine(parse_config(cfg, "test"), tmp_path / "out", events=events)
         assert srv.max_in_flight == 12
+    # how many requests a closed loop by duration sends is not known before it runs: no total
+    # is announced (the progress shows "n/?", not a count it will overrun)
+    assert events.planned_calls == [(None, 0)]
     assert not outcome.failures
     assert any("effective concurrency 8" in w for w in outcome.warnings)
     recs = read_records(tmp_path / "out" / "records.jsonl")
@@ -208,9 +223,12 @@ def test_steady_closed_loop_by_request_count(tmp_path: Path) -> None:
     with LoadServer(step_s=0.001) as srv:
         cfg = config(tmp_path, [{"url": srv.url, "gamma": 0}], concurrency=[3], max_new_tokens=2)
         cfg["load"] = {"requests": 20}
-        run_engine(parse_config(cfg, "test"), tmp_path / "out")
+        events = PlannedEvents()
+        run_engine(parse_config(cfg, "test"), tmp_path / "out", events=events)
     recs = read_records(tmp_path / "out" / "records.jsonl")
     reqs = [r for r in requests(recs) if r.get("load")]
+    # by request count the total is known: the closed loop's prompts plus the 20
+    assert events.planned_calls == [(len(requests(recs)), 0)]
     (m,) = [r for r in recs if r["kind"] == "engine_metrics" and r.get("load")]
     last = max(r["done_s"] for r in reqs if "done_s" in r)
     assert m["steady_window_s"][1] == pytest.approx(last, abs=1e-3)  # ends at the last completion

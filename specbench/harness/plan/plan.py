@@ -44,7 +44,7 @@ RUN_FILES = (*DERIVED_FILES, "batch_timing.jsonl")  # what --force removes besid
 class RunEvents(Protocol):
     """Progress callbacks: the core never prints (the CLI draws rich progress bars with them)."""
 
-    def planned(self, total_units: int, already_done: int) -> None: ...
+    def planned(self, total_units: int | None, already_done: int) -> None: ...
     def unit_started(
         self, workload: str, temperature: float, label: str, prompt_id: str
     ) -> None: ...
@@ -59,7 +59,7 @@ class RunEvents(Protocol):
 class SilentEvents:
     """RunEvents that report nothing (a run without a progress display)."""
 
-    def planned(self, total_units: int, already_done: int) -> None:
+    def planned(self, total_units: int | None, already_done: int) -> None:
         pass
 
     def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:

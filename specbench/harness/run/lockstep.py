@@ -71,7 +71,7 @@ class LockstepEvents:
     def __init__(self, inner: RunEvents, turns: Turns) -> None:
         self.inner, self.turns = inner, turns
 
-    def planned(self, total_units: int, already_done: int) -> None:
+    def planned(self, total_units: int | None, already_done: int) -> None:
         self.inner.planned(total_units, already_done)
 
     def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:

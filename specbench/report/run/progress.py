@@ -129,7 +129,7 @@ class RichRunEvents:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def planned(self, total_units: int, already_done: int) -> None:
+    def planned(self, total_units: int | None, already_done: int) -> None:
         self.progress.update(self.task, total=total_units, completed=already_done)
 
     def unit_started(self, workload: str, temperature: float, label: str, prompt_id: str) -> None:

@@ -65,8 +65,11 @@ def steady_text(c: LoadCell) -> str | None:
             if g is not None and g.growing
             else " (the time bound passed)"
         )
+    name = c.drafter or "baseline"
+    # an endpoint's label already names its γ ("draft_model γ=2", openai backend): not twice
+    tag = f" γ={c.gamma}" if c.gamma and not name.endswith(f"γ={c.gamma}") else ""
     return (
-        f"{c.drafter or 'baseline'}{f' γ={c.gamma}' if c.gamma else ''} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
+        f"{name}{tag} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
         f"warm-up excluded {st.warmup_excluded.n} request(s) ({st.warmup_excluded.seconds or 0:.1f} s), "
         f"achieved {st.achieved_rate or 0:.2f}/s{offered} "
         f"(arrivals {st.arrival_rate or 0:.2f}/s, {st.n_drain} finished after the window); "

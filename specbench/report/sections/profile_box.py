@@ -84,6 +84,14 @@ def profile_box(results: RunResults) -> Box | None:
             f"{shown.break_even_alpha:.3f} (measured {num_text(shown.acceptance)}): a gray "
             "rollout's acceptance guard (`specbench canary`)."
         )
+    if (results.run.backend or results.env.backend) == "vllm" and p.verdict == "on":
+        items.append(
+            "Decided in-process (backend: vllm): a served engine's latencies can differ from the "
+            "in-process step loop's, and the gain's size with them where the SLO sits between "
+            "OFF's and ON's latencies — measure the pasted line as a server under the same "
+            "profile before sizing a fleet on this gain (scripts/validate_export_vllm.py; "
+            "docs/serving.md)."
+        )
     if not p.interleaved:
         items.append(
             "⚠ OFF and the candidates were not alternated in time (engine.interleave: false): a "

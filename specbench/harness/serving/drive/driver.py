@@ -148,7 +148,8 @@ def run_engine(
         for b in open_plan.batches
         if open_plan.key(s, b, cfg) in open_plan.done
     )
-    ev.planned(total, already)
+    # a closed loop by duration sends what the server completes: no total to show ("n/?")
+    ev.planned(None if open_plan.open_ended else total, already)
     reach = effective_concurrency_notes(cfg, {w: len(p) for w, p in prompts.items()})
     outcome.warnings.extend(reach)
 

@@ -83,6 +83,8 @@ class OpenPlan:
     trace: list[float] | None = None
     steady_n: dict[OpenBatchId, int] = field(default_factory=dict)  # arrivals per steady batch
     mix: MixPlan | None = None  # the open-loop batches draw the profile's mix (mix_draws.py)
+    # a steady closed loop by duration: how many requests it sends is not known before it runs
+    open_ended: bool = False
 
     def key(self, setting: Setting, batch: OpenBatchId, cfg: RunConfig) -> BatchKey:
         workload, temp, point, rep = batch
@@ -147,7 +149,10 @@ def plan_open(
         if cfg.load.steady
         else {}
     )
-    return OpenPlan(batches, completed_open_batches(out_dir / RECORDS_FILE), trace, steady_n, mix)
+    open_ended = bool(steady_n) and unknown and any(b[2].concurrency is not None for b in batches)
+    return OpenPlan(
+        batches, completed_open_batches(out_dir / RECORDS_FILE), trace, steady_n, mix, open_ended
+    )
 
 
 def completed_open_batches(records: Path) -> set[BatchKey]:
