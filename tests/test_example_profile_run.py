@@ -112,7 +112,8 @@ def test_with_a_price_the_profile_box_shows_the_cost_per_good_token(tmp_path: Pa
     t = stats.t.ppf(0.975, BLOCKS - 1)
     cost = p["off_cost_per_mtok"]
     assert cost["value"] == pytest.approx(c / mean, rel=1e-6)
-    hi = c / (mean - t * se) if mean > t * se else None  # no finite upper end: the t interval reaches 0
+    # no finite upper end where the mean rate's t interval reaches 0
+    hi = c / (mean - t * se) if mean > t * se else None
     assert cost["ci95"][0] == pytest.approx(c / (mean + t * se), rel=1e-6)
     assert cost["ci95"][1] == (pytest.approx(hi, rel=1e-6) if hi is not None else None)
     flat = " ".join(res.output.split())
