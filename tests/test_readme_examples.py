@@ -53,6 +53,15 @@ RUNS: dict[str, tuple[str, int]] = {
         "schedule docs/example-engine-run --format vllm",
         0,
     ),
+    # the shipped profile run: the decision at the profile (ON, γ=4) as the line and the document
+    "schedule docs/example-profile-run --format vllm": (
+        "schedule docs/example-profile-run --format vllm",
+        0,
+    ),
+    "schedule docs/example-profile-run --format json": (
+        "schedule docs/example-profile-run --format json",
+        0,
+    ),
     "run configs/tiny.yaml --adaptive --budget-forwards 3000": (
         "run configs/tiny.yaml --adaptive --budget-forwards 300 --out {tmp}/ad "
         "--max-prompts 4 --workloads tiny_code --temperature 1",
@@ -184,6 +193,10 @@ SKIPPED: dict[str, str] = {
     ),
     "run configs/llama70b.yaml --adaptive --budget-minutes 60": "needs the 70B/8B models and GPUs",
     "run configs/tiny-vllm.yaml --out reports/tiny-vllm": "needs vLLM (make test-vllm)",
+    "run configs/tiny-vllm-profile.yaml --out /tmp/prof5": (
+        "needs vLLM and 20 min; its run is shipped as docs/example-profile-run, which "
+        "tests/test_example_profile_run.py reports and exports"
+    ),
     "schedule reports/tiny-vllm --workload tiny_code --temperature 0": (
         "needs the vLLM run; `schedule` is tested in tests/unit/test_schedule_export.py"
     ),

@@ -633,7 +633,7 @@ MAX_COMMAND_STATEMENTS = 12
 # a command leaves the list once it fits). Issue 30 item 3 thinned roi, run, accept, compare,
 # verify, predict_check, simulate, canary and validate; schedule still does its work in the
 # command body.
-FAT_COMMANDS = {"schedule": 21}
+FAT_COMMANDS = {"schedule": 18}
 # Options declared by several commands with different defaults on purpose (each reason says why).
 INTENTIONAL_DEFAULTS = {
     "--gamma-max": "roi is analytic and looks further (defaults.ROI_GAMMA_MAX) than accept",

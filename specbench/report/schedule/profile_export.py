@@ -16,10 +16,17 @@ from pydantic import JsonValue
 
 from specbench.analysis.decide.gamma_schedule import OPEN_END
 from specbench.analysis.documents.results_model_profile import ProfileDecision
-from specbench.report.sections.profile_box import operating_point
 
 PROFILE_SCHEMA = 1
 WORDS = {"off": "OFF", "undecided": "UNDECIDED"}
+
+
+def operating_point(p: ProfileDecision) -> str:
+    """Where the decision holds: the mix, the load points and their shares, the SLO."""
+    mix = ", ".join(f"{w} {s:.0%}" for w, s in p.mix.items()) or "the run's workloads"
+    loads = ", ".join(f"{ld} ({s:.0%} of the time)" for ld, s in p.loads.items())
+    slo = ", ".join(f"{m.removesuffix('_ms').upper()} {t}" for m, t in p.slo.items()) or "none"
+    return f"mix {mix} of output tokens; load {loads}; SLO {slo}"
 
 
 def profile_ranges(p: ProfileDecision) -> list[list[int]]:

@@ -8,6 +8,7 @@ from specbench.analysis.documents.results_model import RunResults
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_profile import ProfileCandidate, ProfileDecision
 from specbench.report.render.blocks import Box
+from specbench.report.schedule.profile_export import operating_point
 from specbench.report.sections.paste import plain_paste_line, setting_paste_line
 from specbench.report.sections.text import num_text
 
@@ -17,14 +18,6 @@ def _gain(c: ProfileCandidate) -> str:
     return (
         f"{num_text(c.gain.value, '{:.2f}×')} [{num_text(lo, '{:.2f}')}, {num_text(hi, '{:.2f}')}]"
     )
-
-
-def operating_point(p: ProfileDecision) -> str:
-    """Where the decision holds: the mix, the load points and their shares, the SLO."""
-    mix = ", ".join(f"{w} {s:.0%}" for w, s in p.mix.items()) or "the run's workloads"
-    loads = ", ".join(f"{ld} ({s:.0%} of the time)" for ld, s in p.loads.items())
-    slo = ", ".join(f"{m.removesuffix('_ms').upper()} {t}" for m, t in p.slo.items()) or "none"
-    return f"mix {mix} of output tokens; load {loads}; SLO {slo}"
 
 
 def _usd(e: EstimateJSON) -> str:
