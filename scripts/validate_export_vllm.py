@@ -55,6 +55,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's specbench (its records reader)
 START_S = 900  # all servers up: each takes 1-2 min on two cores, and they start together
 
 
@@ -192,16 +193,18 @@ def _tpot_means(run: Path, load: str) -> dict[str, float]:
     """{setting label: mean TPOT (ms)} of the requests that arrived in the steady window of the
     profile's mix batches at `load` (steady and drain phases; docs/theory.md §21): how much
     faster a token is, the quantity behind every SLO-goodput gain, steadier than a gain whose SLO
-    sits between the two latency distributions. OFF is "baseline" in-process, "off" as a server."""
+    sits between the two latency distributions. OFF (γ = 0, whatever its label) is "off"."""
+    from specbench.records import RECORDS_FILE, iter_records
+
     sums: dict[str, list[float]] = {}
-    for line in (run / "records.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for r in iter_records(run / RECORDS_FILE):
         if r.get("kind") not in ("baseline", "spec") or r.get("load") != load or not r.get("mix"):
             continue
-        if r.get("phase") not in ("steady", "drain") or r.get("tpot_ms") is None:
+        tpot = r.get("tpot_ms")
+        if r.get("phase") not in ("steady", "drain") or tpot is None:
             continue
         name = "off" if not r.get("gamma") else str(r.get("setting"))
-        sums.setdefault(name, []).append(float(r["tpot_ms"]))
+        sums.setdefault(name, []).append(float(tpot))
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 

@@ -13,6 +13,7 @@ from specbench.analysis.documents.results_model_load import LoadCell, QuantilesC
 from specbench.analysis.stats.steady_state import KEPT_UP_MIN_REQUESTS
 from specbench.report.render.blocks import Block, Bullets, Heading, Para, TableBlock
 from specbench.report.sections.text import num_text, prompts_basis_tag
+from specbench.setting import Setting
 
 
 def _q(est: EstimateJSON, fmt: str = "{:.1f}") -> str:
@@ -65,11 +66,11 @@ def steady_text(c: LoadCell) -> str | None:
             if g is not None and g.growing
             else " (the time bound passed)"
         )
-    name = c.drafter or "baseline"
-    # an endpoint's label already names its γ ("draft_model γ=2", openai backend): not twice
-    tag = f" γ={c.gamma}" if c.gamma and not name.endswith(f"γ={c.gamma}") else ""
+    # a speculative setting as its label names it (a label that names its γ is not given it
+    # twice); the setting without speculation by its endpoint's label, if it has one
+    name = Setting(c.gamma, c.drafter).label if c.gamma else c.drafter or "baseline"
     return (
-        f"{name}{tag} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
+        f"{name} {c.load}: steady state {st.steady_duration_s or 0:.1f} s, "
         f"warm-up excluded {st.warmup_excluded.n} request(s) ({st.warmup_excluded.seconds or 0:.1f} s), "
         f"achieved {st.achieved_rate or 0:.2f}/s{offered} "
         f"(arrivals {st.arrival_rate or 0:.2f}/s, {st.n_drain} finished after the window); "
