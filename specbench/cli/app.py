@@ -1,6 +1,6 @@
 """The `specbench` typer app: the command list, error handling and the console-script entry.
 
-Each command lives in its own module (cli/roi.py, cli/run.py, …): it parses its options, calls
+Each command lives in its own module (cli/estimate/roi.py, cli/run.py, …): it parses its options, calls
 one core function and hands the result to `report/`. This module registers them (`COMMANDS`,
 in the order `--help` lists them) and makes every exit code mean one thing
 (cli/exit_codes.py): a SpecbenchError is one `error:` line and exit code 2, a usage error too,
@@ -24,9 +24,11 @@ from typer import _click as click  # typer >= 0.25 vendors click: its classes ar
 from typer.core import TyperGroup
 
 import specbench.cli.faults as faults
-from specbench.cli.accept import accept
-from specbench.cli.canary import canary
-from specbench.cli.compare import compare
+from specbench.cli.check.compare import compare
+from specbench.cli.check.predict_check import predict_check
+from specbench.cli.check.verify import verify
+from specbench.cli.estimate.roi import roi
+from specbench.cli.estimate.simulate import simulate
 from specbench.cli.exit_codes import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -37,15 +39,13 @@ from specbench.cli.exit_codes import (
     one_line,
 )
 from specbench.cli.options import CheckedCommand
-from specbench.cli.predict_check import predict_check
 from specbench.cli.report import report
-from specbench.cli.roi import roi
+from specbench.cli.rollout.accept import accept
+from specbench.cli.rollout.canary import canary
+from specbench.cli.rollout.schedule import schedule
 from specbench.cli.run import run
-from specbench.cli.schedule import schedule
 from specbench.cli.schema import schema
-from specbench.cli.simulate import simulate
 from specbench.cli.validate import validate
-from specbench.cli.verify import verify
 from specbench.errors import SpecbenchError, SpecbenchWarning
 
 # Every command, in the order `specbench --help` lists them.

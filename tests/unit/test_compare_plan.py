@@ -13,7 +13,7 @@ from specbench.analysis.calibration.compare_calibration import SimSize, sim_side
 from specbench.analysis.compare.metrics import Calibration, PlanSize, Thresholds
 from specbench.analysis.compare.noise import calibrate, run_cost
 from specbench.analysis.compare.plan import check_plan, family_size, plan_at, size_gate
-from specbench.cli.compare_gate import set_keys
+from specbench.cli.check.compare_gate import set_keys
 
 CAL = Calibration(
     runs=5,

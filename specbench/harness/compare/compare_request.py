@@ -6,7 +6,7 @@ that compares two runs (or two sets of runs).
     result = compare_runs(request)               # an A/B job first with --ab, then the comparison
 
 --plan and --calibrate write thresholds, not a comparison: the command hands them to
-cli/compare_gate.py. The fields are the command's options under the same names, without defaults
+cli/check/compare_gate.py. The fields are the command's options under the same names, without defaults
 (the command's options state them once, and `--help` shows them).
 """
 

@@ -245,7 +245,7 @@ def compare(
     --strict, failed or missing rows), 5 inconclusive (a gating row cannot detect its minimum
     effect; --allow-inconclusive makes it 0), 2 bad input (or incomparable runs without --force).
     """
-    from specbench.cli.compare_gate import calibrate_runs, plan_gate
+    from specbench.cli.check.compare_gate import calibrate_runs, plan_gate
     from specbench.harness.compare.compare_request import CompareRequest, compare_runs
 
     request = CompareRequest(
