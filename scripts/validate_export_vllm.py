@@ -9,6 +9,7 @@ measured under the profile").
 
     PYTHONPATH=$PWD python scripts/validate_export_vllm.py RUN [--out DIR] [--blocks B]
         [--target PATH] [--draft PATH] [--python /path/to/vllm/venv/bin/python] [--reuse]
+        [--restart-each-block]
 
 RUN is a run directory with a deployment profile (`profile:` in its config; backend vllm). The
 validation run is RUN's stored configuration with only the backend changed: `backend: openai`,
@@ -17,7 +18,12 @@ batches in alternating order: a drift of the machine falls on every server alike
 §22), `repeats` = B blocks (default RUN's). So the profile, the seeds, the mix draws and the
 arrival times are RUN's. All servers run at once (VLLM_CPU_KVCACHE_SPACE=1: a 1 GiB KV cache
 each), each in a process group of its own killed whole at the end; only the one being measured
-is sent requests.
+is sent requests. With `--restart-each-block` every server is stopped and started afresh before
+each block (as `engine.interleave` restarts every engine in-process), so the interval over blocks
+includes how much a server's start moves its speed; without it each server is started once and
+the interval is the one for those starts. The run is one run directory either way: after each
+block's last batch is recorded the run is interrupted (Ctrl-C: records kept), the servers are
+restarted on the same ports and the run is resumed (`--resume`, the same configuration).
 
 What each server is:
 - export: the exported line, unchanged but for `vllm serve` → `python -m
@@ -48,7 +54,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,16 +115,19 @@ def _with_conf(line: str, conf: dict[str, Any] | None) -> str:
 
 
 @contextlib.contextmanager
-def _servers(lines: dict[str, str], python: str, logs: Path) -> Iterator[dict[str, str]]:
-    """Start every server at once; {name: url} once all answer /v1/models."""
+def _servers(
+    lines: dict[str, str], python: str, logs: Path, ports: dict[str, int], start: int = 0
+) -> Iterator[dict[str, str]]:
+    """Start every server at once on its port (`start`: which start, named in the logs); {name:
+    url} once all answer /v1/models."""
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     procs: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
     try:
         for name, line in lines.items():
-            port = _free_port()
+            port = ports[name]
             argv = _server_argv(line, python, port)
-            log = logs / f"{name.replace(' ', '_').replace('=', '')}.log"
-            print(f"starting {name}: {shlex.join(argv)}", file=sys.stderr)
+            log = logs / f"{name.replace(' ', '_').replace('=', '')}-start{start}.log"
+            print(f"starting {name} (start {start}): {shlex.join(argv)}", file=sys.stderr)
             with log.open("w") as fh:
                 proc = subprocess.Popen(
                     argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -185,13 +194,84 @@ def _validation_config(run: Path, endpoints: list[dict[str, Any]], blocks: int) 
     return cfg
 
 
+def _metrics_in_block(records: Path, block: int, names: Collection[str] | None = None) -> int:
+    """Batches recorded in `block` (of the settings `names` only: "off" for γ = 0)."""
+    from specbench.records import iter_records
+
+    if not records.is_file():
+        return 0
+    return sum(
+        r.get("kind") == "engine_metrics"
+        and int(r.get("repeat", 0)) == block
+        and (names is None or ("off" if not r.get("gamma") else r.get("setting")) in names)
+        for r in iter_records(records)
+    )
+
+
+def _run_block_by_block(
+    cfg_path: Path, out: Path, blocks: int, per_block: int, restart: Any
+) -> list[int]:
+    """`specbench run` of the validation config, interrupted after each block's `per_block`
+    batches are recorded and resumed once `restart()` has started the servers afresh; the
+    records of the next block already written when a run was interrupted, per restart (0 when
+    the interruption came in time: a request takes far longer than the 20 ms poll)."""
+    from specbench.records import RECORDS_FILE
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    early: list[int] = []
+    for block in range(blocks):
+        cmd = [sys.executable, "-m", "specbench", "run", str(cfg_path), "--out", str(out)]
+        if block:
+            cmd.append("--resume")
+        records = out / RECORDS_FILE
+        offset = records.stat().st_size if records.is_file() else 0
+        seen = _metrics_in_block(records, block)  # before the run writes again
+        proc = subprocess.Popen(cmd, env=env)
+        last = block == blocks - 1
+        while proc.poll() is None and not last:
+            # only the lines added since the last look: the whole file takes longer to parse
+            # than a request takes to complete
+            with contextlib.suppress(FileNotFoundError), records.open("rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+                whole = chunk[: chunk.rfind(b"\n") + 1]
+                offset += len(whole)
+                for line in whole.splitlines():
+                    r = json.loads(line)
+                    seen += r.get("kind") == "engine_metrics" and r.get("repeat", 0) == block
+            if seen >= per_block:
+                proc.send_signal(signal.SIGINT)  # the run keeps its records (exit 130)
+                break
+            time.sleep(0.02)
+        rc = proc.wait()
+        if rc not in (0, 1, 130):
+            raise SystemExit(f"error: specbench run exited {rc} in block {block}")
+        if last:
+            break
+        if _metrics_in_block(records, block) < per_block:
+            raise SystemExit(f"error: block {block} ended with fewer than {per_block} batches")
+        early.append(_requests_in_block(records, block + 1))
+        restart(block + 1)
+    return early
+
+
+def _requests_in_block(records: Path, block: int) -> int:
+    from specbench.records import iter_records
+
+    return sum(
+        r.get("kind") in ("baseline", "spec") and int(r.get("repeat", 0)) == block
+        for r in iter_records(records)
+    )
+
+
 def _candidates(decision: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["setting"]: c for c in decision["candidates"]}
 
 
 def _tpot_means(run: Path, load: str) -> dict[str, float]:
     """{setting label: mean TPOT (ms)} of the requests that arrived in the steady window of the
-    profile's mix batches at `load` (steady and drain phases; docs/theory.md §21): how much
+    profile's mix batches at `load` (steady and drain phases; docs/theory.md §21; buffered
+    streams left out): how much
     faster a token is, the quantity behind every SLO-goodput gain, steadier than a gain whose SLO
     sits between the two latency distributions. OFF (γ = 0, whatever its label) is "off"."""
     from specbench.records import RECORDS_FILE, iter_records
@@ -201,11 +281,26 @@ def _tpot_means(run: Path, load: str) -> dict[str, float]:
         if r.get("kind") not in ("baseline", "spec") or r.get("load") != load or not r.get("mix"):
             continue
         tpot = r.get("tpot_ms")
-        if r.get("phase") not in ("steady", "drain") or tpot is None:
-            continue
+        if r.get("phase") not in ("steady", "drain") or tpot is None or r.get("buffered"):
+            continue  # a buffered stream's TPOT was not measured (docs/serving.md)
         name = "off" if not r.get("gamma") else str(r.get("setting"))
         sums.setdefault(name, []).append(float(tpot))
     return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+def _buffered_share(run: Path, load: str, name: str) -> float | None:
+    """The share of a setting's steady-window requests at `load` whose streams arrived
+    buffered (TTFT and TPOT not measured; docs/serving.md "Buffered streams")."""
+    from specbench.records import RECORDS_FILE, iter_records
+
+    flags = [
+        bool(r.get("buffered"))
+        for r in iter_records(run / RECORDS_FILE)
+        if r.get("kind") in ("baseline", "spec") and r.get("load") == load and r.get("mix")
+        and r.get("phase") in ("steady", "drain")
+        and ("off" if not r.get("gamma") else str(r.get("setting"))) == name
+    ]  # fmt: skip
+    return sum(flags) / len(flags) if flags else None
 
 
 def _pair(xs: list[float | None]) -> str:
@@ -228,6 +323,11 @@ def main() -> None:
     ap.add_argument("--draft")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--reuse", action="store_true", help="analyse DIR's measurements again")
+    ap.add_argument(
+        "--restart-each-block",
+        action="store_true",
+        help="stop and start every server afresh before each block",
+    )
     a = ap.parse_args()
     if a.out.exists() and not a.reuse:
         raise SystemExit(f"error: {a.out} exists: choose another --out (or --reuse it)")
@@ -264,21 +364,35 @@ def main() -> None:
     logs = a.out.with_name(a.out.name + "-logs")
     logs.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    early: list[int] | None = None
     if not a.reuse:
-        with _servers({n: s for n, (s, _) in servers.items()}, a.python, logs) as urls:
-            endpoints = [
-                {"url": urls[n], "gamma": g, "label": n if g else None,
-                 "method": method if g else "none"}
-                for n, (_, g) in servers.items()
-            ]  # fmt: skip
-            cfg_path = logs / "validate.yaml"
-            cfg_path.write_text(
-                yaml.safe_dump(_validation_config(run, endpoints, blocks), allow_unicode=True)
-            )
-            res = _specbench("run", str(cfg_path), "--out", str(a.out))
-            print(res.stdout[-3000:], res.stderr[-3000:], file=sys.stderr)
-            if res.returncode not in (0, 1):
-                raise SystemExit(f"error: specbench run exited {res.returncode}")
+        lines = {n: s for n, (s, _) in servers.items()}
+        ports = {n: _free_port() for n in servers}
+        endpoints = [
+            {"url": f"http://127.0.0.1:{ports[n]}", "gamma": g, "label": n if g else None,
+             "method": method if g else "none"}
+            for n, (_, g) in servers.items()
+        ]  # fmt: skip
+        cfg_path = logs / "validate.yaml"
+        cfg_path.write_text(
+            yaml.safe_dump(_validation_config(run, endpoints, blocks), allow_unicode=True)
+        )
+        if a.restart_each_block:
+            with contextlib.ExitStack() as stack:
+
+                def restart(start: int) -> None:
+                    stack.close()  # the servers of the block before, stopped
+                    stack.enter_context(_servers(lines, a.python, logs, ports, start))
+
+                restart(0)
+                per_block = _metrics_in_block(run / "records.jsonl", 0, servers)
+                early = _run_block_by_block(cfg_path, a.out, blocks, per_block, restart)
+        else:
+            with _servers(lines, a.python, logs, ports):
+                res = _specbench("run", str(cfg_path), "--out", str(a.out))
+                print(res.stdout[-3000:], res.stderr[-3000:], file=sys.stderr)
+                if res.returncode not in (0, 1):
+                    raise SystemExit(f"error: specbench run exited {res.returncode}")
     rep = _specbench("report", str(a.out))
     if rep.returncode not in (0, 1):
         raise SystemExit(f"error: specbench report {a.out}: {rep.stderr.strip()}")
@@ -309,6 +423,7 @@ def main() -> None:
                     pred_by[name].get("break_even_alpha"),
                     (meas_by.get(name) or {}).get("break_even_alpha"),
                 ],
+                "buffered_streams": [_buffered_share(run, load, name), _buffered_share(a.out, load, name)],
                 # mean TPOT over OFF's, in-process (predicted) and as servers (measured)
                 "tpot_ratio_predicted": tpot_pred[name] / tpot_pred["off"],
                 "tpot_ratio_measured": tpot_meas[name] / tpot_meas["off"],
@@ -324,6 +439,9 @@ def main() -> None:
         "predicted": {k: predicted.get(k) for k in ("verdict", "chosen", "blocks", "reason")},
         "measured": {k: measured.get(k) for k in ("verdict", "chosen", "blocks", "reason")},
         "objective": predicted.get("objective"),
+        "servers_started": "afresh before each block" if a.restart_each_block else "once",
+        # per restart: requests of the next block recorded before the servers were restarted
+        "next_block_requests_before_restart": early,
         "rows": rows,
     }
     (a.out / "validation.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
@@ -332,13 +450,16 @@ def main() -> None:
         f"predicted: {predicted['verdict'].upper()} {predicted.get('chosen') or ''} "
         f"({predicted['blocks']} blocks in-process); measured as servers: "
         f"{measured['verdict'].upper()} {measured.get('chosen') or ''} ({measured['blocks']} "
-        f"blocks, OFF alternated with every server)"
+        f"blocks, OFF alternated with every server; servers started "
+        f"{'afresh before each block' if a.restart_each_block else 'once'})"
     )
     print(
         f"| server | γ | predicted gain over OFF | measured gain over OFF | error (predicted / "
-        f"measured − 1) | mean TPOT ÷ OFF's at {load} | acceptance | break-even α |"
+        f"measured − 1) | mean TPOT ÷ OFF's at {load} | acceptance | break-even α | buffered "
+        "streams |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
+    off_buf = [_buffered_share(run, load, "off"), _buffered_share(a.out, load, "off")]
     for r in rows:
         err = "–" if r["prediction_error"] is None else f"{r['prediction_error']:+.1%}"
         mark = " (export)" if r["exported"] else ""
@@ -346,9 +467,9 @@ def main() -> None:
             f"| {r['server']}{mark} | {r['gamma']} | {_est(r['predicted_gain'])} | "
             f"{_est(r['measured_gain'])} | {err} | {r['tpot_ratio_predicted']:.3f} → "
             f"{r['tpot_ratio_measured']:.3f} | {_pair(r['acceptance'])} | "
-            f"{_pair(r['break_even_alpha'])} |"
+            f"{_pair(r['break_even_alpha'])} | {_pair(r['buffered_streams'])} |"
         )
-    print("(each pair: the source run in-process → the servers)")
+    print(f"(each pair: the source run in-process → the servers; OFF's buffered: {_pair(off_buf)})")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,41 @@ def test_report_decides_at_the_profile_without_an_engine(tmp_path: Path) -> None
         assert "paste: `vllm serve" in flat and "Decided in-process (backend: vllm)" in flat
 
 
+def _flag_buffered(tmp_path: Path, name: str, gammas: tuple[int, ...]) -> tuple[dict, int]:
+    """The shipped run with the requests of `gammas` at the profile's load flagged as buffered
+    streams (their records otherwise as measured), reported: (its profile decision, how many
+    flagged requests the steady windows hold)."""
+    run = tmp_path / name
+    shutil.copytree(RUN, run)
+    lines, flagged = [], 0
+    for line in (RUN / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["kind"] == "spec" and r.get("gamma") in gammas and r.get("load") == "rate=3":
+            r["buffered"] = True
+            flagged += r.get("phase") in ("steady", "drain")
+        lines.append(json.dumps(r, ensure_ascii=False))
+    (run / "records.jsonl").write_text("\n".join(lines) + "\n")
+    res = runner.invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    return json.loads((run / "results.json").read_text())["profile_decision"], flagged
+
+
+def test_buffered_streams_under_the_decision_are_not_taken_as_measured(tmp_path: Path) -> None:
+    """docs/theory.md §22, "Buffered streams". The shipped decision is ON for γ=4. With γ=4's
+    streams at the profile's load flagged as buffered, its TPOT was not measured, so it cannot
+    be shown to meet the p50 TPOT target: the decision goes to γ=2, whose streams were all
+    observed (the gains stay as measured). With γ=2's flagged too, no candidate is shown within
+    the SLO: UNDECIDED, saying how many streams were buffered."""
+    shipped, _ = _flag_buffered(tmp_path, "shipped", ())
+    assert shipped["verdict"] == "on" and shipped["chosen"] == "draft_model γ=4"
+    one, _ = _flag_buffered(tmp_path, "g4", (4,))
+    assert one["verdict"] == "on" and one["chosen"] == "draft_model γ=2"
+    assert [c["gain"] for c in one["candidates"]] == [c["gain"] for c in shipped["candidates"]]
+    both, flagged = _flag_buffered(tmp_path, "both", (2, 4))
+    assert both["verdict"] == "undecided" and both["chosen"] is None
+    assert f"{flagged} of " in both["reason"] and "buffered streams" in both["reason"]
+
+
 def test_with_a_price_the_profile_box_shows_the_cost_per_good_token(tmp_path: Path) -> None:
     """The shipped run with a price added to its profile ($2.5/GPU-hour × 8 GPUs): OFF's cost per
     10⁶ good output tokens is price × GPUs / (good tokens/s × 3600) × 10⁶ at the blocks' mean

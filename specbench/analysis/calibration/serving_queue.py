@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from specbench.analysis.decide.profile_decision import (
+    decide_at_profile,
+)
+from specbench.analysis.decide.profile_runs import (
     OFF,
     LoadRun,
     SloTargets,
     TimedRequest,
-    decide_at_profile,
 )
 from specbench.analysis.stats.latency_tails import Slo
 

@@ -20,71 +20,35 @@ With a price (the profile's $/GPU-hour and GPUs per server), OFF's and each cand
 10⁶ good output tokens at the profile is price × GPUs / (good tokens/s × 3600) × 10⁶, its interval
 from the same blocks: the cost is a constant over the mean of the blocks' good-token rates, a
 ratio of sums Σ_b c / Σ_b r_b inverted with Student's t on B − 1 degrees of freedom like the gains
-(`block_t.interval`; no interval below two blocks).
+(`block_t.interval`; no interval below two blocks; `profile_cost.py`).
+
+What the decision is taken on — the runs, the SLO, the per-block objective, and the doubt that
+buffered streams leave — is `profile_runs.py`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specbench.analysis.arithmetic import roi
+from specbench.analysis.decide.profile_cost import Cost, ServerPrice, block_cost
+from specbench.analysis.decide.profile_runs import (
+    COST,
+    OFF,
+    LoadRun,
+    SloTargets,
+    block_rates,
+    buffered_doubt,
+    buffered_note,
+)
 from specbench.analysis.documents.results_model_base import Verdict
 from specbench.analysis.stats import block_t
-from specbench.analysis.stats.latency_tails import Slo
 from specbench.analysis.stats.signflip import RatioPivots
 from specbench.config.profile import Objective
-
-OFF = "off"
-GOODPUT: Objective = "slo_goodput"
-COST: Objective = "cost_per_mtok"
-
-
-@dataclass(frozen=True)
-class TimedRequest:
-    """One request of a steady window (warm-up left out), its latencies including the client's
-    wait (queue_ms)."""
-
-    arrival_s: float
-    ok: bool
-    ttft_ms: float | None
-    tpot_ms: float | None
-    e2e_ms: float | None
-    new_tokens: int
-
-
-@dataclass(frozen=True)
-class LoadRun:
-    """One setting's steady-state run of the mix at one load point in one block."""
-
-    setting: str  # OFF for the baseline
-    gamma: int
-    load: str  # the load point's name ("rate=2", "steady c=4", "trace")
-    block: int  # the repeat (with engine.interleave: the engine start)
-    window_s: tuple[float, float]
-    requests: tuple[TimedRequest, ...]
-    drafter: str = ""  # the setting's label (what the paste-ready line names)
-    schedule: tuple[tuple[int, int, int], ...] | None = None  # a γ schedule by batch size
-
-
-@dataclass(frozen=True)
-class SloTargets:
-    """Per-request limits (a good request meets every one) and, per metric, the share of
-    requests the SLO asks to meet it (the profile's percentile; None: no percentile target)."""
-
-    limits: Slo
-    percentiles: Mapping[str, float] = field(default_factory=dict)
-
-    def good(self, r: TimedRequest) -> bool:
-        return bool(
-            r.ok
-            and r.ttft_ms is not None
-            and r.e2e_ms is not None
-            and self.limits.met(r.ttft_ms, r.tpot_ms, r.e2e_ms)
-        )
 
 
 @dataclass(frozen=True)
@@ -95,42 +59,6 @@ class Attainment:
     load: str
     shares: dict[str, float]  # metric → share of requests within its limit
     met: bool
-
-
-@dataclass(frozen=True)
-class ServerPrice:
-    """What one server costs: $ per GPU-hour and its GPUs (the profile's price)."""
-
-    gpu_hour_usd: float
-    gpus: int
-
-    def usd_per_s(self) -> float:
-        return self.gpu_hour_usd * self.gpus / 3600.0
-
-
-@dataclass(frozen=True)
-class Cost:
-    """$ per 10⁶ good output tokens at the profile and its `level` interval (NaN: none)."""
-
-    usd_per_mtok: float
-    ci95: tuple[float, float]
-
-
-def cost_per_mtok(price: ServerPrice, good_tokens_per_s: float) -> float:
-    """price × GPUs / (good tokens/s × 3600) × 10⁶ (inf where no token was good)."""
-    if not good_tokens_per_s > 0:
-        return math.inf
-    return price.usd_per_s() / good_tokens_per_s * 1e6
-
-
-def block_cost(price: ServerPrice, rates: np.ndarray, level: float) -> Cost:
-    """The cost at the blocks' mean good-token rate `rates` (B,), with its interval (module
-    docstring): Σ_b c / Σ_b r_b, c the server's $ per s × 10⁶."""
-    c = price.usd_per_s() * 1e6
-    piv = RatioPivots(np.full((1, rates.size), c), np.atleast_2d(rates).astype(float))
-    value = cost_per_mtok(price, float(rates.mean())) if rates.size else math.nan
-    lo, hi = block_t.interval(piv, 0, level) if rates.sum() > 0 else (math.nan, math.nan)
-    return Cost(value, (lo, hi))
 
 
 @dataclass(frozen=True)
@@ -171,18 +99,6 @@ class ProfileVerdict:
     off_cost: Cost | None = None
 
 
-def run_rate(run: LoadRun, slo: SloTargets, objective: str) -> float:
-    """The objective over a run's steady window: good requests (or their output tokens) that
-    arrived in it, per second of window."""
-    start, end = run.window_s
-    if end <= start:
-        return math.nan
-    good = [r for r in run.requests if slo.good(r)]
-    return float(sum(r.new_tokens for r in good) if objective == COST else len(good)) / (
-        end - start
-    )
-
-
 def attainment(runs: Sequence[LoadRun], slo: SloTargets) -> tuple[Attainment, ...]:
     """Per load point, the share of requests within each limit that has a percentile target."""
     out = []
@@ -191,34 +107,17 @@ def attainment(runs: Sequence[LoadRun], slo: SloTargets) -> tuple[Attainment, ..
         shares: dict[str, float] = {}
         for metric in slo.percentiles:
             limit = getattr(slo.limits, metric)
-            within = [q.ok and (getattr(q, metric) or 0.0) <= limit for q in reqs]
+            # a buffered stream's TPOT was not measured: not shown within its limit
+            within = [
+                q.ok
+                and not (q.buffered and metric == "tpot_ms")
+                and (getattr(q, metric) or 0.0) <= limit
+                for q in reqs
+            ]
             shares[metric] = float(np.mean(within)) if within else math.nan
         met = all(shares[m] >= slo.percentiles[m] / 100.0 for m in shares)
         out.append(Attainment(load, shares, met))
     return tuple(out)
-
-
-def _blocks(
-    runs: Sequence[LoadRun], names: list[str], slo: SloTargets, objective: str,
-    shares: Mapping[str, float],
-) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
-    """(y (K, B), x (B,)): per block, each setting's objective summed over the profile's load
-    points weighted by their shares of time, over the blocks where every setting ran every
-    load point."""
-    by = {(r.setting, r.load, r.block): r for r in runs}
-    blocks = sorted(
-        b for b in {r.block for r in runs}
-        if all((s, ld, b) in by for s in (OFF, *names) for ld in shares)
-    )  # fmt: skip
-    if not blocks:
-        return None
-
-    def rate(s: str, b: int) -> float:
-        return sum(w * run_rate(by[(s, ld, b)], slo, objective) for ld, w in shares.items())
-
-    y = np.asarray([[rate(s, b) for b in blocks] for s in names])
-    x = np.asarray([rate(OFF, b) for b in blocks])
-    return y, x
 
 
 def break_even_alpha(gamma: int, alpha_measured: float, tpot_ratio: float) -> float | None:
@@ -234,7 +133,7 @@ def decide_at_profile(
     runs: Sequence[LoadRun],
     slo: SloTargets,
     load_shares: Mapping[str, float],
-    objective: Objective = GOODPUT,
+    objective: Objective = "slo_goodput",
     margin: float = 0.05,
     level: float = 0.95,
     interleaved: bool = True,
@@ -256,7 +155,7 @@ def decide_at_profile(
     if OFF not in gammas or not names:
         what = "OFF" if OFF not in gammas else "no speculative setting"
         return _with(base, reason=f"{what} was not measured at the profile's load: not a verdict")
-    measured = _blocks(runs, names, slo, objective, shares)
+    measured = block_rates(runs, names, slo, objective, shares)
     if measured is None:
         return _with(
             base, reason="no block ran every load point of the profile for OFF and every setting"
@@ -310,6 +209,11 @@ def decide_at_profile(
         critical_value=float(d.critical_on),
     )
     line = 1.0 + margin
+    if d.outcome == "off" or (d.outcome == "on" and clears):
+        k = max(clears, key=lambda i: cands[i].gain) if clears else best
+        doubt = buffered_doubt(runs, names, slo, objective, shares, line, alpha, d.outcome, k)
+        if doubt is not None:
+            return _with(out, verdict="undecided", reason=doubt)
     if d.outcome == "on" and clears:
         k = max(clears, key=lambda i: cands[i].gain)
         return _with(
@@ -317,10 +221,12 @@ def decide_at_profile(
             reason=f"{names[k]}: lower bound {d.lower[k]:.3f} > 1 + margin {margin:g} at the "
             f"profile's load, within its SLO",
         )  # fmt: skip
+    hidden = buffered_note(runs, slo, shares)
     if d.outcome == "on":  # cleared the line but missed a percentile target
         return _with(
             out, verdict="undecided",
-            reason="the settings that clear 1 + margin miss a percentile target of the SLO",
+            reason="the settings that clear 1 + margin miss a percentile target of the SLO"
+            + hidden,
         )  # fmt: skip
     if d.outcome == "off":
         return _with(
@@ -338,7 +244,7 @@ def decide_at_profile(
     return _with(
         out, verdict="undecided", blocks_needed=more,
         reason=f"no setting is shown to clear 1 + margin {margin:g} nor shown not to "
-        f"({blocks} blocks; best {names[best]}: {cands[best].gain:.3f}×); {where}",
+        f"({blocks} blocks; best {names[best]}: {cands[best].gain:.3f}×); {where}{hidden}",
     )  # fmt: skip
 
 
@@ -348,7 +254,7 @@ def _costs(
 ) -> tuple[list[Cost], Cost] | None:  # fmt: skip
     """Each candidate's and OFF's cost from their blocks' good output tokens/s (the blocks the
     decision used: the same `_blocks`, counting tokens whatever the objective)."""
-    tokens = _blocks(runs, names, slo, COST, shares)
+    tokens = block_rates(runs, names, slo, COST, shares)
     if tokens is None:
         return None
     y, x = tokens
@@ -356,7 +262,12 @@ def _costs(
 
 
 def _mean_tpot(runs: Sequence[LoadRun]) -> float:
-    vals = [q.tpot_ms for r in runs for q in r.requests if q.ok and q.tpot_ms is not None]
+    vals = [
+        q.tpot_ms
+        for r in runs
+        for q in r.requests
+        if q.ok and q.tpot_ms is not None and not q.buffered  # a buffered TPOT: not measured
+    ]
     return float(np.mean(vals)) if vals else math.nan
 
 

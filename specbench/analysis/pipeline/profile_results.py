@@ -9,17 +9,18 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from specbench.analysis.decide.profile_cost import Cost, ServerPrice
 from specbench.analysis.decide.profile_decision import (
+    Attainment,
+    ProfileVerdict,
+    decide_at_profile,
+)
+from specbench.analysis.decide.profile_runs import (
     COST,
     OFF,
-    Attainment,
-    Cost,
     LoadRun,
-    ProfileVerdict,
-    ServerPrice,
     SloTargets,
     TimedRequest,
-    decide_at_profile,
 )
 from specbench.analysis.documents.results_model_base import EstimateJSON
 from specbench.analysis.documents.results_model_profile import (
@@ -80,7 +81,9 @@ def load_runs(batches: Sequence[MixBatch]) -> list[LoadRun]:
             block=b.repeat,
             window_s=b.window_s,
             requests=tuple(
-                TimedRequest(q.arrival_s, q.ok, q.ttft_ms, q.tpot_ms, q.e2e_ms, q.new_tokens)
+                TimedRequest(
+                    q.arrival_s, q.ok, q.ttft_ms, q.tpot_ms, q.e2e_ms, q.new_tokens, q.buffered
+                )
                 for q in b.requests
             ),
             drafter=b.drafter,

@@ -53,6 +53,7 @@ class MixRequest:
     new_tokens: int
     prompt_id: str = ""
     draw: int = -1  # its index among the batch's draws (the same at every setting)
+    buffered: bool = False  # its stream arrived in one burst (analysis.serving.buffering)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def _request(r: Record) -> MixRequest:
         new_tokens=int(r.get("new_tokens") or 0) if ok else 0,
         prompt_id=str(r.get("prompt_id", "")),
         draw=int(d) if (d := r.get("draw")) is not None else -1,
+        buffered=bool(r.get("buffered")),
     )
 
 
