@@ -209,13 +209,12 @@ def decide_at_profile(
         critical_value=float(d.critical_on),
     )
     line = 1.0 + margin
+    k = max(clears, key=lambda i: cands[i].gain) if clears else best  # ON's choice
     if d.outcome == "off" or (d.outcome == "on" and clears):
-        k = max(clears, key=lambda i: cands[i].gain) if clears else best
         doubt = buffered_doubt(runs, names, slo, objective, shares, line, alpha, d.outcome, k)
         if doubt is not None:
             return _with(out, verdict="undecided", reason=doubt)
     if d.outcome == "on" and clears:
-        k = max(clears, key=lambda i: cands[i].gain)
         return _with(
             out, verdict="on", chosen=names[k],
             reason=f"{names[k]}: lower bound {d.lower[k]:.3f} > 1 + margin {margin:g} at the "
@@ -253,7 +252,7 @@ def _costs(
     price: ServerPrice, level: float,
 ) -> tuple[list[Cost], Cost] | None:  # fmt: skip
     """Each candidate's and OFF's cost from their blocks' good output tokens/s (the blocks the
-    decision used: the same `_blocks`, counting tokens whatever the objective)."""
+    decision used: the same `block_rates`, counting tokens whatever the objective)."""
     tokens = block_rates(runs, names, slo, COST, shares)
     if tokens is None:
         return None
